@@ -1,9 +1,59 @@
-"""Where the public benchmark files live, and the registry of named datasets over them."""
+"""Where the public benchmark files live, and the registry of named datasets over them.
+
+``load_dataset(name)`` returns a :class:`Dataset`: questions plus either one corpus or, for the
+multi-source (RealRoute / DeepSieve) sets, named sources each with documents and a profile.
+
+=====================  ===========================================================================
+``2wiki``              2WikiMultihopQA as used by HippoRAG 2 / RouteRAG: 1,000 questions, 6,119 passages
+``musique``            100 MuSiQue questions, 1,890 passages, precomputed OpenIE (``openie_path``)
+``hotpotqa``           100 HotpotQA questions, 994 passages
+``law-med``            RealRoute law-med: 400 questions over sources ``law`` and ``med``
+``2wiki-multisource``  the 2Wiki questions over the corpus split into sources ``local`` and ``global``
+``demo``               bundled: a 2Wiki slice (questions whose answers occur in its passages)
+``demo-musique``       bundled: a MuSiQue slice with its precomputed OpenIE records
+``tables``             bundled: a small table knowledge base of public facts, with a few questions
+``file:<path>``        a user file (any format of :mod:`routerag.corpus.loaders`) or a folder in
+                       HippoRAG layout (``X_corpus.json`` + ``X.json``/``X_questions.jsonl``
+                       [+ ``openie_X*.json``]) or RealRoute layout (``X_corpus_local.json``, ...)
+=====================  ===========================================================================
+
+The benchmark sets are read from :func:`data_root`; the bundled ones ship inside the package.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from routerag.corpus.loaders import (
+    CorpusFormatError,
+    LoadReport,
+    attach_supporting_docs,
+    detect_corpus_format,
+    detect_question_format,
+    load_corpus,
+    load_questions,
+)
+from routerag.corpus.readers import iter_json
+from routerag.corpus.sampling import evenly_spaced
+from routerag.corpus.schema import Document, Question
+from routerag.registry import Registry, UnknownNameError
+
+__all__ = [
+    "DATASETS",
+    "DataNotFoundError",
+    "Dataset",
+    "SourceSpec",
+    "bundled_data_dir",
+    "data_root",
+    "dataset_names",
+    "load_dataset",
+    "load_profiles",
+    "register_dataset",
+]
 
 
 class DataNotFoundError(FileNotFoundError):
@@ -28,3 +78,241 @@ def data_root() -> Path:
     raise DataNotFoundError(
         "benchmark data not found: set ROUTERAG_DATA_DIR to the folder holding 2wikimultihopqa/, musique_train100/, ..."
     )
+
+
+def bundled_data_dir() -> Path:
+    """``routerag/data`` inside the installed package (demo slices, tables)."""
+    return Path(__file__).resolve().parent.parent / "data"
+
+
+class SourceSpec(BaseModel):
+    """One named knowledge source of a multi-source dataset."""
+
+    name: str
+    docs: list[Document]
+    profile: str = ""  # the natural-language description a router reads
+    role: str = ""  # "local" / "global" in RealRoute's files
+
+
+class Dataset(BaseModel):
+    """Questions plus their knowledge: one ``corpus``, or named ``sources`` (multi-source)."""
+
+    name: str
+    questions: list[Question] = Field(default_factory=list)
+    corpus: list[Document] = Field(default_factory=list)
+    sources: dict[str, SourceSpec] = Field(default_factory=dict)
+    openie_path: Path | None = None  # precomputed OpenIE for the corpus (HippoRAG results format)
+    reports: list[LoadReport] = Field(default_factory=list)
+    description: str = ""
+
+    @property
+    def multisource(self) -> bool:
+        return bool(self.sources)
+
+    def documents(self) -> list[Document]:
+        """Every document: the corpus, or all sources in order (each tagged with its source)."""
+        if not self.sources:
+            return list(self.corpus)
+        return [doc for spec in self.sources.values() for doc in spec.docs]
+
+    def sample(self, n: int | None) -> "Dataset":
+        """The same dataset with ``n`` evenly spaced questions (RealRoute's protocol)."""
+        return self.model_copy(update={"questions": evenly_spaced(self.questions, n)})
+
+
+# ---------------------------------------------------------------------------------------------
+# building blocks
+
+
+def load_profiles(path: str | Path) -> dict[str, str]:
+    """A RealRoute profiles file ``{local_profile, global_profile}`` -> ``{"local": ..., "global": ...}``."""
+    profiles = {}
+    for where, value in iter_json(path):
+        key = where.key or ""
+        if not isinstance(value, str):
+            raise CorpusFormatError(where, "expected a profile string", field=key)
+        profiles[key.removesuffix("_profile")] = value
+    return profiles
+
+
+def _need(path: Path) -> Path:
+    if not path.exists():
+        raise DataNotFoundError(f"{path}: not found (is ROUTERAG_DATA_DIR / shared/data complete?)")
+    return path
+
+
+def _question_file(folder: Path, stem: str) -> Path | None:
+    for candidate in (f"{stem}.json", f"{stem}.jsonl", f"{stem}_questions.jsonl", f"{stem}_questions.json"):
+        if (folder / candidate).is_file():
+            return folder / candidate
+    return None
+
+
+def hipporag_folder(folder: str | Path, name: str, *, stem: str | None = None, qid_prefix: str | None = None) -> Dataset:
+    """A folder in HippoRAG layout: ``<stem>_corpus.json`` plus questions ``<stem>.json`` /
+    ``<stem>_questions.jsonl`` and, if present, OpenIE results ``openie_<stem>*.json``."""
+    folder = _need(Path(folder))
+    if stem is None:
+        corpora = sorted(p for p in folder.glob("*_corpus.json*") if p.suffix in {".json", ".jsonl"})
+        if len(corpora) != 1:
+            found = ", ".join(p.name for p in corpora) or "none"
+            raise DataNotFoundError(f"{folder}: expected exactly one *_corpus.json file (found: {found}); name the file instead")
+        stem = corpora[0].name.split("_corpus.")[0]
+    corpus_path = next((p for p in (folder / f"{stem}_corpus.json", folder / f"{stem}_corpus.jsonl") if p.is_file()), None)
+    if corpus_path is None:
+        raise DataNotFoundError(f"{folder}: no {stem}_corpus.json")
+    docs, report = load_corpus(corpus_path)
+    qfile = _question_file(folder, stem)
+    questions = load_questions(qfile, dataset=qid_prefix or name) if qfile else []
+    openie = sorted(folder.glob(f"openie_{stem}*.json"))
+    return Dataset(
+        name=name, questions=questions, corpus=docs, reports=[report], openie_path=openie[0] if openie else None
+    )
+
+
+def realroute_folder(
+    folder: str | Path, prefix: str, name: str, *, source_names: dict[str, str] | None = None, questions: list[Question] | None = None
+) -> Dataset:
+    """RealRoute / DeepSieve multi-source files ``<prefix>_corpus_{local,global}.json``,
+    ``<prefix>_corpus_profiles.json`` and optional questions ``<prefix>_qa.json``.
+    ``source_names`` renames roles to source names (``{"local": "law", "global": "med"}``)."""
+    folder = _need(Path(folder))
+    source_names = source_names or {}
+    profiles_path = folder / f"{prefix}_corpus_profiles.json"
+    profiles = load_profiles(profiles_path) if profiles_path.is_file() else {}
+    sources: dict[str, SourceSpec] = {}
+    reports = []
+    for role in ("local", "global"):
+        path = _need(folder / f"{prefix}_corpus_{role}.json")
+        source = source_names.get(role, role)
+        docs, report = load_corpus(path, source=source)
+        sources[source] = SourceSpec(name=source, docs=docs, profile=profiles.get(role, ""), role=role)
+        reports.append(report)
+    if questions is None:
+        qpath = folder / f"{prefix}_qa.json"
+        questions = load_questions(qpath, "realroute", dataset=name) if qpath.is_file() else []
+        questions = _link_gold_sources(questions, sources)
+    return Dataset(name=name, questions=questions, sources=sources, reports=reports)
+
+
+def _link_gold_sources(questions: list[Question], sources: dict[str, SourceSpec]) -> list[Question]:
+    """Resolve supporting titles against the question's gold source (or all sources)."""
+    out = []
+    for q in questions:
+        pool = [sources[q.gold_source]] if q.gold_source in sources else list(sources.values())
+        out.extend(attach_supporting_docs([q], [d for spec in pool for d in spec.docs]))
+    return out
+
+
+def file_dataset(path: str | Path) -> Dataset:
+    """A dataset from one user file (corpus or question file) or a folder in HippoRAG / RealRoute layout.
+
+    A question file whose records carry their passages (MuSiQue, HotpotQA, PopQA) yields both the
+    questions and a corpus of those passages; a plain question file yields questions only; a
+    corpus file yields documents only."""
+    path = Path(path).expanduser()
+    name = f"file:{path}"
+    if path.is_dir():
+        local = sorted(path.glob("*_corpus_local.json"))
+        if len(local) == 1 and not list(path.glob("*_corpus.json")):
+            return realroute_folder(path, local[0].name.removesuffix("_corpus_local.json"), name)
+        return hipporag_folder(path, name, qid_prefix=path.name)
+    if not path.is_file():
+        raise DataNotFoundError(f"{path}: no such file or folder")
+    try:
+        qformat = detect_question_format(path)
+    except CorpusFormatError:
+        qformat = None
+    questions = load_questions(path, qformat, dataset=path.stem) if qformat else []
+    docs: list[Document] = []
+    reports = []
+    if qformat is None or qformat in {"musique", "hotpotqa", "popqa"}:
+        docs, report = load_corpus(path, detect_corpus_format(path))
+        reports.append(report)
+    return Dataset(name=name, questions=questions, corpus=docs, reports=reports)
+
+
+# ---------------------------------------------------------------------------------------------
+# named datasets
+
+
+def _2wiki() -> Dataset:
+    return hipporag_folder(data_root() / "2wikimultihopqa", "2wiki", stem="2wikimultihopqa")
+
+
+def _musique() -> Dataset:
+    return hipporag_folder(data_root() / "musique_train100", "musique", stem="musique_train")
+
+
+def _hotpotqa() -> Dataset:
+    return hipporag_folder(data_root() / "hotpotqa_train100", "hotpotqa", stem="hotpotqa_train")
+
+
+def _law_med() -> Dataset:
+    return realroute_folder(
+        data_root() / "multisource", "law-med", "law-med", source_names={"local": "law", "global": "med"}
+    )
+
+
+def _2wiki_multisource() -> Dataset:
+    root = data_root()
+    # the same questions (and ids) as "2wiki"; RealRoute's 2Wiki split names no gold source
+    questions = load_questions(_need(root / "2wikimultihopqa" / "2wikimultihopqa_questions.jsonl"), "qa", dataset="2wiki")
+    return realroute_folder(root / "multisource", "2wikimultihopqa", "2wiki-multisource", questions=questions)
+
+
+def _demo() -> Dataset:
+    data = hipporag_folder(bundled_data_dir() / "demo", "demo", stem="2wiki", qid_prefix="demo")
+    return data.model_copy(update={"description": "a 2WikiMultihopQA slice (Apache-2.0); see data/demo/ATTRIBUTION.md"})
+
+
+def _demo_musique() -> Dataset:
+    data = hipporag_folder(bundled_data_dir() / "demo", "demo-musique", stem="musique")
+    return data.model_copy(update={"description": "a MuSiQue slice (CC BY 4.0) with OpenIE; see data/demo/ATTRIBUTION.md"})
+
+
+def _tables() -> Dataset:
+    from routerag.corpus.tables import bundled_tables_path, load_bundled_tables, table_documents
+
+    docs = [doc for table in load_bundled_tables() for doc in table_documents(table)]
+    qpath = bundled_tables_path().with_name("questions.jsonl")
+    questions = load_questions(qpath, "qa", dataset="tables") if qpath.is_file() else []
+    report = LoadReport(path=str(bundled_tables_path()), format="table-json", loaded=len(docs))
+    return Dataset(name="tables", questions=questions, corpus=docs, reports=[report],
+                   description="public factual tables; see data/tables/ATTRIBUTION.md")
+
+
+DATASETS: Registry[Callable[[], Dataset]] = Registry("dataset")
+for _name, _loader in {
+    "2wiki": _2wiki,
+    "musique": _musique,
+    "hotpotqa": _hotpotqa,
+    "law-med": _law_med,
+    "2wiki-multisource": _2wiki_multisource,
+    "demo": _demo,
+    "demo-musique": _demo_musique,
+    "tables": _tables,
+}.items():
+    DATASETS.register(_name, _loader)
+
+
+def register_dataset(name: str, loader: Callable[[], Dataset], *, replace: bool = False) -> None:
+    """Add a named dataset (a zero-argument function returning a :class:`Dataset`)."""
+    DATASETS.register(name, loader, replace=replace)
+
+
+def dataset_names() -> list[str]:
+    return DATASETS.names()
+
+
+def load_dataset(name: str, *, n_questions: int | None = None) -> Dataset:
+    """A named dataset or ``file:<path>``; ``n_questions`` keeps that many evenly spaced questions."""
+    if name.startswith("file:"):
+        data = file_dataset(name.removeprefix("file:"))
+    else:
+        try:
+            loader = DATASETS.get(name)
+        except UnknownNameError as exc:
+            raise UnknownNameError(f"{exc}, or file:<path>") from None
+        data = loader()
+    return data.sample(n_questions) if n_questions is not None else data
