@@ -83,14 +83,14 @@ def tokens(text: str) -> list[str]:
     return [w for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 1]
 
 
-def top_overlap(question: str, docs: Sequence[Document], idf: dict[str, float], k: int, exclude: set[int]) -> list[int]:
+def top_overlap(question: str, doc_words: Sequence[set[str]], idf: dict[str, float], k: int, exclude: set[int]) -> list[int]:
     """The ``k`` passages sharing the most rare words (idf-weighted) with the question; ties by position."""
     q = set(tokens(question))
     scored = []
-    for i, doc in enumerate(docs):
+    for i, words in enumerate(doc_words):
         if i in exclude:
             continue
-        score = sum(idf[w] for w in q & set(tokens(doc.passage)))
+        score = sum(idf[w] for w in q & words)
         if score > 0:
             scored.append((-score, i))
     return [i for _, i in sorted(scored)[:k]]
@@ -99,7 +99,8 @@ def top_overlap(question: str, docs: Sequence[Document], idf: dict[str, float], 
 def slice_2wiki(corpus: list[Document], records: list[dict[str, Any]], n: int) -> tuple[list[tuple[int, dict]], list[int]]:
     """(chosen (position, record) pairs, kept corpus positions)."""
     titles = TitleIndex(corpus)
-    df = Counter(w for doc in corpus for w in set(tokens(doc.passage)))
+    doc_words = [set(tokens(doc.passage)) for doc in corpus]
+    df = Counter(w for words in doc_words for w in words)
     idf = {w: math.log(len(corpus) / c) for w, c in df.items()}
     starts = evenly_spaced_indices(len(records), n)
     chosen: list[tuple[int, dict]] = []
@@ -119,7 +120,7 @@ def slice_2wiki(corpus: list[Document], records: list[dict[str, Any]], n: int) -
             gold = entities + bridge
             if not any(mentions(corpus[i].passage, answer) for i in gold):
                 continue
-            distractors = top_overlap(rec["question"], corpus, idf, N_DISTRACTORS, set(gold))
+            distractors = top_overlap(rec["question"], doc_words, idf, N_DISTRACTORS, set(gold))
             chosen.append((pos, rec))
             kept.update(gold + distractors)
             break

@@ -8,7 +8,9 @@ from routerag.cli.app import app
 
 # one module per group of commands; each owns its own heavy imports inside the command bodies
 COMMAND_MODULES = [
-    "routerag.cli.index_cmds",  # index, retrieve, serve-retrieval
+    "routerag.cli.index_cmds",  # index, retrieve
+    "routerag.cli.server_cmds",  # serve-retrieval, serve
+    "routerag.cli.eval_cmds",  # eval, report
 ]
 
 

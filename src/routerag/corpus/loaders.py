@@ -130,9 +130,8 @@ def _record(value: Any, where: Where) -> dict[str, Any]:
 
 
 def _type(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), f"a {type(value).__name__}"
-    )
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "an integer", float: "a number"}
+    return names.get(type(value), "null" if value is None else f"a {type(value).__name__}")
 
 
 def _missing(rec: dict[str, Any], name: str, where: Where) -> CorpusFormatError:

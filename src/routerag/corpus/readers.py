@@ -14,14 +14,16 @@ from __future__ import annotations
 import codecs
 import csv
 import json
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-CHUNK_CHARS = 1 << 20  # bytes read per step by the JSON reader
+CHUNK_CHARS = 1 << 20  # bytes read per step by the JSON reader (module-level so tests can shrink it)
 _WHITESPACE = " \t\n\r"
+_NUMBER_TAIL = re.compile(r"[0-9.eE+-]*")
 
 
 @dataclass(frozen=True)
@@ -156,8 +158,9 @@ class _JsonStream:
     def fail(self, message: str, at: int | None = None) -> CorpusFormatError:
         return CorpusFormatError(self.where(at), message)
 
-    def more(self, size: int = CHUNK_CHARS) -> bool:
+    def more(self, size: int | None = None) -> bool:
         """Append at least one more chunk to the buffer; False at the end of the file."""
+        size = size or CHUNK_CHARS
         if self.eof:
             if self.bad_utf8 is not None:
                 raise self.fail(f"not valid UTF-8 (invalid byte at offset {self.bad_utf8})", len(self.buf))
@@ -179,7 +182,8 @@ class _JsonStream:
             self.pos = 0
         self.buf += text
         self.eof = final
-        return bool(text) or not final
+        # after an invalid byte, report "more" once so that the next call raises the UTF-8 error
+        return bool(text) or not final or self.bad_utf8 is not None
 
     def skip_ws(self) -> str:
         """The next non-whitespace character ('' at the end of the file), not consumed."""
@@ -205,8 +209,8 @@ class _JsonStream:
                     size *= 2  # a value larger than the buffer: grow geometrically, not one chunk at a time
                     continue
                 raise self.fail(f"truncated JSON ({exc.msg})", exc.pos) from None
-            if end >= len(self.buf) and not self.eof:
-                self.more(size)  # a number may continue in the next chunk
+            if not self.eof and type(value) in (int, float) and _NUMBER_TAIL.fullmatch(self.buf, end):
+                self.more(size)  # "12" of "12.5e3": a number may continue in the next chunk
                 continue
             self.pos = end
             return value

@@ -1,0 +1,224 @@
+"""Retrieval benchmark: index build time and peak memory per component, load time, recall and
+latency per mode, on 2WikiMultihopQA (6,119 passages, 1,000 questions) and MuSiQue-100.
+
+    python3 benchmarks/bench_retrieval.py                      # dense + bm25 (+ graph if available)
+    python3 benchmarks/bench_retrieval.py --components dense,bm25 --workdir /tmp/bench
+
+Each component is built in its own fresh Python process, so its wall time and peak RSS
+(``ru_maxrss``) are that component's alone (plus the interpreter and its imports).
+Prints markdown tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+TARGETS = {"build_s": 300.0, "peak_gib": 2.0, "load_s": 3.0, "p50_ms": 10.0, "batch_speedup": 3.0}
+
+_CHILD = textwrap.dedent(
+    """
+    import json, resource, sys, time
+    from pathlib import Path
+    step, directory, arg = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+    t0 = time.perf_counter()
+    if step == "first":
+        from routerag.corpus.loaders import load_corpus
+        from routerag.index.bundle import build_index
+        build_index(load_corpus(arg).docs, directory, components=[sys.argv[4]])
+    elif step == "more":
+        from routerag.index.bundle import load_index
+        load_index(directory).add_component(arg)
+    elif step == "load":
+        t_import = time.perf_counter()
+        from routerag.index.bundle import load_index
+        import faiss, bm25s  # the heavy imports a load needs, timed separately
+        t1 = time.perf_counter()
+        bundle = load_index(directory)
+        sources = bundle.sources()
+        t2 = time.perf_counter()
+        sources.search_one("warm up the model", 1, sources.names()[0])
+        t3 = time.perf_counter()
+        print(json.dumps({"import_s": t1 - t_import, "load_s": t2 - t1, "first_query_s": t3 - t2}))
+        sys.exit(0)
+    seconds = time.perf_counter() - t0
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"seconds": seconds, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_gib": usage.ru_maxrss / 1024 / 1024}))
+    """
+)
+
+
+def _child(*args: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", _CHILD, *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"child {args} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _available_components(wanted: list[str]) -> list[str]:
+    from routerag.index.component import COMPONENTS
+
+    out = []
+    for name in wanted:
+        try:
+            COMPONENTS.get(name)
+        except ImportError as exc:
+            print(f"(skipping component {name}: {exc})", file=sys.stderr)
+            continue
+        out.append(name)
+    return out
+
+
+def build_components(corpus: Path, directory: Path, components: list[str]) -> list[dict]:
+    rows = []
+    for i, name in enumerate(components):
+        stats = _child("first", str(directory), str(corpus), name) if i == 0 else _child("more", str(directory), name)
+        rows.append({"component": name, **stats})
+    return rows
+
+
+def _contains(answer_norm: str, hit_text: str) -> bool:
+    from routerag.eval.normalize import normalize_answer
+
+    return f" {answer_norm} " in f" {normalize_answer(hit_text)} "
+
+
+def answer_recall(sources, questions, modes: list[str], ks=(2, 5), batch: int = 32) -> dict[str, dict[int, float]]:
+    from routerag.eval.normalize import normalize_answer
+
+    golds = [[normalize_answer(a) for a in q.answers if normalize_answer(a)] for q in questions]
+    out: dict[str, dict[int, float]] = {}
+    for mode in modes:
+        found = {k: 0 for k in ks}
+        for start in range(0, len(questions), batch):
+            chunk = questions[start : start + batch]
+            results = sources.search([q.question for q in chunk], max(ks), [mode]).results[mode]
+            for gold, result in zip(golds[start : start + batch], results):
+                for k in ks:
+                    texts = [f"{h.title} {h.text}" for h in result.hits[:k]]
+                    found[k] += any(_contains(g, t) for g in gold for t in texts)
+        out[mode] = {k: found[k] / len(questions) for k in ks}
+    return out
+
+
+def support_recall(sources, questions, modes: list[str], ks=(2, 5), batch: int = 32) -> dict[str, dict[int, float]]:
+    """HippoRAG-style passage recall@k: the share of a question's supporting paragraphs in the top k."""
+    questions = [q for q in questions if q.supporting_doc_ids]
+    out: dict[str, dict[int, float]] = {}
+    for mode in modes:
+        total = {k: 0.0 for k in ks}
+        for start in range(0, len(questions), batch):
+            chunk = questions[start : start + batch]
+            results = sources.search([q.question for q in chunk], max(ks), [mode]).results[mode]
+            for q, result in zip(chunk, results):
+                gold = set(q.supporting_doc_ids)
+                for k in ks:
+                    total[k] += len(gold & {h.doc_id for h in result.hits[:k]}) / len(gold)
+        out[mode] = {k: total[k] / len(questions) for k in ks}
+    return out
+
+
+def latency(sources, queries: list[str], modes: list[str], k: int = 5, batch: int = 32) -> dict[str, dict[str, float]]:
+    out = {}
+    for mode in modes:
+        source = sources.get(mode)
+        source.search(queries[:2], k)  # warm-up
+        singles = []
+        for q in queries:
+            t0 = time.perf_counter()
+            source.search([q], k)
+            singles.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        for start in range(0, len(queries), batch):
+            source.search(queries[start : start + batch], k)
+        per_query_batched = (time.perf_counter() - t0) * 1000 / len(queries)
+        out[mode] = {
+            "p50_ms": statistics.median(singles),
+            "mean_ms": statistics.fmean(singles),
+            "batched_ms": per_query_batched,
+            "speedup": statistics.fmean(singles) / per_query_batched,
+        }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--components", default="dense,bm25,graph", help="components to build (graph only if installed)")
+    parser.add_argument("--workdir", type=Path, default=None, help="where to build (default: a temp dir, removed)")
+    parser.add_argument("--latency-queries", type=int, default=200)
+    parser.add_argument("--skip-musique", action="store_true")
+    args = parser.parse_args()
+
+    from routerag.corpus.datasets import data_root
+    from routerag.corpus.loaders import load_corpus, load_questions
+    from routerag.index.bundle import load_index
+
+    data = data_root()
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="routerag-bench-"))
+    components = _available_components([c for c in args.components.split(",") if c])
+    wiki_dir = workdir / "2wiki"
+    shutil.rmtree(wiki_dir, ignore_errors=True)
+    corpus = data / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
+    print(f"## 2WikiMultihopQA ({len(load_corpus(corpus).docs)} passages)\n")
+
+    builds = build_components(corpus, wiki_dir, components)
+    print("| component | build wall s | process CPU s | peak RSS GiB |\n|---|---:|---:|---:|")
+    for row in builds:
+        print(f"| {row['component']} | {row['seconds']:.1f} | {row.get('cpu_s', float('nan')):.1f} | {row['peak_gib']:.2f} |")
+
+    load = _child("load", str(wiki_dir), "-")
+    print(
+        f"\nload (fresh process): imports {load['import_s']:.2f} s, load_index + mount {load['load_s']:.2f} s, "
+        f"first query incl. embedder load {load['first_query_s']:.2f} s\n"
+    )
+
+    bundle = load_index(wiki_dir)
+    sources = bundle.sources()
+    modes = sources.names()
+    questions = load_questions(data / "2wikimultihopqa" / "2wikimultihopqa_questions.jsonl", dataset="2wiki")
+    t0 = time.perf_counter()
+    recall = answer_recall(sources, questions, modes)
+    recall_s = time.perf_counter() - t0
+    lat = latency(sources, [q.question for q in questions[: args.latency_queries]], modes)
+    print(f"recall of the gold answer string in the top-k passages, {len(questions)} questions ({recall_s:.1f} s)\n")
+    print("| mode | R@2 | R@5 | p50 single ms | mean single ms | per-query in batches of 32 ms | batch speedup |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for mode in modes:
+        r, l = recall[mode], lat[mode]
+        print(
+            f"| {mode} | {r[2]:.3f} | {r[5]:.3f} | {l['p50_ms']:.2f} | {l['mean_ms']:.2f} | "
+            f"{l['batched_ms']:.2f} | {l['speedup']:.1f}x |"
+        )
+
+    if not args.skip_musique:
+        mu = data / "musique_train100"
+        mu_dir = workdir / "musique"
+        shutil.rmtree(mu_dir, ignore_errors=True)
+        mu_builds = build_components(mu / "musique_train_corpus.json", mu_dir, components)
+        mu_sources = load_index(mu_dir).sources()
+        mu_questions = load_questions(mu / "musique_train.json", dataset="musique")
+        mu_recall = support_recall(mu_sources, mu_questions, mu_sources.names())
+        n_docs = len(load_corpus(mu / "musique_train_corpus.json").docs)
+        print(f"\n## MuSiQue-100 ({n_docs} passages, {len(mu_questions)} questions): supporting-paragraph recall\n")
+        print("| mode | R@2 | R@5 | build s |\n|---|---:|---:|---:|")
+        build_s = {row["component"]: row["seconds"] for row in mu_builds}
+        for mode in mu_sources.names():
+            need = {"passage": "dense", "bm25": "bm25"}.get(mode, "graph")
+            print(f"| {mode} | {mu_recall[mode][2]:.3f} | {mu_recall[mode][5]:.3f} | {build_s.get(need, 0):.1f} |")
+
+    print(f"\ntargets: build <= {TARGETS['build_s']:.0f} s, peak <= {TARGETS['peak_gib']} GiB, "
+          f"load <= {TARGETS['load_s']} s, passage p50 <= {TARGETS['p50_ms']} ms, batching >= {TARGETS['batch_speedup']}x")
+    if args.workdir is None:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

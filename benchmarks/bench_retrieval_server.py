@@ -1,0 +1,146 @@
+"""Throughput and latency of ``POST /retrieve`` over loopback, against in-process retrieval.
+
+    python3 benchmarks/bench_retrieval_server.py                        # builds a BM25 index over 1000 2Wiki passages
+    python3 benchmarks/bench_retrieval_server.py --index DIR --source passage --requests 100
+
+Scenarios (each a bounded number of requests): in-process ``SourceSet.retrieve`` (no HTTP),
+one query per request, batches of 8 and 32, and 4 concurrent clients sending single queries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from routerag.server.retrieval_app import create_retrieval_app
+from routerag.server.serving import BackgroundServer
+from routerag.server.settings import ServerSettings
+from routerag.sources.base import RetrievalRequest
+from routerag.sources.sourceset import SourceSet
+
+DEFAULT_CORPUS = Path("/work/shared/data/2wikimultihopqa/2wikimultihopqa_corpus.json")
+DEFAULT_QUESTIONS = DEFAULT_CORPUS.with_name("2wikimultihopqa_questions.jsonl")
+
+
+def load_sources(index: Path | None, corpus: Path, n_docs: int, components: list[str]) -> SourceSet:
+    from routerag.index.bundle import build_index, load_index
+
+    if index is None:
+        from routerag.corpus.schema import Document
+
+        rows = json.loads(corpus.read_text(encoding="utf-8"))[:n_docs]
+        index = Path(tempfile.mkdtemp(prefix="bench-retrieval-")) / "bundle"
+        build_index([Document.make(r["title"], r["text"]) for r in rows], index, components=components)
+    return load_index(index).sources()
+
+
+def load_queries(path: Path, n: int) -> list[str]:
+    queries = []
+    if path.is_file():
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                if len(queries) >= n:
+                    break
+                queries.append(json.loads(line)["question"])
+    return queries or [f"who was the queen of Lotharingia {i}" for i in range(n)]
+
+
+def measure(label: str, calls: list[Callable[[], int]], workers: int = 1) -> dict:
+    """Run every call (each returns its number of queries), ``workers`` at a time."""
+    latencies: list[float] = []
+    queries = 0
+    lock = threading.Lock()
+    pending = list(reversed(calls))
+
+    def worker() -> None:
+        nonlocal queries
+        while True:
+            with lock:
+                if not pending:
+                    return
+                call = pending.pop()
+            t0 = time.perf_counter()
+            n = call()
+            dt = (time.perf_counter() - t0) * 1000
+            with lock:
+                latencies.append(dt)
+                queries += n
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=worker) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    latencies.sort()
+    return {
+        "scenario": label,
+        "requests": len(latencies),
+        "q/req": queries // max(len(latencies), 1),
+        "p50_ms": statistics.median(latencies),
+        "p95_ms": latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))],
+        "req/s": len(latencies) / wall,
+        "queries/s": queries / wall,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--index", type=Path, help="an existing index directory (default: build one)")
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS)
+    parser.add_argument("--docs", type=int, default=1000, help="passages in the built index")
+    parser.add_argument("--components", default="bm25", help="components of the built index (bm25 or dense,bm25)")
+    parser.add_argument("--source", default="bm25", help="the source to query")
+    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--requests", type=int, default=200, help="requests per scenario (bounded)")
+    args = parser.parse_args()
+
+    sources = load_sources(args.index, args.corpus, args.docs, args.components.split(","))
+    queries = load_queries(args.questions, max(args.requests, 32))
+    n = args.requests
+
+    def req(batch: list[str]) -> dict:
+        return {"queries": batch, "k": args.k, "sources": [args.source]}
+
+    rows = []
+    sources.retrieve(RetrievalRequest(**req(queries[:8])))  # warm caches / models
+    rows.append(measure("in-process, 1 query", [
+        (lambda q=q: len(sources.retrieve(RetrievalRequest(**req([q]))).results[args.source])) for q in queries[:n]]))
+
+    with BackgroundServer(create_retrieval_app(sources, ServerSettings())) as server, \
+            httpx.Client(base_url=server.url, timeout=60) as client:
+
+        def post(batch: list[str], c: httpx.Client = client) -> int:
+            r = c.post("/retrieve", json=req(batch))
+            r.raise_for_status()
+            return len(r.json()["results"][args.source])
+
+        post(queries[:8])
+        rows.append(measure("HTTP, 1 query/request", [(lambda q=q: post([q])) for q in queries[:n]]))
+        for size in (8, 32):
+            batches = [[queries[(i * size + j) % len(queries)] for j in range(size)] for i in range(max(n // 4, 1))]
+            rows.append(measure(f"HTTP, batch of {size}", [(lambda b=b: post(b)) for b in batches]))
+        # httpx.Client is thread-safe: 4 threads share its connection pool
+        rows.append(measure("HTTP, 4 threads, 1 query", [(lambda q=q: post([q])) for q in queries[:n]], workers=4))
+
+    print(f"source={args.source} k={args.k} requests/scenario<={n}")
+    header = ["scenario", "requests", "q/req", "p50_ms", "p95_ms", "req/s", "queries/s"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in rows:
+        cells = [f"{row[h]:.2f}" if isinstance(row[h], float) else str(row[h]) for h in header]
+        print("| " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""``routerag eval`` (run or resume an evaluation) and ``routerag report`` (tables, comparisons and
+plots over stored runs). Heavy imports stay inside the command bodies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NoReturn
+
+import typer
+
+from routerag.cli.app import app
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _split(values: list[str] | None) -> list[str]:
+    return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
+
+
+@app.command("eval")
+def eval_command(
+    dataset: str = typer.Option(None, "--dataset", "-d", help="dataset name (2wiki, musique, hotpotqa, law-med, ...) or file:<path>"),
+    strategy: str = typer.Option(None, "--strategy", "-s", help="strategy name (routerag, graphrag-r1, r1-router, realroute, vanilla, ...)"),
+    limit: int = typer.Option(None, "--limit", "-n", help="evenly spaced questions to evaluate (default: the config's, 200)"),
+    all_questions: bool = typer.Option(False, "--all", help="evaluate every question of the dataset"),
+    config: Path = typer.Option(None, "--config", help="a YAML file of EvalConfig (model, index, params, metrics, ...)"),
+    overrides: list[str] = typer.Option(None, "--set", help="override a setting: key.path=value (repeatable), e.g. params.max_turns=4"),
+    out: Path = typer.Option(None, "--out", "-o", help="the run directory (default: runs/<dataset>-<strategy>-<n>); an existing one is resumed"),
+    concurrency: int = typer.Option(1, "--concurrency", "-j", min=1, help="questions answered in parallel (served models)"),
+    retry_errors: bool = typer.Option(False, "--retry-errors", help="on resume, answer again the questions that failed with an error"),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="show a progress bar"),
+) -> None:
+    """Evaluate a strategy on a dataset: resumable, one JSON record per question, a summary at the end."""
+    from pydantic import ValidationError
+
+    from routerag.config import ConfigError, load_config, write_resolved
+    from routerag.corpus.datasets import DataNotFoundError
+    from routerag.eval.config import EvalConfig
+    from routerag.eval.metrics import LLMJudge
+    from routerag.eval.runner import run_evaluation
+    from routerag.eval.runs import RunDir, RunError
+    from routerag.eval.setup import build_setup, check_names
+    from routerag.index.manifest import IndexError_
+    from routerag.llm.base import ModelError
+    from routerag.registry import UnknownNameError
+
+    sets = list(overrides or [])
+    if dataset is not None:
+        sets.append(f"dataset={dataset}")
+    if strategy is not None:
+        sets.append(f"strategy={strategy}")
+    if all_questions:
+        sets.append("limit=null")
+    elif limit is not None:
+        sets.append(f"limit={limit}")
+    run_path = out
+    try:
+        cfg = load_config(EvalConfig, config, sets)
+        check_names(cfg)
+        run_path = out or Path("runs") / f"{cfg.dataset.replace(':', '_').replace('/', '_')}-{cfg.strategy}-{cfg.limit or 'all'}"
+        typer.echo(f"run directory: {run_path}", err=True)
+        setup = build_setup(cfg, name=run_path.name)
+        judge = LLMJudge(setup.judge_model) if setup.judge_model is not None else None  # type: ignore[arg-type]
+        if not RunDir(run_path).exists():
+            write_resolved(cfg.model_copy(update={"model": cfg.model.resolved()}), run_path)
+        outcome = run_evaluation(
+            setup.spec,
+            setup.questions,
+            setup.factory,
+            run_path,
+            judge=judge,
+            concurrency=concurrency,
+            progress=progress,
+            retry_errors=retry_errors,
+        )
+    except KeyboardInterrupt:
+        _fail(f"interrupted; finished questions are kept in {run_path} - run the same command to resume", 130)
+    except UnknownNameError as exc:
+        _fail(str(exc), 2)
+    except (ConfigError, RunError, IndexError_, ModelError, DataNotFoundError, ValidationError, ValueError) as exc:
+        _fail(str(exc))
+    if outcome.recovery.repaired:
+        typer.echo(f"warning: {outcome.recovery.message(RunDir(run_path).results.path)}", err=True)
+    s = outcome.summary
+    scores = "  ".join(f"{name} {100 * value:.1f}" for name, value in s.metrics.items())
+    typer.echo(
+        f"{s.label} on {s.dataset}: {s.n_done}/{s.n_questions} questions "
+        f"({outcome.skipped} resumed, {outcome.ran} answered now, {s.n_errors} errors)\n"
+        f"  {scores}\n"
+        f"  retrieval turns {s.cost.retrieval_turns:.2f}  tokens {s.cost.total_tokens:.0f}  latency {s.cost.latency_ms / 1000:.2f}s"
+        + (f"\n  routing accuracy {100 * s.routing.accuracy:.1f} (n={s.routing.n})" if s.routing else "")
+    )
+    typer.echo(f"results: {RunDir(run_path).results.path}")
+
+
+@app.command("report")
+def report_command(
+    runs: list[Path] = typer.Argument(..., help="run directories (the first run per dataset is the baseline of comparisons)"),
+    out: Path = typer.Option(Path("report"), "--out", "-o", help="folder for report.md, CSV/JSON tables and plots"),
+    metrics: list[str] = typer.Option(None, "--metrics", "-m", help="table metrics, comma-separated (default: em,f1)"),
+    plot_metric: str = typer.Option("em", "--plot-metric", help="metric of the plots"),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="also write PNG figures"),
+    seed: int = typer.Option(0, "--seed", help="seed of the paired bootstrap"),
+) -> None:
+    """Tables in the papers' layout, paired bootstrap comparisons and plots over stored runs."""
+    from routerag.eval.report import DEFAULT_TABLE_METRICS, build_report, load_runs, render_markdown, write_report
+    from routerag.eval.runs import RunError
+
+    names = _split(metrics) or list(DEFAULT_TABLE_METRICS)
+    try:
+        loaded = load_runs(runs)
+        unknown = [m for m in [*names, plot_metric] if not any(m in r.summary.metrics for r in loaded)]
+        if unknown:
+            known = sorted({m for r in loaded for m in r.summary.metrics})
+            _fail(f"metric(s) {', '.join(unknown)} not in these runs; they have: {', '.join(known)}", 2)
+        report = build_report(loaded, names, seed=seed)
+        files = write_report(report, out)
+        if plots:
+            from routerag.eval.plots import plot_all
+
+            for path in plot_all(report.runs, report.table, out, plot_metric):
+                files[path.stem] = path
+    except RunError as exc:
+        _fail(str(exc))
+    typer.echo(render_markdown(report))
+    for path in files.values():
+        typer.echo(f"wrote {path}", err=True)

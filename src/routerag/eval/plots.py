@@ -1,0 +1,134 @@
+"""PNG figures of the papers' kind (matplotlib, Agg backend, no display needed):
+
+* accuracy vs average retrieval turns, one point per run (RouteRAG's efficiency figure);
+* per-dataset grouped bars of one metric;
+* mode/source usage per retrieval turn (the routing figures of RouteRAG and GraphRAG-R1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from routerag.eval.report import METRIC_TITLES, MainTable
+from routerag.eval.summary import RunSummary
+
+_MARKERS = "os^Dv<>p*h"
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=150, bbox_inches="tight")
+    tmp.replace(path)
+    return path
+
+
+def plot_accuracy_vs_turns(summaries: Sequence[RunSummary], path: str | Path, metric: str = "em") -> Path:
+    """One point per run: x = mean retrieval turns, y = metric (%); colour = method, marker = dataset."""
+    plt = _pyplot()
+    labels = list(dict.fromkeys(s.label for s in summaries))
+    datasets = list(dict.fromkeys(s.dataset for s in summaries))
+    colours = plt.get_cmap("tab10")
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for s in summaries:
+        ax.scatter(
+            s.cost.retrieval_turns,
+            100 * s.metrics.get(metric, 0.0),
+            color=colours(labels.index(s.label) % 10),
+            marker=_MARKERS[datasets.index(s.dataset) % len(_MARKERS)],
+            s=70,
+            edgecolor="black",
+            linewidth=0.5,
+            zorder=3,
+        )
+        ax.annotate(s.label, (s.cost.retrieval_turns, 100 * s.metrics.get(metric, 0.0)), textcoords="offset points", xytext=(6, 4), fontsize=8)
+    for i, ds in enumerate(datasets):  # legend entries for the datasets
+        ax.scatter([], [], marker=_MARKERS[i % len(_MARKERS)], color="grey", label=ds)
+    ax.set_xlabel("average retrieval turns per question")
+    ax.set_ylabel(f"{METRIC_TITLES.get(metric, metric)} (%)")
+    ax.set_title(f"{METRIC_TITLES.get(metric, metric)} vs retrieval turns")
+    ax.grid(alpha=0.3, zorder=0)
+    ax.set_xlim(left=min(-0.1, ax.get_xlim()[0]))
+    top = max((100 * s.metrics.get(metric, 0.0) for s in summaries), default=0.0)
+    ax.set_ylim(0, min(100.0, max(10.0, top * 1.2 + 2)))  # from zero: differences are not exaggerated
+    ax.legend(title="dataset", fontsize=8, loc="lower right")
+    path = _save(fig, path)
+    plt.close(fig)
+    return path
+
+
+def plot_dataset_bars(table: MainTable, path: str | Path, metric: str = "em") -> Path:
+    """Grouped bars: one group per dataset, one bar per method."""
+    plt = _pyplot()
+    n = max(1, len(table.rows))
+    width = 0.8 / n
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.6 * len(table.datasets) + 2), 4.2))
+    for i, row in enumerate(table.rows):
+        xs = [j + (i - (n - 1) / 2) * width for j in range(len(table.datasets))]
+        ys = [row.scores[ds].get(metric) or 0.0 for ds in table.datasets]
+        bars = ax.bar(xs, ys, width=width, label=row.label, edgecolor="black", linewidth=0.4)
+        ax.bar_label(bars, fmt="%.1f", fontsize=7, padding=2)
+    ax.set_xticks(range(len(table.datasets)), table.datasets)
+    ax.set_ylabel(f"{METRIC_TITLES.get(metric, metric)} (%)")
+    ax.set_ylim(0, max(10.0, ax.get_ylim()[1] * 1.1))
+    ax.set_title(f"{METRIC_TITLES.get(metric, metric)} per dataset")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="method")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    path = _save(fig, path)
+    plt.close(fig)
+    return path
+
+
+def plot_mode_usage(summaries: Sequence[RunSummary], path: str | Path, max_turns: int = 6) -> Path:
+    """Per run, stacked bars of the share of each mode/source at retrieval turn 1, 2, ...;
+    the number above a bar is how many source calls were made at that turn."""
+    plt = _pyplot()
+    runs = [s for s in summaries if s.mode_usage_by_turn]
+    if not runs:
+        raise ValueError("no run has retrieval turns to plot")
+    modes = sorted({m for s in runs for counts in s.mode_usage_by_turn.values() for m in counts})
+    colours = plt.get_cmap("tab10")
+    fig, axes = plt.subplots(1, len(runs), figsize=(3.6 * len(runs) + 1, 3.8), squeeze=False, sharey=True)
+    for ax, s in zip(axes[0], runs):
+        turns = [t for t in sorted(s.mode_usage_by_turn) if t <= max_turns]
+        bottoms = [0.0] * len(turns)
+        totals = [sum(s.mode_usage_by_turn[t].values()) for t in turns]
+        for k, mode in enumerate(modes):
+            shares = [100 * s.mode_usage_by_turn[t].get(mode, 0) / total if total else 0.0 for t, total in zip(turns, totals)]
+            ax.bar([str(t) for t in turns], shares, bottom=bottoms, color=colours(k % 10), label=mode, edgecolor="white", linewidth=0.5)
+            bottoms = [b + v for b, v in zip(bottoms, shares)]
+        for x, total in enumerate(totals):
+            ax.text(x, 101, str(total), ha="center", va="bottom", fontsize=7)
+        ax.set_title(f"{s.label} · {s.dataset}", fontsize=9)
+        ax.set_xlabel("retrieval turn")
+        ax.set_ylim(0, 110)
+    axes[0][0].set_ylabel("share of calls (%)")
+    handles, names = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="center right", fontsize=8, title="mode / source")
+    fig.subplots_adjust(right=0.82)
+    path = _save(fig, path)
+    plt.close(fig)
+    return path
+
+
+def plot_all(summaries: Sequence[RunSummary], table: MainTable, out_dir: str | Path, metric: str = "em") -> list[Path]:
+    out = Path(out_dir)
+    paths = [
+        plot_accuracy_vs_turns(summaries, out / f"{metric}_vs_turns.png", metric),
+        plot_dataset_bars(table, out / f"{metric}_per_dataset.png", metric),
+    ]
+    if any(s.mode_usage_by_turn for s in summaries):
+        paths.append(plot_mode_usage(summaries, out / "mode_usage.png"))
+    return paths

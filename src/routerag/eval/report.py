@@ -1,0 +1,288 @@
+"""Reports over stored runs: the papers' main-table layout (datasets as column groups, EM/F1 per
+dataset and their average, then retrieval turns, tokens and latency), routing accuracy, and
+paired comparisons of runs on the same questions with a bootstrap confidence interval.
+
+Everything is rebuilt from ``results.jsonl`` with :func:`routerag.eval.summary.summarize`; a run
+whose stored ``summary.json`` disagrees with the rebuilt one is flagged in the report.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from routerag.config import atomic_write_text
+from routerag.eval.bootstrap import PairedDifference, paired_bootstrap
+from routerag.eval.runs import QuestionRecord, RunDir, RunError, RunHeader
+from routerag.eval.summary import RunSummary, summarize
+
+DEFAULT_TABLE_METRICS = ("em", "f1")
+METRIC_TITLES = {"em": "EM", "f1": "F1", "cover_em": "Acc", "f1_recall": "F1-R", "precision": "P", "semantic": "Sim", "judge": "Judge"}
+
+
+class LoadedRun(BaseModel):
+    path: str
+    header: RunHeader
+    records: list[QuestionRecord]
+    summary: RunSummary  # rebuilt from the records
+    summary_matches: bool | None  # vs summary.json; None when the run has none
+
+    @property
+    def label(self) -> str:
+        return self.header.label
+
+    def scores(self, metric: str) -> dict[str, float]:
+        return {r.qid: v for r in self.records if (v := r.metrics.get(metric)) is not None}
+
+
+def load_run(path: str | Path) -> LoadedRun:
+    run_dir = RunDir(path)
+    header = run_dir.read_header()
+    seen: set[str] = set()
+    records = []
+    for record in run_dir.read_records():
+        if record.qid not in seen:
+            seen.add(record.qid)
+            records.append(record)
+    summary = summarize(header, records)
+    matches: bool | None = None
+    if run_dir.summary_path.is_file():
+        stored = RunSummary.model_validate_json(run_dir.summary_path.read_bytes())
+        matches = stored == summary
+    return LoadedRun(path=str(path), header=header, records=records, summary=summary, summary_matches=matches)
+
+
+def load_runs(paths: Sequence[str | Path]) -> list[LoadedRun]:
+    if not paths:
+        raise RunError("no runs given")
+    runs = [load_run(p) for p in paths]
+    keys = [(r.label, r.header.dataset) for r in runs]
+    for run, key in zip(runs, keys):  # two runs in one cell: tell them apart by run name
+        if keys.count(key) > 1:
+            run.header.label = f"{run.header.label} ({run.header.name})"
+            run.summary.label = run.header.label
+    return runs
+
+
+# ---------------------------------------------------------------- main table
+
+
+class TableRow(BaseModel):
+    label: str
+    scores: dict[str, dict[str, float | None]]  # dataset -> metric -> percentage (None: not run)
+    average: dict[str, float | None]  # metric -> mean over datasets (None unless all datasets were run)
+    retrieval_turns: float
+    total_tokens: float
+    latency_s: float
+    n_questions: dict[str, int]
+
+
+class MainTable(BaseModel):
+    datasets: list[str]
+    metrics: list[str]
+    rows: list[TableRow]
+
+
+def _weighted(pairs: list[tuple[float, int]]) -> float:
+    total = sum(n for _, n in pairs)
+    return sum(v * n for v, n in pairs) / total if total else 0.0
+
+
+def main_table(runs: Sequence[LoadedRun], metrics: Sequence[str] = DEFAULT_TABLE_METRICS) -> MainTable:
+    datasets: list[str] = []
+    labels: list[str] = []
+    for run in runs:
+        if run.header.dataset not in datasets:
+            datasets.append(run.header.dataset)
+        if run.label not in labels:
+            labels.append(run.label)
+    rows = []
+    for label in labels:
+        mine = {r.header.dataset: r.summary for r in runs if r.label == label}
+        scores = {
+            ds: {m: (100.0 * mine[ds].metrics[m] if ds in mine and m in mine[ds].metrics else None) for m in metrics}
+            for ds in datasets
+        }
+        average: dict[str, float | None] = {}
+        for m in metrics:
+            values = [scores[ds][m] for ds in datasets]
+            average[m] = sum(values) / len(values) if all(v is not None for v in values) else None  # type: ignore[misc]
+        summaries = list(mine.values())
+        rows.append(
+            TableRow(
+                label=label,
+                scores=scores,
+                average=average,
+                retrieval_turns=_weighted([(s.cost.retrieval_turns, s.n_done) for s in summaries]),
+                total_tokens=_weighted([(s.cost.total_tokens, s.n_done) for s in summaries]),
+                latency_s=_weighted([(s.cost.latency_ms / 1000.0, s.n_done) for s in summaries]),
+                n_questions={ds: s.n_done for ds, s in mine.items()},
+            )
+        )
+    return MainTable(datasets=datasets, metrics=list(metrics), rows=rows)
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def table_columns(table: MainTable) -> list[str]:
+    cols = ["Method"]
+    for ds in [*table.datasets, "Avg"]:
+        cols.extend(f"{ds} {METRIC_TITLES.get(m, m)}" for m in table.metrics)
+    return [*cols, "Turns", "Tokens", "Latency (s)"]
+
+
+def table_cells(table: MainTable) -> list[list[str]]:
+    out = []
+    for row in table.rows:
+        cells = [row.label]
+        for ds in table.datasets:
+            cells.extend(_fmt(row.scores[ds][m]) for m in table.metrics)
+        cells.extend(_fmt(row.average[m]) for m in table.metrics)
+        cells.extend([_fmt(row.retrieval_turns, 2), _fmt(row.total_tokens, 0), _fmt(row.latency_s, 2)])
+        out.append(cells)
+    return out
+
+
+def _markdown(columns: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(columns))) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _csv(columns: list[str], rows: list[list[str]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+# ---------------------------------------------------------------- comparisons
+
+
+class Comparison(BaseModel):
+    dataset: str
+    baseline: str
+    system: str
+    metric: str
+    result: PairedDifference  # on the questions both runs answered; scores in [0, 1]
+
+
+def compare_runs(
+    runs: Sequence[LoadedRun],
+    metrics: Sequence[str] = DEFAULT_TABLE_METRICS,
+    *,
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> list[Comparison]:
+    """Per dataset, every run against the first run given for that dataset, paired by qid."""
+    out = []
+    for dataset in dict.fromkeys(r.header.dataset for r in runs):
+        group = [r for r in runs if r.header.dataset == dataset]
+        base = group[0]
+        for other in group[1:]:
+            for metric in metrics:
+                a, b = base.scores(metric), other.scores(metric)
+                shared = [q for q in base.header.sample_qids if q in a and q in b]
+                if not shared:
+                    continue
+                result = paired_bootstrap([a[q] for q in shared], [b[q] for q in shared], resamples=resamples, seed=seed)
+                out.append(Comparison(dataset=dataset, baseline=base.label, system=other.label, metric=metric, result=result))
+    return out
+
+
+def comparison_rows(comparisons: Sequence[Comparison]) -> tuple[list[str], list[list[str]]]:
+    cols = ["Dataset", "Baseline", "System", "Metric", "n", "Baseline score", "System score", "Δ", "95% CI", "p"]
+    rows = []
+    for c in comparisons:
+        r = c.result
+        rows.append(
+            [
+                c.dataset,
+                c.baseline,
+                c.system,
+                METRIC_TITLES.get(c.metric, c.metric),
+                str(r.n),
+                _fmt(100 * r.mean_a),
+                _fmt(100 * r.mean_b),
+                f"{100 * r.diff:+.1f}",
+                f"[{100 * r.low:+.1f}, {100 * r.high:+.1f}]",
+                f"{r.p_value:.3f}",
+            ]
+        )
+    return cols, rows
+
+
+def routing_rows(summaries: Sequence[RunSummary]) -> tuple[list[str], list[list[str]]]:
+    cols = ["Method", "Dataset", "n", "Routing acc.", "Gold source used"]
+    rows = [
+        [s.label, s.dataset, str(r.n), _fmt(100 * r.accuracy), _fmt(100 * r.gold_used)]
+        for s in summaries
+        if (r := s.routing) is not None
+    ]
+    return cols, rows
+
+
+# ---------------------------------------------------------------- the report
+
+
+class Report(BaseModel):
+    table: MainTable
+    comparisons: list[Comparison]
+    runs: list[RunSummary]
+    warnings: list[str]
+
+
+def build_report(runs: Sequence[LoadedRun], metrics: Sequence[str] = DEFAULT_TABLE_METRICS, *, seed: int = 0) -> Report:
+    warnings = []
+    for run in runs:
+        if run.summary_matches is False:
+            warnings.append(f"{run.path}: summary.json differs from the summary rebuilt from results.jsonl (rebuilt one used)")
+        if not run.summary.complete:
+            warnings.append(f"{run.path}: incomplete ({run.summary.n_done}/{run.summary.n_questions} questions)")
+        if run.summary.n_errors:
+            warnings.append(f"{run.path}: {run.summary.n_errors} question(s) failed with an error (scored 0)")
+    return Report(
+        table=main_table(runs, metrics),
+        comparisons=compare_runs(runs, metrics, seed=seed),
+        runs=[r.summary for r in runs],
+        warnings=warnings,
+    )
+
+
+def render_markdown(report: Report) -> str:
+    parts = ["# Evaluation report", "", "Scores in %, means over each run's questions.", ""]
+    parts.append(_markdown(table_columns(report.table), table_cells(report.table)))
+    if report.comparisons:
+        parts += ["", "## Paired comparisons (bootstrap over shared questions, seeded)", ""]
+        parts.append(_markdown(*comparison_rows(report.comparisons)))
+    cols, rows = routing_rows(report.runs)
+    if rows:
+        parts += ["", "## Routing", ""]
+        parts.append(_markdown(cols, rows))
+    if report.warnings:
+        parts += ["", "## Warnings", ""] + [f"- {w}" for w in report.warnings]
+    return "\n".join(parts) + "\n"
+
+
+def write_report(report: Report, out_dir: str | Path) -> dict[str, Path]:
+    """Write ``report.md``, ``main_table.csv``, ``comparisons.csv`` and ``report.json``."""
+    out = Path(out_dir)
+    files = {
+        "markdown": out / "report.md",
+        "table_csv": out / "main_table.csv",
+        "comparisons_csv": out / "comparisons.csv",
+        "json": out / "report.json",
+    }
+    atomic_write_text(files["markdown"], render_markdown(report))
+    atomic_write_text(files["table_csv"], _csv(table_columns(report.table), table_cells(report.table)))
+    atomic_write_text(files["comparisons_csv"], _csv(*comparison_rows(report.comparisons)))
+    atomic_write_text(files["json"], json.dumps(json.loads(report.model_dump_json()), indent=2))
+    return files

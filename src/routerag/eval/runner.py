@@ -1,0 +1,301 @@
+"""The evaluation runner: answer every sampled question once, score it, append it to the run's
+log, and survive crashes.
+
+It takes already-built objects — a factory of :class:`~routerag.strategies.base.Strategy`
+instances and the list of :class:`~routerag.corpus.schema.Question` — so it is testable without a
+model or an index; the ``routerag eval`` command builds those from the configuration.
+
+Resuming: the results log is recovered (a partial last line from a crash is cut), finished qids
+are skipped, the rest run. A question whose strategy raises is recorded with the error and the run
+goes on; ``KeyboardInterrupt`` stops the run after writing a partial summary. With
+``concurrency > 1`` questions run on a thread pool (for served models); each worker thread builds
+its own strategy instance, and only the calling thread writes the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from routerag.config import atomic_write_text
+from routerag.corpus.schema import Question
+from routerag.eval.cost import trace_cost
+from routerag.eval.metrics import DEFAULT_METRICS, METRICS, LLMJudge, score_answer
+from routerag.eval.provenance import collect_versions, fingerprint
+from routerag.eval.routing import routing_outcome
+from routerag.eval.runs import QuestionRecord, RecoveryReport, RunDir, RunError, RunHeader, Versions
+from routerag.eval.summary import RunSummary, summarize
+from routerag.strategies.base import Strategy
+from routerag.trace import Trace
+
+log = logging.getLogger(__name__)
+
+StrategyFactory = Callable[[], Strategy]
+
+
+class RunSpec(BaseModel):
+    """What identifies a run (the CLI fills it from the resolved configuration)."""
+
+    name: str
+    dataset: str
+    strategy: str
+    label: str | None = None  # row name in reports; defaults to the strategy
+    metrics: list[str] = Field(default_factory=lambda: list(DEFAULT_METRICS))
+    fingerprint: str | None = None  # of the configuration; None: derived from this spec alone
+    versions: Versions | None = None
+
+
+class RunOutcome(BaseModel):
+    summary: RunSummary
+    recovery: RecoveryReport
+    skipped: int  # finished in an earlier session
+    ran: int  # answered now
+    retried_errors: int = 0
+
+
+def evaluate_question(
+    strategy: Strategy,
+    question: Question,
+    position: int,
+    *,
+    strategy_name: str,
+    metrics: Sequence[str],
+    judge: LLMJudge | None = None,
+) -> QuestionRecord:
+    """Answer and score one question. Exceptions of the strategy become the record's error."""
+    t0 = time.perf_counter()
+    try:
+        trace = strategy.run(question)
+    except Exception as exc:  # noqa: BLE001 - one question's failure must not end the run
+        trace = Trace(question=question.question, strategy=strategy_name, qid=question.qid)
+        trace.error = f"{type(exc).__name__}: {exc}"
+    if trace.latency_ms <= 0:
+        trace.latency_ms = (time.perf_counter() - t0) * 1000.0
+    prediction = trace.answer or ""
+    scores: dict[str, float | None]
+    judge_raw = None
+    if question.answers:
+        scores = dict(score_answer(prediction, question.answers, metrics))
+        if judge is not None:
+            result = judge.judge(question.question, prediction, question.answers)
+            scores["judge"] = result.score
+            judge_raw = result.raw
+    else:
+        scores = {name: None for name in metrics}
+    return QuestionRecord(
+        position=position,
+        qid=question.qid,
+        question=question.question,
+        dataset=question.dataset,
+        golds=list(question.answers),
+        gold_source=question.gold_source,
+        prediction=prediction,
+        metrics=scores,
+        cost=trace_cost(trace),
+        routing=routing_outcome(trace, question.gold_source),
+        error=trace.error,
+        judge_raw=judge_raw,
+        trace=trace,
+    )
+
+
+class _Running:
+    """Running means for the progress bar."""
+
+    def __init__(self, records: Sequence[QuestionRecord]) -> None:
+        self.n = 0
+        self.em = 0.0
+        self.f1 = 0.0
+        self.errors = 0
+        for record in records:
+            self.add(record)
+
+    def add(self, record: QuestionRecord) -> None:
+        self.n += 1
+        self.em += record.metrics.get("em") or 0.0
+        self.f1 += record.metrics.get("f1") or 0.0
+        self.errors += bool(record.error)
+
+    def text(self) -> str:
+        if not self.n:
+            return "EM  -    F1  -  "
+        return f"EM {100 * self.em / self.n:5.1f} F1 {100 * self.f1 / self.n:5.1f} err {self.errors}"
+
+
+@contextmanager
+def _progress(enabled: bool, total: int, done: int, running: _Running) -> Iterator[Callable[[], None]]:
+    if not enabled:
+        yield lambda: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[scores]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+    )
+    with progress:
+        task = progress.add_task("eval", total=total, completed=done, scores=running.text())
+
+        def advance() -> None:
+            progress.update(task, advance=1, scores=running.text())
+
+        yield advance
+
+
+def _check_unique(questions: Sequence[Question]) -> None:
+    seen: set[str] = set()
+    for q in questions:
+        if q.qid in seen:
+            raise ValueError(f"question id {q.qid!r} occurs twice in the sample; qids must be unique")
+        seen.add(q.qid)
+
+
+def _open_header(run_dir: RunDir, spec: RunSpec, questions: Sequence[Question]) -> RunHeader:
+    qids = [q.qid for q in questions]
+    print_ = spec.fingerprint or fingerprint({"dataset": spec.dataset, "strategy": spec.strategy, "metrics": spec.metrics})
+    header = RunHeader(
+        name=spec.name,
+        dataset=spec.dataset,
+        strategy=spec.strategy,
+        label=spec.label or spec.strategy,
+        metrics=list(spec.metrics),
+        sample_qids=qids,
+        fingerprint=print_,
+        versions=spec.versions or collect_versions(),
+    )
+    if not run_dir.exists():
+        run_dir.write_header(header)
+        return header
+    stored = run_dir.read_header()
+    if stored.fingerprint != header.fingerprint:
+        raise RunError(
+            f"{run_dir.path} holds a run with another configuration (fingerprint {stored.fingerprint} != "
+            f"{header.fingerprint}); choose another --out to start a new run"
+        )
+    if stored.sample_qids != qids:
+        raise RunError(
+            f"{run_dir.path} sampled other questions ({len(stored.sample_qids)} stored vs {len(qids)} now; "
+            "--limit or the dataset changed); choose another --out"
+        )
+    return stored
+
+
+def write_summary(run_dir: RunDir, header: RunHeader) -> RunSummary:
+    summary = summarize(header, run_dir.read_records())
+    atomic_write_text(run_dir.summary_path, summary.model_dump_json(indent=2))
+    return summary
+
+
+def run_evaluation(
+    spec: RunSpec,
+    questions: Sequence[Question],
+    strategy_factory: StrategyFactory,
+    out_dir: str | Path,
+    *,
+    judge: LLMJudge | None = None,
+    concurrency: int = 1,
+    progress: bool = False,
+    retry_errors: bool = False,
+) -> RunOutcome:
+    """Run (or resume) an evaluation into ``out_dir``; see the module docstring."""
+    for name in spec.metrics:
+        METRICS.get(name)  # unknown names fail here, listing the valid ones
+    if concurrency < 1:
+        raise ValueError("concurrency must be at least 1")
+    _check_unique(questions)
+    run_dir = RunDir(out_dir)
+    with run_dir.lock():
+        header = _open_header(run_dir, spec, questions)
+        log_ = run_dir.results
+        recovery = log_.recover()
+        if recovery.repaired:
+            log.warning(recovery.message(log_.path))
+        records = log_.read()
+        by_qid: dict[str, QuestionRecord] = {}
+        for record in records:
+            by_qid.setdefault(record.qid, record)
+        retried = 0
+        if retry_errors and any(r.error for r in by_qid.values()):
+            kept = [r for r in by_qid.values() if not r.error]
+            retried = len(by_qid) - len(kept)
+            log_.rewrite(kept)
+            by_qid = {r.qid: r for r in kept}
+        todo = [(i, q) for i, q in enumerate(questions) if q.qid not in by_qid]
+        skipped = len(questions) - len(todo)
+        running = _Running(list(by_qid.values()))
+        ran = 0
+        try:
+            with _progress(progress, len(questions), skipped, running) as advance:
+
+                def finish(record: QuestionRecord) -> None:
+                    nonlocal ran
+                    log_.append(record)
+                    running.add(record)
+                    ran += 1
+                    advance()
+
+                evaluate = dict(strategy_name=spec.strategy, metrics=spec.metrics, judge=judge)
+                if concurrency == 1:
+                    strategy = strategy_factory() if todo else None
+                    for position, question in todo:
+                        finish(evaluate_question(strategy, question, position, **evaluate))  # type: ignore[arg-type]
+                else:
+                    _run_pool(todo, strategy_factory, concurrency, evaluate, finish)
+        finally:
+            summary = write_summary(run_dir, header)
+        return RunOutcome(summary=summary, recovery=recovery, skipped=skipped, ran=ran, retried_errors=retried)
+
+
+def _run_pool(
+    todo: list[tuple[int, Question]],
+    strategy_factory: StrategyFactory,
+    concurrency: int,
+    evaluate: dict,
+    finish: Callable[[QuestionRecord], None],
+) -> None:
+    local = threading.local()
+
+    def work(position: int, question: Question) -> QuestionRecord:
+        strategy = getattr(local, "strategy", None)
+        if strategy is None:
+            strategy = local.strategy = strategy_factory()
+        return evaluate_question(strategy, question, position, **evaluate)
+
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="eval")
+    pending: set[Future[QuestionRecord]] = set()
+    queue = iter(todo)
+    try:
+        for position, question in queue:  # keep at most 2x concurrency in flight
+            pending.add(pool.submit(work, position, question))
+            if len(pending) >= 2 * concurrency:
+                break
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            stop: BaseException | None = None
+            for future in done:
+                exc = future.exception()  # only BaseException (KeyboardInterrupt, ...) gets here
+                if exc is not None:
+                    stop = stop or exc
+                    continue
+                finish(future.result())
+                nxt = None if stop else next(queue, None)
+                if nxt is not None:
+                    pending.add(pool.submit(work, *nxt))
+            if stop is not None:
+                raise stop
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

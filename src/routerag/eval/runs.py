@@ -1,0 +1,230 @@
+"""The run directory: its typed files and the crash-safe results log.
+
+::
+
+    runs/NAME/
+      run.json              RunHeader: dataset, strategy, sampled qids, fingerprint, versions
+      config.resolved.yaml  the resolved evaluation configuration (CLI runs)
+      results.jsonl         one QuestionRecord per line, appended + fsynced per question
+      summary.json          RunSummary, rewritten atomically at the end (and on interruption)
+
+Appends are one ``write`` of a whole line followed by ``fsync``, so a crash can only leave a
+*trailing* partial or corrupt line. :meth:`ResultsLog.recover` truncates such a tail back to the
+last good line and says so; a bad line *followed by good ones* is not a crash artefact and is
+refused rather than "repaired".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+from routerag.config import atomic_write_text
+from routerag.eval.cost import CostMetrics
+from routerag.eval.routing import RoutingOutcome
+from routerag.trace import Trace
+
+HEADER_NAME = "run.json"
+RESULTS_NAME = "results.jsonl"
+SUMMARY_NAME = "summary.json"
+CONFIG_NAME = "config.resolved.yaml"
+LOCK_NAME = ".lock"
+
+
+class RunError(RuntimeError):
+    """A run directory that cannot be used (corrupt log, other configuration, locked)."""
+
+
+class Versions(BaseModel):
+    routerag: str
+    python: str
+    platform: str
+    packages: dict[str, str] = Field(default_factory=dict)
+    model: str | None = None  # the chat model's identity
+    index_manifest: str | None = None  # sha256 of the index bundle's manifest.json
+
+
+class RunHeader(BaseModel):
+    name: str
+    dataset: str
+    strategy: str
+    label: str  # the row name in report tables (defaults to the strategy)
+    metrics: list[str]
+    sample_qids: list[str]
+    fingerprint: str  # hash of everything that determines the answers; resume refuses a mismatch
+    versions: Versions
+    created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+class QuestionRecord(BaseModel):
+    position: int  # index of the question in the run's sample
+    qid: str
+    question: str
+    dataset: str = ""
+    golds: list[str]
+    gold_source: str | None = None
+    prediction: str
+    metrics: dict[str, float | None]  # None: not computable (no gold, judge gave no verdict)
+    cost: CostMetrics
+    routing: RoutingOutcome | None = None
+    error: str | None = None
+    judge_raw: str | None = None
+    trace: Trace
+
+
+class RecoveryReport(BaseModel):
+    records: int  # good records kept
+    truncated_bytes: int = 0  # bytes cut from the end (0: the log was intact)
+    dropped_preview: str = ""  # the start of what was cut, for the message
+
+    @property
+    def repaired(self) -> bool:
+        return self.truncated_bytes > 0
+
+    def message(self, path: Path) -> str:
+        return (
+            f"{path}: the last line was incomplete (a crash mid-write); cut {self.truncated_bytes} bytes "
+            f"({self.dropped_preview!r}...), kept {self.records} complete records"
+        )
+
+
+def _parse(line: bytes) -> QuestionRecord | None:
+    try:
+        return QuestionRecord.model_validate_json(line)
+    except (ValidationError, ValueError):
+        return None
+
+
+class ResultsLog:
+    """Append-only JSONL of :class:`QuestionRecord`, one fsynced line per question."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def _scan(self) -> tuple[list[QuestionRecord], int, int]:
+        """(good records, byte offset after the last good line, file size)."""
+        if not self.path.exists():
+            return [], 0, 0
+        data = self.path.read_bytes()
+        records: list[QuestionRecord] = []
+        good_end = 0
+        bad_at: int | None = None
+        offset = 0
+        while offset < len(data):
+            newline = data.find(b"\n", offset)
+            end = len(data) if newline < 0 else newline + 1
+            line = data[offset:end]
+            record = _parse(line) if newline >= 0 else None  # a line without "\n" was never finished
+            if record is None and line.strip():
+                if bad_at is None:
+                    bad_at = offset
+            elif record is not None:
+                if bad_at is not None:
+                    line_no = data.count(b"\n", 0, bad_at) + 1
+                    raise RunError(
+                        f"{self.path}: line {line_no} is corrupt but later lines are not; this is not a crash "
+                        "artefact, so nothing was changed. Inspect the file or start a new run."
+                    )
+                records.append(record)
+                good_end = end
+            elif bad_at is None:  # a blank line between records: harmless
+                good_end = end
+            offset = end
+        return records, good_end, len(data)
+
+    def read(self) -> list[QuestionRecord]:
+        """The good records; a damaged tail is ignored (not repaired: see :meth:`recover`)."""
+        return self._scan()[0]
+
+    def recover(self) -> RecoveryReport:
+        """Truncate a partial/corrupt tail left by a crash; return what was kept and cut."""
+        records, good_end, size = self._scan()
+        if good_end == size:
+            return RecoveryReport(records=len(records))
+        with self.path.open("rb") as handle:
+            handle.seek(good_end)
+            preview = handle.read(60).decode("utf-8", errors="replace")
+        with self.path.open("r+b") as handle:
+            handle.truncate(good_end)
+            handle.flush()
+            os.fsync(handle.fileno())
+        return RecoveryReport(records=len(records), truncated_bytes=size - good_end, dropped_preview=preview)
+
+    def append(self, record: QuestionRecord) -> None:
+        data = (record.model_dump_json() + "\n").encode("utf-8")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("ab") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def rewrite(self, records: list[QuestionRecord]) -> None:
+        """Atomically replace the log with ``records`` (used to drop errored records for a retry)."""
+        atomic_write_text(self.path, "".join(r.model_dump_json() + "\n" for r in records))
+
+
+class RunDir:
+    """Paths and typed readers of one run directory."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    @property
+    def header_path(self) -> Path:
+        return self.path / HEADER_NAME
+
+    @property
+    def results(self) -> ResultsLog:
+        return ResultsLog(self.path / RESULTS_NAME)
+
+    @property
+    def summary_path(self) -> Path:
+        return self.path / SUMMARY_NAME
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / CONFIG_NAME
+
+    def exists(self) -> bool:
+        return self.header_path.is_file()
+
+    def read_header(self) -> RunHeader:
+        if not self.header_path.is_file():
+            raise RunError(f"{self.path}: not a run directory (no {HEADER_NAME})")
+        try:
+            return RunHeader.model_validate_json(self.header_path.read_bytes())
+        except ValidationError as exc:
+            raise RunError(f"{self.header_path}: corrupt run header: {exc}") from None
+
+    def write_header(self, header: RunHeader) -> None:
+        atomic_write_text(self.header_path, header.model_dump_json(indent=2))
+
+    def read_records(self) -> list[QuestionRecord]:
+        return self.results.read()
+
+    def read_summary_json(self) -> dict:
+        if not self.summary_path.is_file():
+            raise RunError(f"{self.path}: no {SUMMARY_NAME} (the run never finished a question?)")
+        return json.loads(self.summary_path.read_text(encoding="utf-8"))
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Exclusive use of the directory by one process (two writers would duplicate records)."""
+        import fcntl
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        with (self.path / LOCK_NAME).open("a") as handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise RunError(f"{self.path}: another process is running this evaluation") from None
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

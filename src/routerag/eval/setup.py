@@ -1,0 +1,118 @@
+"""Build what an evaluation needs from an :class:`EvalConfig`: the sampled questions, the model,
+the sources (an index over the dataset's corpus, cached under ``cache_dir("indexes")``) and a
+strategy factory. Names are checked before anything expensive is loaded."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from routerag.corpus.datasets import Dataset, load_dataset
+from routerag.corpus.schema import Question
+from routerag.eval.config import EvalConfig
+from routerag.eval.metrics import METRICS
+from routerag.eval.provenance import collect_versions, files_sha256, fingerprint
+from routerag.eval.runner import RunSpec, StrategyFactory
+from routerag.paths import cache_dir
+from routerag.strategies import STRATEGIES, StrategyContext
+from routerag.strategies.base import Strategy
+
+
+@dataclass
+class EvalSetup:
+    spec: RunSpec
+    questions: list[Question]
+    factory: StrategyFactory
+    judge_model: object | None  # a ChatModel for the judge metric, if configured
+
+
+def check_names(config: EvalConfig) -> type[Strategy]:
+    """Fail fast (listing valid names) on an unknown strategy or metric; return the strategy class."""
+    for name in config.metrics:
+        METRICS.get(name)
+    return STRATEGIES.get(config.strategy)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "dataset"
+
+
+def _index_root(dataset: Dataset, config: EvalConfig) -> Path:
+    from routerag.index.manifest import corpus_hash
+
+    docs = dataset.documents()
+    key = fingerprint(
+        {
+            "corpus": corpus_hash(d.doc_id for d in docs),
+            "sources": sorted(dataset.sources),
+            "index": config.index.model_dump(mode="json"),
+            "components": sorted(config.components),
+            "source_mode": config.source_mode if dataset.multisource else None,
+        }
+    )[:12]
+    return cache_dir("indexes") / f"{_slug(dataset.name)}-{key}"
+
+
+def build_sources(dataset: Dataset, config: EvalConfig):
+    """The dataset's sources: one bundle over its corpus (all modes it can serve), or one named
+    source per corpus of a multi-source dataset. Returns ``(SourceSet, manifest paths)``."""
+    from routerag.sources.sourceset import SourceSet
+
+    if not dataset.documents():
+        return SourceSet(), []
+    root = _index_root(dataset, config)
+    if dataset.multisource:
+        from routerag.sources.multi import NamedCorpus, multi_source_set
+
+        corpora = [NamedCorpus(name=s.name, profile=s.profile, docs=s.docs) for s in dataset.sources.values()]
+        sources = multi_source_set(corpora, root, config.index, mode=config.source_mode)
+        return sources, [root / c.name / "manifest.json" for c in corpora]
+    from routerag.index.bundle import build_index, load_index
+
+    bundle = load_index(root, config.index) if root.is_dir() else build_index(dataset.corpus, root, config.index, config.components)
+    return bundle.sources(config.modes), [root / "manifest.json"]
+
+
+def answer_fingerprint(config: EvalConfig, params: BaseModel, model_identity: str) -> str:
+    payload = config.model_dump(mode="json", exclude={"label", "limit", "model", "judge_model", "params"})  # limit: the sample is checked itself
+    payload.update(params=params.model_dump(mode="json"), model=model_identity)
+    if config.judge_model is not None:
+        from routerag.llm.factory import model_identity as identity
+
+        payload["judge_model"] = identity(config.judge_model.resolved())
+    return fingerprint(payload)
+
+
+def build_setup(config: EvalConfig, name: str) -> EvalSetup:
+    """Everything the runner needs; the expensive parts (index, model) are built last."""
+    from routerag.llm.factory import build_model, model_identity
+
+    cls = check_names(config)
+    params = cls.Params.model_validate(config.params)
+    dataset = load_dataset(config.dataset)
+    questions = dataset.sample(config.limit).questions
+    if not questions:
+        raise ValueError(f"dataset {config.dataset!r} has no questions to evaluate")
+    sources, manifests = build_sources(dataset, config)
+    resolved = config.model.resolved()
+    identity = model_identity(resolved)
+    model = build_model(config.model)
+    judge_model = build_model(config.judge_model) if config.judge_model is not None else None
+
+    def factory() -> Strategy:
+        return cls(StrategyContext(model=model, sources=sources), params)
+
+    versions = collect_versions(model=identity, index_manifest=files_sha256(manifests))
+    spec = RunSpec(
+        name=name,
+        dataset=dataset.name,
+        strategy=config.strategy,
+        label=config.label,
+        metrics=list(config.metrics),
+        fingerprint=answer_fingerprint(config, params, identity),
+        versions=versions,
+    )
+    return EvalSetup(spec=spec, questions=questions, factory=factory, judge_model=judge_model)

@@ -1,0 +1,242 @@
+"""An index directory ("bundle"): the documents plus one subdirectory per index component.
+
+```
+DIR/
+  manifest.json          kind "bundle", corpus hash, components
+  docs.jsonl             the DocStore (row i = FAISS row i = BM25 row i = passage node i)
+  config.resolved.yaml   the IndexSettings it was built with
+  dense/  bm25/  graph/  one folder per component, each with its own manifest.json
+```
+``build_index`` builds into a hidden sibling folder and renames it into place, so a failed
+build leaves nothing behind. ``load_index`` checks every manifest before reading data.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from routerag.config import ConfigError, load_config, write_resolved
+from routerag.corpus.schema import Document
+from routerag.index.component import COMPONENTS, IndexComponent
+from routerag.index.docstore import DOCS_NAME, DocStore
+from routerag.index.manifest import IndexError_, Manifest, corpus_hash, read_manifest, write_manifest
+from routerag.index.settings import IndexSettings
+from routerag.registry import UnknownNameError
+
+if TYPE_CHECKING:
+    from routerag.index.embedder import Embedder
+    from routerag.sources.sourceset import SourceSet
+
+BUNDLE_KIND = "bundle"
+CONFIG_NAME = "config.resolved.yaml"
+DEFAULT_COMPONENTS = ("dense", "bm25")
+
+
+def _component_class(name: str) -> type:
+    try:
+        return COMPONENTS.get(name)
+    except UnknownNameError as exc:
+        raise IndexError_(str(exc)) from None
+    except ImportError as exc:
+        raise IndexError_(f"index component {name!r} is not available: {exc}") from None
+
+
+class IndexBundle:
+    """A loaded index directory: documents, settings and the loaded components."""
+
+    def __init__(
+        self,
+        directory: Path,
+        store: DocStore,
+        settings: IndexSettings,
+        manifest: Manifest,
+        components: dict[str, IndexComponent],
+    ) -> None:
+        self.directory = Path(directory)
+        self.store = store
+        self.settings = settings
+        self.manifest = manifest
+        self.components = components
+        self.unmounted: dict[str, str] = {}  # source mode -> why ``sources()`` did not mount it
+
+    # ---------------------------------------------------------------- access
+    def has(self, component: str) -> bool:
+        return component in self.components
+
+    def component(self, name: str) -> Any:
+        try:
+            return self.components[name]
+        except KeyError:
+            raise IndexError_(
+                f"{self.directory}: has no {name!r} component; it has: {', '.join(self.components) or '(none)'}"
+            ) from None
+
+    def embedder(self) -> "Embedder":
+        """The query/passage embedder of this index (shared with the dense component when present)."""
+        if "dense" in self.components:
+            return self.components["dense"].embedder
+        from routerag.index.embedder import build_embedder
+
+        return build_embedder(self.settings.embedder)
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    # ---------------------------------------------------------------- incremental add
+    def add_documents(self, docs: Iterable[Document]) -> list[Document]:
+        """Index documents not yet in the bundle (by ``doc_id``); returns those actually added.
+        Each component indexes only the new ones; files are replaced atomically one by one and
+        the bundle manifest is written last."""
+        skipped = [c for c in self.manifest.components if c not in self.components]
+        if skipped:
+            raise IndexError_(
+                f"{self.directory}: load every component before adding documents (not loaded: {', '.join(skipped)})"
+            )
+        new = self.store.add(docs)
+        if not new:
+            return []
+        for name, component in self.components.items():
+            component.add(new, self.directory / name)
+        self.store.save(self.directory)
+        self.manifest = self.manifest.model_copy(
+            update={"corpus_hash": corpus_hash(self.store.ids()), "n_docs": len(self.store)}
+        )
+        write_manifest(self.directory, self.manifest)
+        return new
+
+    def add_component(self, name: str) -> IndexComponent:
+        """Build one more component over the current documents (e.g. ``graph`` on an index built
+        with ``dense,bm25``); it is built in a hidden folder and renamed into place."""
+        if name in self.manifest.components:
+            raise IndexError_(f"{self.directory}: already has a {name!r} component")
+        cls = _component_class(name)
+        staging = Path(tempfile.mkdtemp(dir=self.directory, prefix=f".{name}.building-"))
+        staging.chmod(0o755)
+        try:
+            component = cls.build(self.store, staging, self.settings)
+            staging.rename(self.directory / name)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        self.components[name] = component
+        self.manifest = self.manifest.model_copy(update={"components": [*self.manifest.components, name]})
+        write_manifest(self.directory, self.manifest)
+        return component
+
+    # ---------------------------------------------------------------- sources
+    def sources(self, modes: Sequence[str] | None = None) -> "SourceSet":
+        """Mount every source mode this bundle can serve (``passage``, ``bm25``, ``graph``,
+        ``hybrid``, ``triples``); modes whose component or class is missing are recorded in
+        ``self.unmounted`` with the reason."""
+        from routerag.sources.registry import mount_bundle
+
+        sourceset, self.unmounted = mount_bundle(self, modes)
+        return sourceset
+
+
+def _read_settings(directory: Path) -> IndexSettings:
+    path = directory / CONFIG_NAME
+    if not path.is_file():
+        raise IndexError_(f"{path}: missing; the index is incomplete, rebuild it")
+    try:
+        return load_config(IndexSettings, path)
+    except ConfigError as exc:
+        raise IndexError_(str(exc)) from None
+
+
+def build_index(
+    docs: Iterable[Document],
+    directory: str | Path,
+    settings: IndexSettings | None = None,
+    components: Sequence[str] = DEFAULT_COMPONENTS,
+    *,
+    overwrite: bool = False,
+) -> IndexBundle:
+    """Build a bundle over ``docs`` (duplicate ids are kept once) into ``directory``."""
+    directory = Path(directory)
+    settings = settings or IndexSettings()
+    components = list(dict.fromkeys(components))
+    if not components:
+        raise ValueError("name at least one index component")
+    classes = {name: _component_class(name) for name in components}  # fail on unknown names first
+    if directory.exists() and not overwrite:
+        raise FileExistsError(f"{directory}: already exists; use --add to extend it or --overwrite (overwrite=True) to replace it")
+    store = DocStore(docs)
+    if len(store) == 0:
+        raise ValueError("no documents to index")
+
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.building-"))
+    staging.chmod(0o755)
+    try:
+        store.save(staging)
+        write_resolved(settings, staging, CONFIG_NAME)
+        built: dict[str, IndexComponent] = {}
+        for name, cls in classes.items():
+            built[name] = cls.build(store, staging / name, settings)
+        manifest = Manifest(
+            kind=BUNDLE_KIND,
+            corpus_hash=corpus_hash(store.ids()),
+            n_docs=len(store),
+            embedder=built["dense"].manifest.embedder if "dense" in built else None,
+            components=list(built),
+        )
+        write_manifest(staging, manifest)
+        if directory.exists():  # overwrite: swap, then drop the old one
+            stale = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.old-"))
+            stale.rmdir()
+            directory.rename(stale)
+            staging.rename(directory)
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            staging.rename(directory)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return IndexBundle(directory, store, settings, manifest, built)
+
+
+def load_index(
+    directory: str | Path,
+    settings: IndexSettings | None = None,
+    components: Sequence[str] | None = None,
+) -> IndexBundle:
+    """Open a bundle; ``settings`` defaults to the ones it was built with. ``components`` limits
+    which components are loaded (default: all). Any mismatch raises ``IndexError_``."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise IndexError_(f"{directory}: no such index directory; build it with `routerag index`")
+    manifest = read_manifest(directory, kind=BUNDLE_KIND)
+    settings = settings or _read_settings(directory)
+    if not (directory / DOCS_NAME).is_file():
+        raise IndexError_(f"{directory / DOCS_NAME}: missing; the index is incomplete, rebuild it")
+    try:
+        store = DocStore.load(directory)
+    except ValueError as exc:
+        raise IndexError_(str(exc)) from None
+    if len(store) != manifest.n_docs or corpus_hash(store.ids()) != manifest.corpus_hash:
+        raise IndexError_(
+            f"{directory / DOCS_NAME}: does not match the manifest ({len(store)} docs vs {manifest.n_docs}); rebuild the index"
+        )
+    wanted = manifest.components if components is None else list(components)
+    missing = [c for c in wanted if c not in manifest.components]
+    if missing:
+        raise IndexError_(
+            f"{directory}: has no {', '.join(missing)} component; it has: {', '.join(manifest.components)}"
+        )
+    loaded: dict[str, IndexComponent] = {}
+    for name in wanted:
+        sub = directory / name
+        if not sub.is_dir():
+            raise IndexError_(f"{sub}: missing; the index is incomplete, rebuild it")
+        loaded[name] = _component_class(name).load(sub, store, settings)
+    return IndexBundle(directory, store, settings, manifest, loaded)
+
+
+def read_bundle_manifest(directory: str | Path) -> Manifest:
+    """The bundle's manifest alone (cheap: no documents or vectors are read)."""
+    return read_manifest(Path(directory), kind=BUNDLE_KIND)

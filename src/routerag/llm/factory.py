@@ -1,0 +1,50 @@
+"""Build a chat model from a :class:`ModelConfig` through the backend registry.
+
+Backends are registered lazily (``"module:attr"``), so llama.cpp, openai and torch are
+imported only when that backend is built. A plugin adds one with
+``BACKENDS.register("name", factory)`` where ``factory(config: ModelConfig) -> ChatModel``
+(it must also extend ``ModelConfig.backend``'s choices, or be selected via ``build_model``'s
+``backend`` argument).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from routerag.llm.base import ChatModel
+from routerag.llm.cache import CachedModel
+from routerag.llm.concurrency import LimitedModel
+from routerag.llm.config import ModelConfig
+from routerag.paths import cache_dir
+from routerag.registry import Registry
+
+BackendFactory = Callable[[ModelConfig], ChatModel]
+
+BACKENDS: Registry[BackendFactory] = Registry("model backend")
+BACKENDS.register("llamacpp", "routerag.llm.llamacpp:from_config")
+BACKENDS.register("openai", "routerag.llm.openai_compat:from_config")
+BACKENDS.register("transformers", "routerag.llm.transformers_backend:from_config")
+BACKENDS.register("scripted", "routerag.llm.scripted:from_config")
+
+
+def model_identity(config: ModelConfig) -> str:
+    """What distinguishes one model's answers from another's, for the response cache."""
+    return "|".join(str(part or "") for part in (config.backend, config.model, config.base_url, config.chat_format))
+
+
+def default_cache_path() -> Path:
+    return cache_dir("llm") / "responses.sqlite"
+
+
+def build_model(config: ModelConfig | None = None, *, backend: str | None = None) -> ChatModel:
+    """The configured model, behind a concurrency limit and (if ``cache``) the response cache."""
+    resolved = (config or ModelConfig()).resolved()
+    factory = BACKENDS.get(backend or resolved.backend or "llamacpp")
+    model: ChatModel = factory(resolved)
+    if resolved.concurrency:
+        model = LimitedModel(model, resolved.concurrency)
+    if resolved.cache is not False:
+        path = default_cache_path() if resolved.cache is True else Path(resolved.cache)
+        model = CachedModel(model, path, identity=model_identity(resolved))
+    return model

@@ -1,0 +1,212 @@
+"""In-process llama.cpp backend (``llama_cpp.Llama``) for GGUF models.
+
+The conversation is rendered with the GGUF's own chat template (see :mod:`routerag.llm.template`)
+and tokenised here, and tokens are generated with :meth:`Llama.generate`, so this module decides
+where a stop string ends the text, whether the model stopped on its end-of-turn token or ran out
+of ``max_tokens``, and how many tokens each side used. ``Llama.generate`` keeps the KV cache of
+the previous call and evaluates only the tokens after the longest common prefix, so the turns of
+one multi-turn trajectory (each a growing prompt) prefill only their new tokens;
+``last_stats.reused_prompt_tokens`` shows how many were reused. One model serves one request
+at a time (a lock); interleaving trajectories works but loses the prefix reuse.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from routerag.llm.base import ChatResponse, GenerationParams, Message, ModelError, Usage
+from routerag.llm.config import ModelConfig, available_cores
+from routerag.llm.template import ChatTemplate
+
+
+@dataclass(frozen=True)
+class GenerationStats:
+    """Timing of the last call: prefill (prompt evaluation up to the first sampled token) and decode."""
+
+    prompt_tokens: int
+    reused_prompt_tokens: int  # served from the KV cache of the previous call
+    completion_tokens: int
+    prefill_ms: float
+    decode_ms: float
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def find_stop(text: str, stops: list[str], start: int) -> tuple[int, str] | None:
+    """Earliest stop string occurring in ``text`` at or after ``start`` (ties: the longer one)."""
+    best: tuple[int, str] | None = None
+    for stop in stops:
+        at = text.find(stop, start) if stop else -1
+        if at >= 0 and (best is None or at < best[0] or (at == best[0] and len(stop) > len(best[1]))):
+            best = (at, stop)
+    return best
+
+
+class LlamaCppModel:
+    """A GGUF model run by llama.cpp in this process."""
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        chat_template: str | None = None,
+        name: str | None = None,
+    ) -> None:
+        path = Path(model_path)
+        if not path.is_file():
+            raise ModelError(f"GGUF model file {path} does not exist")
+        try:
+            from llama_cpp import Llama
+        except ImportError as exc:
+            raise ModelError("the llamacpp backend needs llama-cpp-python: pip install llama-cpp-python") from exc
+        threads = n_threads or available_cores()
+        try:
+            self._llm = Llama(
+                model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False
+            )
+        except (ValueError, RuntimeError) as exc:
+            raise ModelError(f"llama.cpp could not load {path}: {exc}") from exc
+        self.path = path
+        self.name = name or path.name
+        self.n_ctx = self._llm.n_ctx()
+        source = chat_template or self._llm.metadata.get("tokenizer.chat_template")
+        if not source:
+            raise ModelError(f"{path} carries no chat template; set chat_format to a Jinja template file")
+        self.template = ChatTemplate(source, self._token_text(self._llm.token_bos()), self._token_text(self._llm.token_eos()))
+        self._lock = threading.Lock()
+        self.last_stats: GenerationStats | None = None
+        self._valid_grammars: set[str] = set()
+
+    def _token_text(self, token: int) -> str:
+        if token < 0:
+            return ""
+        return self._llm.detokenize([token], special=True).decode("utf-8", errors="replace")
+
+    def reset(self) -> None:
+        """Forget the KV cache. Seeded sampling is reproducible from the same cache state; a
+        prompt whose prefix is reused is evaluated in smaller batches, which can move
+        near-tied tail probabilities by rounding and so change a sampled (never a greedy) token."""
+        with self._lock:
+            self._llm.reset()
+
+    def _grammar(self, gbnf: str):
+        """A ``LlamaGrammar``, checked first: llama.cpp crashes the process on a grammar that
+        does not parse, so it is compiled once here and a failure becomes a ``ModelError``."""
+        from llama_cpp import LlamaGrammar
+        from llama_cpp import llama_cpp as capi
+
+        if gbnf not in self._valid_grammars:
+            sampler = capi.llama_sampler_init_grammar(self._llm._model.vocab, gbnf.encode("utf-8"), b"root")
+            if not sampler:
+                raise ModelError("invalid GBNF grammar (llama.cpp could not parse it; it needs a 'root' rule)")
+            capi.llama_sampler_free(sampler)
+            self._valid_grammars.add(gbnf)
+        return LlamaGrammar.from_string(gbnf, verbose=False)
+
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids of a raw prompt (special tokens such as ``<|im_start|>`` are recognised)."""
+        return self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)
+
+    def render(self, messages: list[Message], *, continue_final: bool = False) -> str:
+        return self.template.render(messages, continue_final=continue_final)
+
+    def chat(
+        self,
+        messages: list[Message],
+        params: GenerationParams | None = None,
+        *,
+        continue_final: bool = False,
+    ) -> ChatResponse:
+        return self.complete(self.render(messages, continue_final=continue_final), params)
+
+    def complete(self, prompt: str, params: GenerationParams | None = None) -> ChatResponse:
+        """Continue a raw, already rendered prompt."""
+        params = params or GenerationParams()
+        from llama_cpp import llama_cpp as capi
+
+        start = time.perf_counter()
+        with self._lock:
+            llm = self._llm
+            tokens = self.tokenize(prompt)
+            room = self.n_ctx - len(tokens)
+            if room < 1:
+                raise ModelError(f"prompt of {len(tokens)} tokens does not fit the context of {self.n_ctx}")
+            max_tokens = min(params.max_tokens, room)
+            reused = _common_prefix(list(llm._input_ids[: llm.n_tokens]), tokens)
+            llm.set_seed(params.seed if params.seed is not None else random.randrange(2**31))
+            grammar = self._grammar(params.grammar) if params.grammar else None
+            completion: list[int] = []
+            buffer = bytearray()
+            checked = 0  # characters of the decoded text already searched for stops
+            longest_stop = max((len(s) for s in params.stop), default=0)
+            finish, stop_string, text = "length", None, None
+            first_token_at = None
+            generator = llm.generate(
+                tokens,
+                top_k=0,
+                top_p=params.top_p,
+                min_p=0.0,
+                temp=params.temperature,
+                repeat_penalty=1.0,
+                grammar=grammar,
+            )
+            try:
+                for token in generator:
+                    if first_token_at is None:
+                        first_token_at = time.perf_counter()
+                    if capi.llama_vocab_is_eog(llm._model.vocab, token):
+                        finish = "eos"
+                        break
+                    completion.append(token)
+                    buffer += llm.detokenize([token], prev_tokens=tokens + completion[:-1])
+                    if params.stop:
+                        decoded = buffer.decode("utf-8", errors="ignore")
+                        hit = find_stop(decoded, params.stop, max(0, checked - longest_stop + 1))
+                        checked = len(decoded)
+                        if hit is not None:
+                            finish, stop_string, text = "stop", hit[1], decoded[: hit[0]]
+                            break
+                    if len(completion) >= max_tokens:
+                        break
+            finally:
+                generator.close()
+            end = time.perf_counter()
+            if text is None:
+                text = buffer.decode("utf-8", errors="replace")
+            first = first_token_at or end
+            self.last_stats = GenerationStats(
+                prompt_tokens=len(tokens),
+                reused_prompt_tokens=min(reused, len(tokens)),
+                completion_tokens=len(completion),
+                prefill_ms=(first - start) * 1000.0,
+                decode_ms=(end - first) * 1000.0,
+            )
+        return ChatResponse(
+            text=text,
+            usage=Usage(prompt_tokens=len(tokens), completion_tokens=len(completion) + (finish == "eos")),
+            latency_ms=(end - start) * 1000.0,
+            finish_reason=finish,  # type: ignore[arg-type]
+            stop_string=stop_string,
+            model=self.name,
+        )
+
+
+def from_config(config: ModelConfig) -> LlamaCppModel:
+    from routerag.llm.resolve import resolve_model_file
+
+    path = resolve_model_file(config.model or "")
+    template = config.chat_format.read_text(encoding="utf-8") if config.chat_format else None
+    return LlamaCppModel(path, n_ctx=config.n_ctx, n_threads=config.n_threads, chat_template=template, name=config.model)

@@ -1,0 +1,209 @@
+"""Backend for OpenAI-compatible HTTP servers (vLLM, llama.cpp server, SGLang, OpenAI itself).
+
+Plain turns use ``/chat/completions``. ``continue_final=True`` needs the model to continue the
+last assistant message; two ways are supported and ``continue_mode`` says which one is used:
+
+* ``"completions"``: render the conversation with the model's chat template (from
+  ``chat_format``, or the GGUF header when ``model`` is a local GGUF / ``bundled:`` name) and
+  send the raw prompt to ``/completions`` — exact, works with vLLM and llama.cpp servers;
+* ``"chat-prefix"``: send the conversation with the assistant prefix as the last message to
+  ``/chat/completions``. Servers differ here: some continue the message, some open a new turn.
+
+With ``completions_endpoint=None`` the backend uses ``completions`` when it has a template and
+falls back to ``chat-prefix`` (for good) when the server rejects ``/completions``.
+
+Stop strings are applied by the server. Which one ended the text is read from the response
+(``stop_reason`` from vLLM, ``matched_stop`` from SGLang); servers that do not say (llama.cpp's,
+OpenAI) give ``finish_reason="stop"`` with ``stop_string=None`` when stops were requested.
+GBNF grammars are sent as the ``grammar`` field, which llama.cpp servers honour.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any, Literal
+
+from routerag.llm.base import ChatResponse, GenerationParams, Message, ModelError, Usage
+from routerag.llm.config import ModelConfig
+from routerag.llm.template import ChatTemplate
+
+log = logging.getLogger(__name__)
+
+ContinueMode = Literal["completions", "chat-prefix"]
+
+
+def _finish(raw_reason: str | None, stop_string: str | None, stops: list[str]) -> str:
+    if raw_reason == "length":
+        return "length"
+    if stop_string is not None or stops:
+        return "stop"
+    return "eos"
+
+
+def _matched_stop(choice: Any, stops: list[str]) -> str | None:
+    for field in ("stop_reason", "matched_stop"):  # extra fields the openai client keeps
+        value = getattr(choice, field, None)
+        if isinstance(value, str) and value in stops:
+            return value
+    return None
+
+
+class OpenAICompatModel:
+    """A model behind an OpenAI-compatible endpoint."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str | None = None,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 120.0,
+        template: ChatTemplate | None = None,
+        completions_endpoint: bool | None = None,
+    ) -> None:
+        try:
+            import openai
+        except ImportError as exc:  # pragma: no cover - openai is a dependency
+            raise ModelError("the openai backend needs the openai package: pip install openai") from exc
+        self._openai = openai
+        self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=1)
+        self.base_url = base_url
+        self._model = model
+        self.template = template
+        if completions_endpoint and template is None:
+            raise ModelError("completions_endpoint=True needs a chat template (set chat_format, or model to a local GGUF)")
+        self.continue_mode: ContinueMode = "completions" if template is not None and completions_endpoint is not False else "chat-prefix"
+        self._may_fall_back = completions_endpoint is None
+        self._lock = threading.Lock()
+
+    @property
+    def model(self) -> str:
+        """The served model name; asked from ``/models`` when not configured."""
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    models = self._call(lambda: self._client.models.list())
+                    ids = [m.id for m in models.data]
+                    if not ids:
+                        raise ModelError(f"{self.base_url} serves no models")
+                    self._model = ids[0]
+        return self._model
+
+    @property
+    def name(self) -> str:
+        return self._model or self.base_url
+
+    def _call(self, fn):
+        openai = self._openai
+        try:
+            return fn()
+        except openai.APIConnectionError as exc:
+            raise ModelError(f"cannot reach {self.base_url}: {exc}") from exc
+        except openai.APIStatusError as exc:
+            raise ModelError(f"{self.base_url} answered {exc.status_code}: {exc.message}") from exc
+
+    @staticmethod
+    def _sampling(params: GenerationParams) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "max_tokens": params.max_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+        }
+        if params.stop:
+            kwargs["stop"] = params.stop
+        if params.seed is not None:
+            kwargs["seed"] = params.seed
+        if params.grammar:
+            kwargs["extra_body"] = {"grammar": params.grammar}
+        return kwargs
+
+    def chat(
+        self,
+        messages: list[Message],
+        params: GenerationParams | None = None,
+        *,
+        continue_final: bool = False,
+    ) -> ChatResponse:
+        params = params or GenerationParams()
+        if not messages:
+            raise ModelError("chat() needs at least one message")
+        if continue_final and messages[-1].role != "assistant":
+            raise ModelError("continue_final=True needs the last message to be the assistant's")
+        if continue_final and self.continue_mode == "completions":
+            assert self.template is not None
+            prompt = self.template.render(messages, continue_final=True)
+            try:
+                return self._complete(prompt, params)
+            except ModelError as exc:
+                if not self._may_fall_back or "answered 404" not in str(exc):
+                    raise
+                log.warning("%s has no /completions endpoint; continuing assistant messages via chat instead", self.base_url)
+                self.continue_mode = "chat-prefix"
+        return self._chat(messages, params)
+
+    def complete(self, prompt: str, params: GenerationParams | None = None) -> ChatResponse:
+        """Continue a raw, already rendered prompt through ``/completions``."""
+        return self._complete(prompt, params or GenerationParams())
+
+    def _complete(self, prompt: str, params: GenerationParams) -> ChatResponse:
+        start = time.perf_counter()
+        result = self._call(lambda: self._client.completions.create(model=self.model, prompt=prompt, **self._sampling(params)))
+        choice = result.choices[0]
+        return self._response(choice.text or "", choice, result.usage, params, start)
+
+    def _chat(self, messages: list[Message], params: GenerationParams) -> ChatResponse:
+        start = time.perf_counter()
+        payload = [{"role": m.role, "content": m.content} for m in messages]
+        result = self._call(lambda: self._client.chat.completions.create(model=self.model, messages=payload, **self._sampling(params)))
+        choice = result.choices[0]
+        return self._response(choice.message.content or "", choice, result.usage, params, start)
+
+    def _response(self, text: str, choice: Any, usage: Any, params: GenerationParams, start: float) -> ChatResponse:
+        stop_string = _matched_stop(choice, params.stop)
+        return ChatResponse(
+            text=text,
+            usage=Usage(
+                prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            ),
+            latency_ms=(time.perf_counter() - start) * 1000.0,
+            finish_reason=_finish(choice.finish_reason, stop_string, params.stop),  # type: ignore[arg-type]
+            stop_string=stop_string,
+            model=self.name,
+        )
+
+
+def _template_for(config: ModelConfig) -> tuple[ChatTemplate | None, bool]:
+    """(template, whether ``model`` named a local file rather than a served model)."""
+    if config.chat_format is not None:
+        try:
+            return ChatTemplate(config.chat_format.read_text(encoding="utf-8")), False
+        except OSError as exc:
+            raise ModelError(f"cannot read chat_format {config.chat_format}: {exc}") from None
+    model = config.model or ""
+    from routerag.llm.bundled import BUNDLED_PREFIX
+
+    if model.startswith(BUNDLED_PREFIX) or model.endswith(".gguf"):
+        from routerag.llm.gguf_meta import gguf_chat_template
+        from routerag.llm.resolve import resolve_model_file
+
+        source, bos, eos = gguf_chat_template(resolve_model_file(model))
+        return (ChatTemplate(source, bos, eos) if source else None), True
+    return None, False
+
+
+def from_config(config: ModelConfig) -> OpenAICompatModel:
+    if not config.base_url:
+        raise ModelError("the openai backend needs base_url (or $ROUTERAG_BASE_URL)")
+    template, local_model = _template_for(config)
+    return OpenAICompatModel(
+        config.base_url,
+        None if local_model else config.model,
+        api_key=os.environ.get(config.api_key_env),
+        timeout_s=config.timeout_s,
+        template=template,
+        completions_endpoint=config.completions_endpoint,
+    )

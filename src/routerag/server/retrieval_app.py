@@ -1,0 +1,267 @@
+"""The retrieval HTTP API: ``POST /retrieve``, ``GET /sources``, ``GET /health``.
+
+The app serves a :class:`~routerag.sources.sourceset.SourceSet`. Requests are the library's own
+typed :class:`~routerag.sources.base.RetrievalRequest` (explicit sources, batched queries, ``k``)
+and answers are :class:`~routerag.sources.base.RetrievalResponse` — the same types a caller in
+the same process would use, so :class:`~routerag.sources.remote.RemoteSource` is a thin client.
+
+Retrieval runs in worker threads (never on the event loop); bad input gets a 4xx whose
+``detail`` says what is wrong.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from fastapi import Depends, FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, SecretStr
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from routerag.server.settings import ServerSettings
+from routerag.sources.base import RetrievalError, RetrievalRequest, RetrievalResponse
+from routerag.sources.remote import Limits, RemoteSourceError, SourceInfo, SourcesReply
+from routerag.sources.sourceset import SourceSet
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "1"
+
+
+class HealthReply(BaseModel):
+    status: str
+    sources: int
+    api_version: str = API_VERSION
+
+
+class ErrorReply(BaseModel):
+    detail: str
+
+
+class ApiError(Exception):
+    """An error with an HTTP status and a human-readable reason."""
+
+    def __init__(self, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.headers = headers
+
+
+# --------------------------------------------------------------------------- limits & threads
+
+
+class RetrievalRunner:
+    """Checks a request against the server's limits and runs it in a worker thread."""
+
+    def __init__(self, sources: SourceSet, settings: ServerSettings) -> None:
+        self.sources = sources
+        self.settings = settings
+        self._limiter: anyio.CapacityLimiter | None = None
+
+    @property
+    def limits(self) -> Limits:
+        s = self.settings
+        return Limits(max_batch=s.max_batch, max_k=s.max_k, max_query_chars=s.max_query_chars)
+
+    def check(self, request: RetrievalRequest) -> None:
+        """Server limits (may be stricter than the protocol's) and source names -> 422."""
+        s = self.settings
+        if len(request.queries) > s.max_batch:
+            raise ApiError(422, f"{len(request.queries)} queries in one request; this server takes at most {s.max_batch}")
+        if request.k > s.max_k:
+            raise ApiError(422, f"k={request.k} is above this server's limit of {s.max_k}")
+        for i, query in enumerate(request.queries):
+            if len(query) > s.max_query_chars:
+                raise ApiError(422, f"query {i} has {len(query)} characters; this server takes at most {s.max_query_chars}")
+        for name in request.sources:
+            self.sources.get(name)  # RetrievalError names the mounted sources
+
+    async def run(self, request: RetrievalRequest) -> RetrievalResponse:
+        self.check(request)
+        if self._limiter is None:  # created on first use, inside the running event loop
+            self._limiter = anyio.CapacityLimiter(self.settings.retrieval_threads)
+        return await anyio.to_thread.run_sync(self.sources.retrieve, request, limiter=self._limiter)
+
+    def describe(self) -> SourcesReply:
+        infos = []
+        for name in self.sources.names():
+            source = self.sources.get(name)
+            infos.append(SourceInfo(name=name, mode=source.mode, profile=source.profile))
+        return SourcesReply(sources=infos, limits=self.limits)
+
+
+# --------------------------------------------------------------------------- auth
+
+
+def api_key_dependency(api_key: SecretStr | None) -> Callable[[Request], Awaitable[None]]:
+    """A dependency that accepts ``X-API-Key: KEY`` or ``Authorization: Bearer KEY`` (or nothing,
+    when no key is configured)."""
+    expected = api_key.get_secret_value().encode() if api_key else None
+
+    async def require_key(request: Request) -> None:
+        if expected is None:
+            return
+        given = request.headers.get("x-api-key")
+        if given is None:
+            scheme, _, token = request.headers.get("authorization", "").partition(" ")
+            if scheme.lower() == "bearer" and token:
+                given = token.strip()
+        if given is None:
+            raise ApiError(401, "an API key is required: send `X-API-Key: KEY` or `Authorization: Bearer KEY`",
+                           {"WWW-Authenticate": "Bearer"})
+        if not hmac.compare_digest(given.encode(), expected):
+            raise ApiError(401, "the API key is not valid", {"WWW-Authenticate": "Bearer"})
+
+    return require_key
+
+
+# --------------------------------------------------------------------------- body size
+
+
+class BodyLimitMiddleware:
+    """Reads at most ``max_bytes`` of a request body before the app sees it; more -> 413.
+
+    Checks ``Content-Length`` up front and also counts chunked bodies, then replays the buffered
+    body to the app."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._too_large(scope, receive, send, int(declared))
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await self._too_large(scope, receive, send, size)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send, size: int) -> None:
+        reply = JSONResponse(
+            {"detail": f"request body is {size} bytes or more; the limit is {self.max_bytes}"},
+            status_code=413,
+            headers={"Connection": "close"},
+        )
+        await reply(scope, receive, send)
+
+
+# --------------------------------------------------------------------------- error replies
+
+
+def _validation_detail(exc: RequestValidationError) -> tuple[int, str, list[dict[str, Any]]]:
+    errors = [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+              for e in exc.errors()]
+    if any(e["type"] == "json_invalid" for e in errors):
+        return 400, "request body is not valid JSON", errors
+    parts = []
+    for e in errors:
+        where = ".".join(p for p in e["loc"] if p != "body") or "body"
+        parts.append(f"{where}: {e['msg']}")
+    return 422, "; ".join(parts), errors
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Every error reply is ``{"detail": "<reason>"}`` (validation errors add ``errors``)."""
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        status, detail, errors = _validation_detail(exc)
+        return JSONResponse({"detail": detail, "errors": errors}, status_code=status)
+
+    @app.exception_handler(RetrievalError)
+    async def _retrieval_error(_: Request, exc: RetrievalError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+
+    @app.exception_handler(RemoteSourceError)
+    async def _upstream(_: Request, exc: RemoteSourceError) -> JSONResponse:
+        return JSONResponse({"detail": f"an upstream retrieval server failed: {exc}"}, status_code=502)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("retrieval failed")
+        return JSONResponse({"detail": f"internal error while retrieving ({type(exc).__name__})"}, status_code=500)
+
+
+# --------------------------------------------------------------------------- the app
+
+ERRORS = {
+    400: {"model": ErrorReply, "description": "the body is not valid JSON"},
+    401: {"model": ErrorReply, "description": "missing or wrong API key"},
+    413: {"model": ErrorReply, "description": "the body is larger than the server's limit"},
+    422: {"model": ErrorReply, "description": "a limit is exceeded, a query is empty, or a source is unknown"},
+}
+
+
+def create_retrieval_app(sources: SourceSet, settings: ServerSettings | None = None) -> FastAPI:
+    """A FastAPI app serving ``sources``; the OpenAPI docs are at ``/docs``."""
+    from routerag.server.searchr1_adapter import build_searchr1_router
+
+    settings = settings or ServerSettings()
+    runner = RetrievalRunner(sources, settings)
+    require_key = api_key_dependency(settings.api_key)
+
+    app = FastAPI(
+        title="routerag retrieval server",
+        version=API_VERSION,
+        description="Batched retrieval over named sources (passage, bm25, graph, hybrid, ...). "
+        "Search-R1 / RouteRAG trainers can use the compatibility endpoint(s): "
+        + ", ".join(settings.searchr1.paths),
+    )
+    app.state.runner = runner
+    install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+
+    @app.post("/retrieve", response_model=RetrievalResponse, responses=ERRORS, dependencies=[Depends(require_key)],
+              summary="retrieve top-k hits for a batch of queries from the named sources")
+    async def retrieve(request: RetrievalRequest, response: Response) -> RetrievalResponse:
+        result = await runner.run(request)
+        response.headers["Server-Timing"] = f"retrieve;dur={result.wall_ms:.2f}"
+        return result
+
+    @app.get("/sources", response_model=SourcesReply, responses={401: ERRORS[401]},
+             dependencies=[Depends(require_key)], summary="the mounted sources, their modes and profiles")
+    async def list_sources() -> SourcesReply:
+        return runner.describe()
+
+    @app.get("/health", response_model=HealthReply, summary="liveness (needs no API key)")
+    async def health() -> HealthReply:
+        return HealthReply(status="ok", sources=len(sources.names()))
+
+    app.include_router(build_searchr1_router(runner, settings.searchr1, require_key))
+    return app

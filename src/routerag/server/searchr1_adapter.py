@@ -1,0 +1,150 @@
+"""Search-R1 / RouteRAG compatibility: their trainers POST ``{queries, topk, return_scores}`` and
+read ``{"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]}``.
+
+RouteRAG hides the retrieval mode in the query (``[graph][passage] who ...``). That convention
+ends here: :func:`parse_mode_tags` strips the tags and :class:`TagRouter` turns them into an
+explicit source name, so everything behind this module sees an ordinary ``RetrievalRequest``.
+
+``contents`` is ``"\\"title\\"\\ntext"`` — the first line is the quoted title, as in the
+FlashRAG/Search-R1 corpora, whose trainers split it off that way. With ``return_scores: false``
+Search-R1 answers bare documents (no ``document``/``score`` wrapper); so does this adapter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, Field
+
+from routerag.server.settings import SearchR1Settings
+from routerag.sources.base import MAX_BATCH, MAX_K, Hit, RetrievalRequest
+
+if TYPE_CHECKING:
+    from routerag.server.retrieval_app import RetrievalRunner
+
+_TAGS = re.compile(r"^\s*((?:\[[^\[\]\s]{1,32}\]\s*)+)")
+_ONE_TAG = re.compile(r"\[([^\[\]\s]{1,32})\]")
+
+
+class SearchR1Request(BaseModel):
+    queries: list[str] = Field(min_length=1, max_length=MAX_BATCH)
+    topk: int | None = Field(None, ge=1, le=MAX_K, description="hits per query (server default when omitted)")
+    return_scores: bool = Field(False, description="wrap each document as {document, score}")
+
+
+class SearchR1Document(BaseModel):
+    id: str
+    contents: str  # '"title"\ntext'
+
+
+class SearchR1Scored(BaseModel):
+    document: SearchR1Document
+    score: float
+
+
+class SearchR1Response(BaseModel):
+    result: list[list[SearchR1Scored]] | list[list[SearchR1Document]]
+
+
+def parse_mode_tags(query: str) -> tuple[tuple[str, ...], str]:
+    """``"[graph][passage] who"`` -> ``(("graph", "passage"), "who")``. Only leading tags count;
+    tag names are lower-cased and de-duplicated in order."""
+    match = _TAGS.match(query)
+    if not match:
+        return (), query.strip()
+    tags: list[str] = []
+    for tag in _ONE_TAG.findall(match.group(1)):
+        tag = tag.lower()
+        if tag not in tags:
+            tags.append(tag)
+    return tuple(tags), query[match.end() :].strip()
+
+
+class RoutingError(ValueError):
+    """A query whose tags name no mounted source."""
+
+
+class TagRouter:
+    """Mode tags -> one explicit source name (see :class:`SearchR1Settings`)."""
+
+    def __init__(self, settings: SearchR1Settings) -> None:
+        self.settings = settings
+
+    def route(self, tags: tuple[str, ...]) -> str:
+        s = self.settings
+        if not tags:
+            return s.default_source
+        unknown = [t for t in tags if t not in s.tag_sources]
+        if unknown:
+            raise RoutingError(
+                f"unknown mode tag [{unknown[0]}]; known tags: {', '.join(f'[{t}]' for t in sorted(s.tag_sources))}"
+            )
+        if len(tags) == 1:
+            return s.tag_sources[tags[0]]
+        return s.combined_source
+
+
+def contents_of(hit: Hit) -> str:
+    return f'"{hit.title}"\n{hit.text}'
+
+
+def build_searchr1_router(
+    runner: "RetrievalRunner",
+    settings: SearchR1Settings,
+    require_key: Callable[[Request], Awaitable[None]],
+) -> APIRouter:
+    """Routes for every path in ``settings.paths``, served by the same runner as ``/retrieve``."""
+    from routerag.server.retrieval_app import ERRORS, ApiError
+
+    router = APIRouter(tags=["search-r1 compatibility"])
+    tag_router = TagRouter(settings)
+
+    async def searchr1(body: SearchR1Request) -> SearchR1Response:
+        k = body.topk or settings.default_topk
+        groups: dict[str, list[int]] = {}
+        texts: list[str] = []
+        for i, raw in enumerate(body.queries):
+            tags, text = parse_mode_tags(raw)
+            if not text:
+                raise ApiError(422, f"query {i} is empty once its mode tags are removed")
+            try:
+                source = tag_router.route(tags)
+            except RoutingError as exc:
+                raise ApiError(422, f"query {i}: {exc}") from None
+            texts.append(text)
+            groups.setdefault(source, []).append(i)
+        requests = {
+            source: RetrievalRequest(queries=[texts[i] for i in idx], k=k, sources=[source])
+            for source, idx in groups.items()
+        }
+        for request in requests.values():
+            runner.check(request)  # every group is valid before any runs
+        replies = await asyncio.gather(*(runner.run(r) for r in requests.values()))
+        hits_per_query: list[list[Hit]] = [[] for _ in body.queries]
+        for (source, idx), reply in zip(groups.items(), replies):
+            for i, result in zip(idx, reply.results[source]):
+                hits_per_query[i] = result.hits
+        if body.return_scores:
+            scored = [
+                [SearchR1Scored(document=SearchR1Document(id=h.doc_id, contents=contents_of(h)), score=h.score) for h in hits]
+                for hits in hits_per_query
+            ]
+            return SearchR1Response(result=scored)
+        docs = [[SearchR1Document(id=h.doc_id, contents=contents_of(h)) for h in hits] for hits in hits_per_query]
+        return SearchR1Response(result=docs)
+
+    for path in settings.paths:
+        router.add_api_route(
+            path,
+            searchr1,
+            methods=["POST"],
+            response_model=SearchR1Response,
+            responses=ERRORS,
+            dependencies=[Depends(require_key)],
+            summary="Search-R1 / RouteRAG request shape; leading [mode] tags pick the source",
+        )
+    return router

@@ -1,0 +1,113 @@
+"""Typed settings of the retrieval server: where it listens, its limits, its optional API key,
+and how the Search-R1/RouteRAG adapter maps mode tags onto mounted sources."""
+
+from __future__ import annotations
+
+import ipaddress
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from routerag.sources.base import MAX_BATCH, MAX_K, MAX_QUERY_CHARS
+
+NATIVE_PATHS = frozenset({"/retrieve", "/sources", "/health", "/docs", "/redoc", "/openapi.json"})
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class SearchR1Settings(BaseModel):
+    """The Search-R1 / RouteRAG compatibility endpoint.
+
+    RouteRAG puts the retrieval mode in front of the query (``[passage] q``, ``[graph] q``,
+    ``[graph][passage] q``). The adapter strips those tags and turns them into an explicit
+    source: one tag -> ``tag_sources[tag]``; several tags -> ``combined_source``; no tag ->
+    ``default_source``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    paths: list[str] = Field(
+        default_factory=lambda: ["/retrieve/searchr1"],
+        description="paths that accept Search-R1's {queries, topk, return_scores} body",
+    )
+    default_topk: int = Field(3, ge=1, le=MAX_K, description="k when the request gives no topk (Search-R1 uses 3)")
+    default_source: str = Field("passage", description="source for a query without a mode tag")
+    tag_sources: dict[str, str] = Field(
+        default_factory=lambda: {"passage": "passage", "graph": "graph", "bm25": "bm25", "hybrid": "hybrid"},
+        description="mode tag -> mounted source name",
+    )
+    combined_source: str = Field("hybrid", description="source for a query with several different tags")
+
+    @field_validator("paths")
+    @classmethod
+    def _check_paths(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            if not path.startswith("/"):
+                raise ValueError(f"path {path!r} must start with '/'")
+            if path in NATIVE_PATHS:
+                raise ValueError(f"path {path!r} is taken by the native API")
+        if len(set(paths)) != len(paths):
+            raise ValueError("a path is listed twice")
+        return paths
+
+
+class ServerSettings(BaseModel):
+    """Everything the retrieval app needs besides its sources."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = Field("127.0.0.1", description="bind address; loopback unless you mean to expose it")
+    port: int = Field(8765, ge=0, le=65535, description="TCP port (0 = any free port)")
+    api_key: SecretStr | None = Field(
+        None, description="when set, /retrieve and /sources need `X-API-Key: KEY` or `Authorization: Bearer KEY`"
+    )
+    max_body_bytes: int = Field(2_000_000, ge=1_024, description="larger request bodies get 413")
+    max_batch: int = Field(MAX_BATCH, ge=1, le=MAX_BATCH, description="most queries in one request")
+    max_k: int = Field(MAX_K, ge=1, le=MAX_K, description="largest k")
+    max_query_chars: int = Field(MAX_QUERY_CHARS, ge=1, le=MAX_QUERY_CHARS, description="longest query")
+    retrieval_threads: int = Field(4, ge=1, le=64, description="retrievals running at once in the worker threads")
+    searchr1: SearchR1Settings = Field(default_factory=SearchR1Settings)
+
+    @model_validator(mode="after")
+    def _check_exposure(self) -> "ServerSettings":
+        if not is_loopback(self.host) and self.api_key is None:
+            raise ValueError(
+                f"binding {self.host!r} exposes the server beyond this machine; set an API key to do that"
+            )
+        return self
+
+
+class ServiceSettings(BaseModel):
+    """The ask service (``routerag.server.app``): strategies over a model and sources, with the
+    retrieval API mounted under ``/retrieval``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = Field("127.0.0.1", description="bind address; loopback unless you mean to expose it")
+    port: int = Field(8700, ge=0, le=65535, description="TCP port (0 = any free port)")
+    api_key: SecretStr | None = Field(None, description="when set, /v1/* and /retrieval/* need the key")
+    max_body_bytes: int = Field(2_000_000, ge=1_024, description="larger request bodies get 413")
+    max_question_chars: int = Field(4_000, ge=1, le=100_000, description="longest question")
+    ask_threads: int = Field(4, ge=1, le=64, description="strategy runs of /v1/ask at once (worker threads)")
+    run_workers: int = Field(1, ge=1, le=64, description="questions of background runs answered at once")
+    max_run_questions: int = Field(5_000, ge=1, description="most questions in one background run")
+    keep_runs: int = Field(100, ge=1, description="finished runs kept in memory (oldest dropped first)")
+    retrieval: ServerSettings = Field(default_factory=ServerSettings, description="the mounted retrieval API")
+
+    @model_validator(mode="after")
+    def _check_exposure(self) -> "ServiceSettings":
+        if not is_loopback(self.host) and self.api_key is None:
+            raise ValueError(
+                f"binding {self.host!r} exposes the server beyond this machine; set an API key to do that"
+            )
+        return self
+
+    def retrieval_settings(self) -> ServerSettings:
+        """The mounted retrieval API shares this service's key and body limit."""
+        return self.retrieval.model_copy(update={"api_key": self.api_key, "max_body_bytes": self.max_body_bytes})

@@ -1,0 +1,47 @@
+"""Lexical retrieval over a bundle's ``bm25`` component."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+from routerag.index.bm25 import BM25Index
+from routerag.index.docstore import DocStore
+from routerag.sources.base import QueryResult, Stopwatch
+from routerag.sources.hits import check_k, check_queries, hits_from_rows
+
+if TYPE_CHECKING:
+    from routerag.index.bundle import IndexBundle
+
+
+class BM25Source:
+    """Okapi BM25 top-k; a query sharing no (non-stopword) term with the corpus gets no hits."""
+
+    requires: ClassVar[tuple[str, ...]] = ("bm25",)
+
+    def __init__(self, index: BM25Index, store: DocStore, *, name: str = "bm25", profile: str | None = None) -> None:
+        self.index = index
+        self.store = store
+        self.name = name
+        self.mode = "bm25"
+        self.profile = profile or f"BM25 keyword retrieval over {len(store)} passages"
+
+    @classmethod
+    def from_bundle(cls, bundle: "IndexBundle", *, name: str | None = None, profile: str | None = None) -> "BM25Source":
+        return cls(bundle.component("bm25"), bundle.store, name=name or "bm25", profile=profile)
+
+    def search(self, queries: Sequence[str], k: int) -> list[QueryResult]:
+        queries = check_queries(queries)
+        k = check_k(k)
+        if not queries:
+            return []
+        with Stopwatch() as sw:
+            ranked = self.index.search(queries, k)
+            per_query = [
+                hits_from_rows(self.store, rows, scores, source=self.name, mode=self.mode) for scores, rows in ranked
+            ]
+        share = sw.ms / len(queries)
+        return [
+            QueryResult(query=q, source=self.name, hits=hits, latency_ms=share)
+            for q, hits in zip(queries, per_query)
+        ]

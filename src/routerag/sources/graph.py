@@ -1,0 +1,242 @@
+"""Graph retrieval (HippoRAG 2): query -> facts -> seed entities (+ dense passage prior) ->
+personalized PageRank -> passages ranked by PPR mass.
+
+Per query (all queries of a call are embedded, scored and propagated as one batch):
+
+1. cosine of the query with every fact embedding, min-max normalised; the top ``fact_topk`` facts;
+2. optionally the recognition-memory filter (only when a chat model is given);
+3. reset weights: each kept fact's subject and object get ``score / (#passages of the entity)``,
+   averaged over the facts naming it; every passage node gets its min-max normalised dense score
+   times ``passage_node_weight``;
+4. PPR with ``damping`` over the undirected weighted graph; passages ranked by their PPR score.
+
+No fact (empty graph, or the filter rejected all) -> the dense passage ranking, with
+``QueryResult.metadata["fallback"] = "dense"``. ``QueryResult.metadata`` carries the kept facts,
+the seed entities and the top PPR nodes for display.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import numpy as np
+
+from routerag.index.graph import GraphIndex
+from routerag.sources.base import Hit, QueryResult, Stopwatch
+from routerag.sources.hits import check_k, check_queries
+
+if TYPE_CHECKING:
+    from routerag.index.bundle import IndexBundle
+    from routerag.llm.base import ChatModel
+
+N_DISPLAY = 10  # seeds / top nodes reported per query
+
+
+def min_max(scores: np.ndarray) -> np.ndarray:
+    """Row-wise min-max normalisation to [0, 1]; a constant row becomes all ones."""
+    scores = np.asarray(scores, dtype=np.float64)
+    low = scores.min(axis=-1, keepdims=True)
+    span = scores.max(axis=-1, keepdims=True) - low
+    return np.where(span > 0, (scores - low) / np.where(span > 0, span, 1.0), 1.0)
+
+
+def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest entries of a 1-d array, best first (ties: lower index first)."""
+    k = min(k, scores.shape[0])
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    part = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(scores.shape[0])
+    return part[np.lexsort((part, -scores[part]))]
+
+
+class GraphSource:
+    """Passages ranked by HippoRAG 2 personalized PageRank over a :class:`GraphIndex`."""
+
+    requires: ClassVar[tuple[str, ...]] = ("graph",)
+    default_mode: ClassVar[str] = "graph"
+
+    def __init__(
+        self,
+        graph: GraphIndex,
+        *,
+        name: str | None = None,
+        mode: str | None = None,
+        profile: str | None = None,
+        recognition_model: "ChatModel | None" = None,
+        fact_topk: int | None = None,
+        passage_node_weight: float | None = None,
+        ppr: Literal["power", "igraph"] = "power",
+    ) -> None:
+        settings = graph.settings.graph
+        self.graph = graph
+        self.mode = mode or self.default_mode
+        self.name = name or self.mode
+        self.profile = profile or (
+            f"knowledge graph over {graph.n_passages} passages "
+            f"({graph.n_entities} entities, {len(graph.data.facts)} facts); multi-hop, entity-centric questions"
+        )
+        self.fact_topk = fact_topk or settings.fact_topk
+        self.passage_node_weight = settings.passage_node_weight if passage_node_weight is None else passage_node_weight
+        self.ppr = ppr
+        self.recognition = None
+        if recognition_model is not None:
+            from routerag.sources.recognition import RecognitionFilter
+
+            self.recognition = RecognitionFilter(recognition_model)
+
+    @classmethod
+    def from_bundle(cls, bundle: "IndexBundle", *, name: str | None = None, profile: str | None = None) -> "GraphSource":
+        return cls(bundle.component("graph"), name=name, profile=profile)
+
+    # ---------------------------------------------------------------- search
+    def search(self, queries: Sequence[str], k: int) -> list[QueryResult]:
+        queries = check_queries(queries)
+        k = check_k(k)
+        if not queries:
+            return []
+        with Stopwatch() as sw:
+            ranked = self.rank(queries, k)
+        share = sw.ms / len(queries)
+        return [
+            QueryResult(query=q, source=self.name, hits=hits, latency_ms=share, metadata=meta)
+            for q, (hits, meta) in zip(queries, ranked)
+        ]
+
+    def rank(
+        self, queries: Sequence[str], k: int, vectors: np.ndarray | None = None
+    ) -> list[tuple[list[Hit], dict[str, Any]]]:
+        """Hits and display metadata per query; ``vectors`` are the queries' embeddings if the
+        caller already has them."""
+        g = self.graph
+        if vectors is None:
+            vectors = g.embed_queries(queries)
+        dense = vectors @ g.data.passage_vecs.T  # (B, N)
+        dense_norm = min_max(dense) if g.n_passages else dense
+        n_facts = len(g.data.facts)
+        fact_scores = vectors @ g.data.fact_vecs.T if n_facts else np.zeros((len(queries), 0))
+        fact_norm = min_max(fact_scores) if n_facts else fact_scores
+
+        out: list[tuple[list[Hit], dict[str, Any]] | None] = [None] * len(queries)
+        resets: list[np.ndarray] = []
+        pending: list[tuple[int, dict[str, Any]]] = []
+        for i, query in enumerate(queries):
+            meta: dict[str, Any] = {"fallback": None}
+            candidates = top_rows(fact_scores[i], self.fact_topk) if n_facts else np.zeros(0, np.int64)
+            if self.recognition is not None and len(candidates):
+                result = self.recognition(query, [g.data.facts[f] for f in candidates])
+                meta["recognition"] = {
+                    "before": len(candidates),
+                    "after": len(result.kept),
+                    "error": result.error,
+                    "call": result.call.model_dump() if result.call else None,
+                }
+                candidates = candidates[result.kept]
+            meta["facts"] = [
+                {"triple": list(g.data.facts[f]), "score": float(fact_scores[i, f]), "weight": float(fact_norm[i, f])}
+                for f in candidates
+            ]
+            entity_weights = self._entity_weights(candidates, fact_norm[i])
+            if not entity_weights.any():
+                meta["fallback"] = "dense"
+                rows = top_rows(dense[i], k)
+                out[i] = (self._hits(rows, dense[i][rows], dense[i]), meta)
+                continue
+            seeds = top_rows(entity_weights, N_DISPLAY)
+            meta["seeds"] = [
+                {"node": g.data.entities[e], "weight": float(entity_weights[e])} for e in seeds if entity_weights[e] > 0
+            ]
+            resets.append(np.concatenate([entity_weights, dense_norm[i] * self.passage_node_weight]))
+            pending.append((i, meta))
+
+        if pending:
+            scores = self._ppr(np.stack(resets, axis=1))  # (n_nodes, B')
+            for column, (i, meta) in enumerate(pending):
+                node_scores = scores[:, column]
+                passage_scores = node_scores[g.n_entities :]
+                rows = top_rows(passage_scores, k)
+                top_nodes = top_rows(node_scores, N_DISPLAY)
+                meta["top_nodes"] = [
+                    {"kind": kind, "node": label, "score": float(node_scores[v])}
+                    for v in top_nodes
+                    for kind, label in [g.node_label(int(v))]
+                ]
+                out[i] = (self._hits(rows, passage_scores[rows], dense[i]), meta)
+        return [o for o in out if o is not None]
+
+    # ---------------------------------------------------------------- helpers
+    def _entity_weights(self, facts: np.ndarray, fact_norm: np.ndarray) -> np.ndarray:
+        g = self.graph
+        total = np.zeros(g.n_entities)
+        count = np.zeros(g.n_entities)
+        if len(facts) == 0:
+            return total
+        doc_count = np.maximum(g.entity_doc_count, 1.0)
+        for f in facts:
+            for ent in g.fact_entities[f]:
+                total[ent] += fact_norm[f] / doc_count[ent]
+                count[ent] += 1
+        return np.divide(total, count, out=np.zeros_like(total), where=count > 0)
+
+    def _ppr(self, resets: np.ndarray) -> np.ndarray:
+        damping = self.graph.settings.graph.damping
+        if self.ppr == "igraph":
+            from routerag.index.ppr import igraph_ppr
+
+            return np.stack([igraph_ppr(self.graph.graph, resets[:, j], damping) for j in range(resets.shape[1])], axis=1)
+        return self.graph.power_ppr.run(resets)
+
+    def _hits(self, rows: np.ndarray, scores: np.ndarray, dense: np.ndarray) -> list[Hit]:
+        store = self.graph.store
+        hits = []
+        for rank, (row, score) in enumerate(zip(rows.tolist(), scores.tolist()), start=1):
+            doc = store.docs[row]
+            hits.append(
+                Hit(
+                    doc_id=doc.doc_id,
+                    title=doc.title,
+                    text=doc.text,
+                    score=float(score),
+                    source=self.name,
+                    mode=self.mode,
+                    rank=rank,
+                    metadata={**doc.metadata, "dense_score": float(dense[row])},
+                )
+            )
+        return hits
+
+
+class GraphPassageSource:
+    """Dense passage ranking from the graph's own passage vectors (``mode="passage"``): the passage
+    list of ``hybrid`` when the bundle has no ``dense`` component."""
+
+    def __init__(self, graph: GraphIndex, *, name: str = "graph-passage", profile: str | None = None) -> None:
+        self.graph = graph
+        self.name = name
+        self.mode = "passage"
+        self.profile = profile or f"dense retrieval over {graph.n_passages} passages (graph vectors)"
+
+    def search(self, queries: Sequence[str], k: int) -> list[QueryResult]:
+        queries = check_queries(queries)
+        k = check_k(k)
+        with Stopwatch() as sw:
+            scores = self.graph.embed_queries(queries) @ self.graph.data.passage_vecs.T
+            ranked = [top_rows(scores[i], k) for i in range(len(queries))]
+        store = self.graph.store
+        results = []
+        for i, (query, rows) in enumerate(zip(queries, ranked)):
+            hits = [
+                Hit(
+                    doc_id=store.docs[r].doc_id,
+                    title=store.docs[r].title,
+                    text=store.docs[r].text,
+                    score=float(scores[i, r]),
+                    source=self.name,
+                    mode=self.mode,
+                    rank=n,
+                    metadata=dict(store.docs[r].metadata),
+                )
+                for n, r in enumerate(rows.tolist(), start=1)
+            ]
+            results.append(QueryResult(query=query, source=self.name, hits=hits, latency_ms=sw.ms / len(queries)))
+        return results

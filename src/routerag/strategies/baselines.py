@@ -1,0 +1,154 @@
+"""Baselines with FlashRAG-style short-answer prompts:
+
+* ``direct``      — no retrieval, answer from the model's own knowledge;
+* ``vanilla``     — one retrieval of ``k`` passages for the question, then answer;
+* ``ircot``       — IRCoT (Trivedi et al., 2023): retrieve with the question, then each generated
+  chain-of-thought sentence is the next query (new documents are added to the context), up to
+  ``max_steps`` thoughts; stops when a thought says "So the answer is:"; otherwise a final
+  answer call over all documents gathered;
+* ``iter-retgen`` — Iter-RetGen (Shao et al., 2023): ``iterations`` rounds of retrieving with the
+  question plus the previous generation, then generating.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import ClassVar
+
+from pydantic import BaseModel, Field
+
+from routerag.llm.base import GenerationParams, Message
+from routerag.sources.base import Hit
+from routerag.strategies.loop import LoopStrategy, add_step, call_model, record_exchange, retrieve_step
+from routerag.strategies.parsing import clean_answer, clean_query
+from routerag.strategies.prompts import (
+    DIRECT_SYSTEM,
+    IRCOT_ANSWER_MARK,
+    IRCOT_SYSTEM,
+    RAG_SYSTEM,
+    format_docs,
+    ircot_user,
+    question_user,
+    wikipedia_docs,
+)
+from routerag.trace import ModelCall, Step, Trace
+
+
+class DirectParams(BaseModel):
+    max_tokens: int = Field(default=64, ge=1, le=4096, description="tokens of the answer")
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+
+    def generation(self, stop: Sequence[str] = ()) -> GenerationParams:
+        return GenerationParams(max_tokens=self.max_tokens, temperature=self.temperature, stop=list(stop))
+
+
+class VanillaParams(DirectParams):
+    k: int = Field(default=5, ge=1, le=50, description="documents retrieved per query")
+    source: str = Field(default="passage", description="mounted source to retrieve from")
+
+
+class IRCoTParams(VanillaParams):
+    k: int = Field(default=3, ge=1, le=50)
+    max_steps: int = Field(default=5, ge=1, le=16, description="chain-of-thought sentences at most")
+    max_tokens: int = Field(default=128, ge=1, le=4096, description="tokens per thought")
+    max_query_chars: int = Field(default=300, ge=16, le=2000)
+
+
+class IterRetGenParams(VanillaParams):
+    iterations: int = Field(default=3, ge=1, le=10, description="retrieve-generate rounds")
+    max_query_chars: int = Field(default=600, ge=16, le=2000)
+
+
+def _answer(strategy: LoopStrategy, trace: Trace, hits: Sequence[Hit] | None, params: DirectParams) -> tuple[str, str, ModelCall]:
+    """One short-answer call, with the hits as FlashRAG's reference block (none: direct)."""
+    system = DIRECT_SYSTEM if hits is None else RAG_SYSTEM.format(reference=format_docs(hits))
+    messages = [Message(role="system", content=system), Message(role="user", content=question_user(trace.question))]
+    response, call = call_model(strategy.context, messages, params.generation(), "answer")
+    record_exchange(trace, messages, response.text)
+    return clean_answer(response.text), response.text, call
+
+
+def _finish(trace: Trace, answer: str, raw: str, call: ModelCall, **fields) -> Step:
+    trace.answer = answer
+    return add_step(trace, "answer", answer=answer, raw_output=raw, model_calls=[call], latency_ms=call.latency_ms, **fields)
+
+
+class Direct(LoopStrategy):
+    name: ClassVar[str] = "direct"
+    Params: ClassVar[type[BaseModel]] = DirectParams
+    params: DirectParams
+
+    def execute(self, trace: Trace) -> None:
+        _finish(trace, *_answer(self, trace, None, self.params))
+
+
+class Vanilla(LoopStrategy):
+    name: ClassVar[str] = "vanilla"
+    Params: ClassVar[type[BaseModel]] = VanillaParams
+    params: VanillaParams
+
+    def execute(self, trace: Trace) -> None:
+        p = self.params
+        step = retrieve_step(self.context, trace, trace.question, [p.source], p.k, format_docs)
+        _finish(trace, *_answer(self, trace, step.hits, p))
+
+
+def first_sentence(text: str) -> str:
+    text = " ".join(text.split())
+    parts = re.split(r"(?<=[.!?])\s+(?=[A-Z])", text, maxsplit=1)
+    return parts[0] if parts else ""
+
+
+def _add_new(pool: list[Hit], hits: Sequence[Hit]) -> None:
+    seen = {h.doc_id for h in pool}
+    pool.extend(h for h in hits if h.doc_id not in seen)
+
+
+class IRCoT(LoopStrategy):
+    name: ClassVar[str] = "ircot"
+    Params: ClassVar[type[BaseModel]] = IRCoTParams
+    params: IRCoTParams
+
+    def execute(self, trace: Trace) -> None:
+        p = self.params
+        pool: list[Hit] = []
+        _add_new(pool, retrieve_step(self.context, trace, trace.question, [p.source], p.k, wikipedia_docs).hits)
+        thoughts: list[str] = []
+        for _ in range(p.max_steps):
+            messages = [Message(role="system", content=IRCOT_SYSTEM),
+                        Message(role="user", content=ircot_user(trace.question, pool, thoughts))]
+            response, call = call_model(self.context, messages, p.generation(stop=["\n"]), "policy")
+            record_exchange(trace, messages, response.text)
+            thought = first_sentence(response.text)
+            thoughts.append(thought)
+            at = thought.lower().find(IRCOT_ANSWER_MARK.lower())
+            if at >= 0:
+                answer = clean_answer(thought[at + len(IRCOT_ANSWER_MARK):])
+                if answer.endswith(".") and "." not in answer[:-1]:  # the sentence's full stop
+                    answer = answer[:-1]
+                _finish(trace, answer, response.text, call, reasoning=" ".join(thoughts))
+                return
+            query, errors = clean_query(thought, trace.question, p.max_query_chars)
+            step = retrieve_step(self.context, trace, query, [p.source], p.k, wikipedia_docs, model_calls=[call],
+                                 reasoning=thought, raw_output=response.text, format_error="; ".join(errors) or None)
+            _add_new(pool, step.hits)
+        answer, raw, call = _answer(self, trace, pool, p.model_copy(update={"max_tokens": 64}))
+        _finish(trace, answer, raw, call, format_error="no_answer_within_budget", metadata={"forced": True})
+
+
+class IterRetGen(LoopStrategy):
+    name: ClassVar[str] = "iter-retgen"
+    Params: ClassVar[type[BaseModel]] = IterRetGenParams
+    params: IterRetGenParams
+
+    def execute(self, trace: Trace) -> None:
+        p = self.params
+        generation = ""
+        for iteration in range(p.iterations):
+            query, _ = clean_query(f"{trace.question} {generation}", trace.question, p.max_query_chars)
+            step = retrieve_step(self.context, trace, query, [p.source], p.k, format_docs, metadata={"iteration": iteration})
+            generation, raw, call = _answer(self, trace, step.hits, p)
+            add_step(trace, "answer", answer=generation, raw_output=raw, model_calls=[call], latency_ms=call.latency_ms,
+                     metadata={"iteration": iteration, "intermediate": iteration < p.iterations - 1})
+        trace.answer = generation

@@ -1,0 +1,268 @@
+"""Prompt texts and evidence renderings of the strategies, in one place.
+
+Texts taken from the papers and their public releases are marked with their source; the rest
+is ours. Renderers turn hits into exactly the text the model is shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from routerag.sources.base import Hit
+
+# ---------------------------------------------------------------- evidence renderings
+
+
+def format_docs(hits: Sequence[Hit]) -> str:
+    """Search-R1 / FlashRAG reference format: ``Doc 1(Title: t) text`` one per line."""
+    return "".join(f"Doc {i}(Title: {h.title}) {h.text}\n" for i, h in enumerate(hits, start=1))
+
+
+def information_block(hits: Sequence[Hit]) -> str:
+    """RouteRAG / Search-R1 observation appended to the assistant turn after ``</search>``."""
+    body = format_docs(hits) or "No documents found.\n"
+    return f"\n\n<information>{body}</information>\n\n"
+
+
+def wikipedia_docs(hits: Sequence[Hit]) -> str:
+    """IRCoT's document format (as in FlashRAG): ``Wikipedia Title: t\\ntext`` blocks."""
+    return "".join(f"Wikipedia Title: {h.title}\n{h.text}\n\n" for h in hits)
+
+
+# ---------------------------------------------------------------- RouteRAG (PilotRAG)
+
+# RouteRAG's policy prompt (Guo et al., 2025, Table 7; as released in github.com/YucanGuo/RouteRAG):
+# the Search-R1 prompt extended with retrieval-mode tags inside <search>.
+ROUTERAG_PROMPT = """Answer the given question. \
+You must conduct reasoning inside <think> and </think> first every time you get new information. \
+After reasoning, if you find you lack some knowledge, you can call a search engine using the following strict format:
+1. You MUST first decide which retrieval mode to use (both modes will return relevant documents, but use different retrieval methods):
+   - Use [passage] to find documents using semantic similarity-based dense retrieval
+   - Use [graph] to find documents through graph-based retrieval, which performs retrieval on a structured knowledge graph constructed from documents using fact ranking and graph reasoning
+   - You can combine them as [graph][passage] to get documents from both retrieval methods
+2. Then formulate your specific search query based on what information you need
+3. Finally, wrap everything in <search> and </search> tags
+For example:
+- Using dense retrieval: <search> [passage] the capital of France </search>
+- Using graph-based retrieval: <search> [graph] the capital of France </search>
+- Using both methods: <search> [graph][passage] the capital of France </search>
+The search results (relevant documents) will be returned between <information> and </information> tags. \
+You can search as many times as you want. \
+If you find no further external knowledge needed, you can directly provide the answer inside <answer> and </answer>, \
+without detailed illustrations. For example, <answer> Paris </answer>.{examples} Question: {question}
+"""
+
+# Our exemplar (few_shot=True): one two-hop episode in the protocol, evidence abridged.
+ROUTERAG_EXAMPLE = """
+
+Here is an example of the format:
+Question: Who is the mother of the director of film Polish-Russian War?
+<think> I need the director of Polish-Russian War first. </think>
+<search> [passage] director of the film Polish-Russian War </search>
+
+<information>Doc 1(Title: Polish-Russian War (film)) Polish-Russian War is a 2009 Polish film directed by Xawery Żuławski.
+</information>
+
+<think> The director is Xawery Żuławski. Now I need his mother; relations between people suit the graph. </think>
+<search> [graph] Xawery Żuławski mother </search>
+
+<information>Doc 1(Title: Xawery Żuławski) Xawery Żuławski is the son of actress Małgorzata Braunek and director Andrzej Żuławski.
+</information>
+
+<think> His mother is Małgorzata Braunek. </think>
+<answer> Małgorzata Braunek </answer>
+"""
+
+# Search-R1's observation for an output with no valid action (Jin et al., 2025; also used by RouteRAG).
+INVALID_ACTION = (
+    "\nMy previous action is invalid. "
+    "If I want to search, I should put the query between <search> and </search>. "
+    "If I want to give the final answer, I should put the answer between <answer> and </answer>. "
+    "Let me try again.\n"
+)
+
+FORCE_ANSWER = "\n\nThe search budget is used up. Now give the answer in <answer></answer>.\n<answer>"
+
+
+def routerag_prompt(question: str, few_shot: bool = False) -> str:
+    return ROUTERAG_PROMPT.format(question=question, examples=ROUTERAG_EXAMPLE if few_shot else "")
+
+
+def routerag_grammar(mode_tags: Sequence[str]) -> str:
+    """A GBNF grammar for one RouteRAG turn: optional ``<think>``, then one search with one of the
+    given mode-tag strings (e.g. ``"[graph][passage]"``) or one answer."""
+    tags = " | ".join(f'"{t}"' for t in mode_tags)
+    return "\n".join(
+        [
+            "root ::= think? (search | answer)",
+            'think ::= "<think>" [^<]+ "</think>" "\\n"?',
+            'search ::= "<search> " tags " " text " </search>"',
+            f"tags ::= {tags}",
+            'answer ::= "<answer> " text " </answer>"',
+            "text ::= [^<\\n]+",
+        ]
+    )
+
+
+# ---------------------------------------------------------------- GraphRAG-R1
+
+# The system prompt of R1-Searcher (Song et al., 2025), whose action format GraphRAG-R1
+# (Yu et al., 2025) adopts; the evidence sentence is ours (GraphRAG-R1 returns facts and passages).
+GRAPHRAG_R1_SYSTEM = """The User asks a question, and the Assistant solves it. \
+The Assistant first thinks about the reasoning process in the mind and then provides the User with the final answer. \
+The output format of reasoning process and final answer are enclosed within <think> </think> and <answer> </answer> tags, \
+respectively, i.e., "<think> reasoning process here </think><answer> final answer here </answer>". \
+During the thinking process, **the Assistant can perform searching** for uncertain knowledge if necessary with the format of \
+"<|begin_of_query|> search query (only list keywords, such as "keyword_1 keyword_2 ...")<|end_of_query|>". \
+**A query must involve only a single triple**. \
+Then, the search system will provide the Assistant with the retrieval information with the format of \
+"<|begin_of_documents|> ...search results... <|end_of_documents|>". \
+The search results contain knowledge-graph facts (subject | relation | object) and passages."""
+
+GRAPHRAG_R1_INVALID = (
+    "\nMy previous action is invalid. If I want to search, I should write the query between "
+    "<|begin_of_query|> and <|end_of_query|>. If I want to give the final answer, I should put it "
+    "between <answer> and </answer>. Let me try again.\n"
+)
+
+
+def graph_and_text_block(facts: Sequence[Hit], passages: Sequence[Hit]) -> str:
+    """GraphRAG-R1 observation: facts first, then passages, inside the documents tags."""
+    parts: list[str] = []
+    if facts:
+        parts.append("Facts:\n" + "".join(f"({i}) {h.text}\n" for i, h in enumerate(facts, start=1)))
+    if passages:
+        parts.append("Passages:\n" + format_docs(passages))
+    body = "\n".join(parts) or "No results.\n"
+    return f"\n\n<|begin_of_documents|>\n{body}<|end_of_documents|>\n\n"
+
+
+# ---------------------------------------------------------------- R1-Router
+
+# R1-Router (Peng et al., 2025) step prompts, byte for byte as they appear in its released Step-GRPO
+# trajectories (``r1router/stepgrpo_valid.jsonl``; typos included, a stray leading quote dropped: the released model was trained
+# on them); the retriever list is filled in from Params.
+R1_ROUTER_RET_SYSTEM = """You are a professional question decomposition expert for multi-hop QA systems. \
+Your task is to decompose complex questions into **strictly single-hop** sub-questions and select appropriate retrievers.
+
+**Strict Output Format:**
+<think>
+[Analyze the original question and determine the next required sub-question. Do NOT reveal answers or perform multi-hop reasoning.]
+</think>
+<sub-question>
+[Exactly ONE single-hop question one time. If no further information is needed to answer the origin question, write 'None'.]
+</sub-question>
+<ret> 
+[Choose 1 retriever from: {names}. Write 'None' if <sub-question> is 'None'.]
+</ret>
+
+### Critical Rules:
+1. **Atomic Sub-question Definition**:
+   - A sub-question is "atomic" only if: 
+     a) It cannot be further decomposed into simpler questions
+     b) It requires exactly **one retrieval action** to answer
+     c) Does NOT depend on answers to previous sub-questions
+     d) It can be helpful to answer the origin question
+   - Example: ❌ "Find the capital and population of France" → ✅ Split into two sub-questions
+
+2. **Retriever Selection Guidelines**:
+{guidelines}
+
+3. **Strict Prohibitions**:
+   - Never combine multiple questions in <sub-question>
+   - Never mention retrieved content in <think>
+   - Never select retrievers for non-atomic questions
+
+
+
+"""
+
+R1_ROUTER_GUIDELINES = {
+    "Text Retriever": 'For non-visual commonsense knowledge (e.g., "Define photosynthesis")',
+    "Text Image Retriever": 'When sub-question explicitly references visual elements (e.g., "Describe the painting style of...")',
+    "Table Retriever": 'For numerical/statistical queries (e.g., "GDP of Japan in 2020")',
+}
+
+R1_ROUTER_STEP_ANSWER_SYSTEM = """You are a professional question answering model. \
+Your task is to carefully think through the question based on the information retrieved and then provide the final answer.
+
+Strict Output Format: 
+<think> 
+[Analyze the original question and the retrieved information. Break down the reasoning process step by step. Do NOT provide the final answer yet.] 
+</think> 
+<answer> 
+[Provide the final answer based solely on the retrieved information.]
+</answer>
+"""
+
+R1_ROUTER_FINAL_SYSTEM = """You are a professional question answering model. \
+Your task is to carefully think through the question based on the sub-quetsions and its answers and then provide the final answer.
+
+Strict Output Format: 
+<think> 
+[Analyze the original question and sub-questions with its answers. Break down the reasoning process step by step. Do NOT provide the final answer yet.] 
+</think> 
+<answer> 
+[Provide the final answer based solely on the information before.]
+</answer>
+"""
+
+
+def r1_router_ret_system(retrievers: Mapping[str, str]) -> str:
+    """The decomposition prompt listing the configured retrievers; ``retrievers`` maps each name
+    to a guideline (a source profile when R1-Router has none for it)."""
+    # byte-exact with the released prompt (whose first entry alone has a space before the newline)
+    guidelines = "\n".join(
+        f"   - `{name}`:{' ' if i == 0 else ''}\n     - {text}" for i, (name, text) in enumerate(retrievers.items())
+    )
+    return R1_ROUTER_RET_SYSTEM.format(names=", ".join(retrievers), guidelines=guidelines)
+
+
+def r1_router_history(question: str, steps: Sequence[tuple[str, str]]) -> str:
+    lines = [f"Origin question: {question}"]
+    for i, (sub, answer) in enumerate(steps, start=1):
+        lines += [f"Sub-question{i}: {sub}", f"Answer{i}: {answer}"]
+    return "\n".join(lines) + "\n"
+
+
+def r1_router_evidence(question: str, blocks: Sequence[tuple[str, Sequence[Hit]]], legend: Mapping[str, str]) -> str:
+    """The intermediate-answer prompt: hits labelled ``<abbr>-<i>`` (``ter-0`` = Text Retriever)."""
+    legend_text = ", ".join(f"`{abbr}` means this info is from {name.lower()}" for name, abbr in legend.items())
+    lines = [f"{abbr}-{i}: {h.title} {h.text}".strip() for abbr, hits in blocks for i, h in enumerate(hits)]
+    return (
+        f"According to the related information searched, {legend_text}:"
+        + "\n".join(lines)
+        + f"\n\n\n Give me the answer(with the format <answer></answer>) to the Question: {question}"
+    )
+
+
+def r1_router_final(question: str, steps: Sequence[tuple[str, str]]) -> str:
+    return r1_router_history(question, steps) + f"Now, give me the final answer of the origin question: {question}"
+
+
+# ---------------------------------------------------------------- baselines (FlashRAG-style)
+
+# FlashRAG's default short-answer prompts (Jin et al., 2024, flashrag/prompt/base_prompt.py).
+DIRECT_SYSTEM = "Answer the question based on your own knowledge. Only give me the answer and do not output any other words."
+RAG_SYSTEM = (
+    "Answer the question based on the given document. Only give me the answer and do not output any other words."
+    "\n\nThe following are given documents.\n\n{reference}"
+)
+
+# IRCoT's instruction as in FlashRAG's IRCoT pipeline (Trivedi et al., 2023).
+IRCOT_SYSTEM = (
+    "You serve as an intelligent assistant, adept at facilitating users through complex, multi-hop "
+    "reasoning across multiple documents. Your task is to generate one thought for current step, "
+    "DON'T generate the whole thoughts at once! If you reach what you believe to be the final step, "
+    'start with "So the answer is:".'
+)
+IRCOT_ANSWER_MARK = "So the answer is:"
+
+
+def question_user(question: str) -> str:
+    return f"Question: {question}"
+
+
+def ircot_user(question: str, hits: Sequence[Hit], thoughts: Sequence[str]) -> str:
+    cot = " ".join(thoughts)
+    return f"{wikipedia_docs(hits)}Question: {question}\nThought: {cot}".rstrip()

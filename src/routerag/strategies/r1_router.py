@@ -1,0 +1,144 @@
+"""R1-Router (Peng et al., 2025): step-wise decomposition with a chosen knowledge base.
+
+Per step (at most ``max_steps``): one call writes ``<think>``, one ``<sub-question>`` and the
+``<ret>`` knowledge base ("Text Retriever", "Table Retriever", ...; mapped to mounted sources by
+``Params.retrievers``); the sub-question is retrieved from that source; a second call answers the
+sub-question from that step's evidence. ``<sub-question>None`` ends the steps; a final call
+answers the original question from the sub-questions and their answers. Prompts and evidence
+labels (``ter-0``) follow the released Step-GRPO trajectories.
+
+Recoveries: no ``<sub-question>`` tag -> the question itself on the first step, else stop;
+a ``<ret>`` naming no configured retriever -> the first configured one; an answer without
+``<answer>`` tags -> the cleaned text after ``</think>``. Each is recorded as a format error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+from pydantic import BaseModel, Field
+
+from routerag.llm.base import GenerationParams, Message
+from routerag.sources.base import Hit
+from routerag.strategies.base import StrategyContext
+from routerag.strategies.loop import LoopStrategy, add_step, call_model, record_exchange, retrieve_step
+from routerag.strategies.parsing import clean_query, extract_reasoning, extract_tag, match_name, tagged_answer
+from routerag.strategies.prompts import (
+    R1_ROUTER_FINAL_SYSTEM,
+    R1_ROUTER_GUIDELINES,
+    R1_ROUTER_STEP_ANSWER_SYSTEM,
+    r1_router_evidence,
+    r1_router_final,
+    r1_router_history,
+    r1_router_ret_system,
+)
+from routerag.trace import ModelCall, Trace
+
+
+class R1RouterParams(BaseModel):
+    retrievers: dict[str, str] = Field(
+        default_factory=lambda: {"Text Retriever": "passage", "Table Retriever": "table"},
+        description="R1-Router knowledge-base name -> mounted source; unmounted ones are not offered",
+    )
+    abbreviations: dict[str, str] = Field(
+        default_factory=lambda: {"Text Retriever": "ter", "Text Image Retriever": "tir", "Table Retriever": "tar"},
+        description="evidence label prefix per knowledge base (initials when missing)",
+    )
+    k: int = Field(default=5, ge=1, le=50, description="documents per sub-question")
+    max_steps: int = Field(default=3, ge=1, le=10)
+    max_tokens: int = Field(default=512, ge=1, le=8192)
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    max_query_chars: int = Field(default=300, ge=16, le=2000)
+
+    def abbreviation(self, name: str) -> str:
+        return self.abbreviations.get(name) or "".join(w[0] for w in name.lower().split())
+
+
+class SubQuestion(BaseModel):
+    """One parsed decomposition output; ``query is None`` means no further step."""
+
+    query: str | None  # cleaned, for retrieval
+    text: str = ""  # verbatim between the tags (as R1-Router's history shows it)
+    retriever: str | None = None
+    reasoning: str = ""
+    errors: list[str] = Field(default_factory=list)
+
+
+def parse_sub_question(text: str, retrievers: list[str], question: str, first: bool, max_chars: int) -> SubQuestion:
+    reasoning = extract_reasoning(text.split("<sub-question>")[0])
+    sub = extract_tag(text, "<sub-question>", "</sub-question>")
+    errors: list[str] = []
+    if sub is None:
+        if not first:
+            return SubQuestion(query=None, reasoning=reasoning, errors=["missing_sub_question"])
+        sub, errors = question, ["missing_sub_question"]
+    if sub.strip(".'\" \n").lower() in {"none", ""}:
+        return SubQuestion(query=None, reasoning=reasoning, errors=errors if sub.strip() else ["empty_sub_question"])
+    query, query_errors = clean_query(sub, question, max_chars)
+    ret_text = extract_tag(text, "<ret>", "</ret>")
+    retriever = match_name(ret_text, retrievers) if ret_text is not None else None
+    if retriever is None:
+        errors.append("missing_retriever" if ret_text is None else f"unknown_retriever:{' '.join(ret_text.split())}")
+        retriever = retrievers[0]
+    return SubQuestion(query=query, text=sub, retriever=retriever, reasoning=reasoning, errors=errors + query_errors)
+
+
+class R1Router(LoopStrategy):
+    name: ClassVar[str] = "r1-router"
+    Params: ClassVar[type[BaseModel]] = R1RouterParams
+    params: R1RouterParams
+
+    def _offered(self, ctx: StrategyContext) -> dict[str, str]:
+        mounted = set(ctx.sources.names())
+        offered = {name: src for name, src in self.params.retrievers.items() if src in mounted}
+        if not offered:
+            raise ValueError(f"none of the retrievers' sources {sorted(self.params.retrievers.values())} is mounted")
+        return offered
+
+    def _ask(self, trace: Trace, system: str, user: str, purpose: str) -> tuple[str, ModelCall]:
+        messages = [Message(role="system", content=system), Message(role="user", content=user)]
+        generation = GenerationParams(max_tokens=self.params.max_tokens, temperature=self.params.temperature)
+        response, call = call_model(self.context, messages, generation, purpose)
+        record_exchange(trace, messages, response.text)
+        return response.text, call
+
+    def execute(self, trace: Trace) -> None:
+        offered = self._offered(self.context)
+        guidelines = {n: R1_ROUTER_GUIDELINES.get(n) or self.context.sources.get(s).profile for n, s in offered.items()}
+        ret_system = r1_router_ret_system(guidelines)
+        history: list[tuple[str, str]] = []
+        for step_no in range(self.params.max_steps):
+            text, call = self._ask(trace, ret_system, r1_router_history(trace.question, history), "decompose")
+            sub = parse_sub_question(text, list(offered), trace.question, step_no == 0, self.params.max_query_chars)
+            if sub.query is None:
+                add_step(trace, "decompose", reasoning=sub.reasoning, raw_output=text, model_calls=[call],
+                         format_error="; ".join(sub.errors) or None, metadata={"stop": True})
+                break
+            history.append((sub.text, self._answer_step(trace, sub, offered, text, call)))
+        text, call = self._ask(trace, R1_ROUTER_FINAL_SYSTEM, r1_router_final(trace.question, history), "answer")
+        answer, errors = tagged_answer(text)
+        add_step(trace, "answer", query=trace.question, answer=answer, reasoning=extract_reasoning(text.split("<answer>")[0]),
+                 raw_output=text, model_calls=[call], format_error="; ".join(errors) or None, latency_ms=call.latency_ms)
+        trace.answer = answer
+
+    def _answer_step(self, trace: Trace, sub: SubQuestion, offered: Mapping[str, str], text: str, call: ModelCall) -> str:
+        query, retriever = sub.query or trace.question, sub.retriever or next(iter(offered))
+        legend = {name: self.params.abbreviation(name) for name in offered}
+        abbr = legend[retriever]
+
+        def render(hits: list[Hit]) -> str:
+            return r1_router_evidence(sub.text or query, [(abbr, hits)], legend)
+
+        step = retrieve_step(
+            self.context, trace, query, [offered[retriever]], self.params.k, render,
+            model_calls=[call], reasoning=sub.reasoning, raw_output=text, routing_reason=f"<ret> {retriever}",
+            format_error="; ".join(sub.errors) or None, metadata={"retriever": retriever},
+        )
+        step.latency_ms = call.latency_ms + step.retrieval_ms
+        reply, answer_call = self._ask(trace, R1_ROUTER_STEP_ANSWER_SYSTEM, step.observation, "answer")
+        answer, errors = tagged_answer(reply)
+        add_step(trace, "answer", query=query, answer=answer, raw_output=reply, model_calls=[answer_call],
+                 format_error="; ".join(errors) or None, latency_ms=answer_call.latency_ms, metadata={"intermediate": True})
+        inside = extract_tag(reply, "<answer>", "</answer>")
+        return inside if inside is not None and inside.strip() else answer  # history shows it as written

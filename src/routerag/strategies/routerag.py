@@ -1,0 +1,115 @@
+"""RouteRAG (PilotRAG; Guo et al., 2025, Algorithm 1): one policy interleaves reasoning with
+searches whose mode it chooses by tags inside ``<search>``: ``[passage]`` (dense), ``[graph]``
+(graph retrieval) or ``[graph][passage]`` (hybrid), up to a budget of B retrieval calls.
+
+The ablation presets (``routerag-passage``, ``-graph``, ``-hybrid``, ``-random``) keep the
+prompt and override the chosen mode, as the paper's single-mode and random-routing rows do.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from functools import partial
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, Field, create_model, model_validator
+
+from routerag.llm.base import GenerationParams, Message
+from routerag.strategies.agentic import SearchPlan, TagLoop
+from routerag.strategies.loop import LoopStrategy
+from routerag.strategies.parsing import SEARCH_R1, ParsedAction, clean_query, resolve_modes, split_mode_tags
+from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION, information_block, routerag_grammar, routerag_prompt
+from routerag.trace import Trace
+
+Mode = Literal["passage", "graph", "hybrid"]
+MODES: tuple[Mode, ...] = ("passage", "graph", "hybrid")
+MODE_TAGS: dict[str, str] = {"passage": "[passage]", "graph": "[graph]", "hybrid": "[graph][passage]"}
+
+
+class RouteRAGParams(BaseModel):
+    k: int = Field(default=3, ge=1, le=50, description="documents per retrieval call")
+    max_turns: int = Field(default=4, ge=0, le=32, description="retrieval budget B (invalid turns count too)")
+    allowed_modes: list[Mode] = Field(default_factory=lambda: list(MODES), min_length=1,
+                                      description="modes that may be searched; others are replaced")
+    default_mode: Mode = Field(default="passage", description="mode for a search without a usable tag")
+    random_routing: bool = Field(default=False, description="replace the chosen mode by a seeded random allowed one")
+    seed: int = Field(default=0, description="seed of random routing (combined with the question)")
+    max_tokens_per_turn: int = Field(default=512, ge=1, le=8192)
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    few_shot: bool = Field(default=False, description="add a worked example to the prompt")
+    grammar: bool = Field(default=False, description="constrain each turn with a GBNF grammar (llama.cpp)")
+    max_query_chars: int = Field(default=300, ge=16, le=2000)
+    mode_sources: dict[str, str] = Field(
+        default_factory=lambda: {m: m for m in MODES}, description="mounted source serving each mode"
+    )
+
+    @model_validator(mode="after")
+    def _default_allowed(self) -> "RouteRAGParams":
+        if self.default_mode not in self.allowed_modes:
+            self.default_mode = self.allowed_modes[0]
+        missing = [m for m in self.allowed_modes if m not in self.mode_sources]
+        if missing:
+            raise ValueError(f"mode_sources has no source for {missing}")
+        return self
+
+
+class ModeRouter:
+    """Turns a search action into a plan: parse tags, repair the query, apply the Params'
+    overrides (allowed modes, random routing). One instance per question (it owns the RNG)."""
+
+    def __init__(self, params: RouteRAGParams, question: str) -> None:
+        self.params = params
+        self.rng = random.Random(f"{params.seed}:{question}")  # str seeds are hashed stably
+
+    def __call__(self, action: ParsedAction, question: str) -> SearchPlan:
+        p = self.params
+        tags, query = split_mode_tags(action.query)
+        choice = resolve_modes(tags, MODES, p.default_mode, combined="hybrid")
+        query, query_errors = clean_query(query, question, p.max_query_chars)
+        mode, reason = choice.mode, f"policy tags {''.join(f'[{t}]' for t in tags) or '(none)'}"
+        if p.random_routing:
+            mode, reason = self.rng.choice(p.allowed_modes), f"random routing (seed {p.seed}); policy chose {choice.mode}"
+        elif mode not in p.allowed_modes:
+            mode, reason = p.default_mode, f"{choice.mode} not allowed; forced to {p.default_mode}"
+        return SearchPlan(query=query, sources=[p.mode_sources[mode]], k=p.k, routing_reason=reason,
+                          errors=choice.errors + query_errors, tags=tags)
+
+
+class RouteRAG(LoopStrategy):
+    name: ClassVar[str] = "routerag"
+    Params: ClassVar[type[BaseModel]] = RouteRAGParams
+    params: RouteRAGParams
+
+    def execute(self, trace: Trace) -> None:
+        p = self.params
+        generation = GenerationParams(
+            max_tokens=p.max_tokens_per_turn,
+            temperature=p.temperature,
+            grammar=routerag_grammar([MODE_TAGS[m] for m in p.allowed_modes]) if p.grammar else None,
+        )
+        loop = TagLoop(
+            protocol=SEARCH_R1, generation=generation, budget=p.max_turns, plan=ModeRouter(p, trace.question),
+            render=information_block, invalid_message=INVALID_ACTION, force_answer=FORCE_ANSWER,
+        )
+        prompt = routerag_prompt(trace.question, few_shot=p.few_shot)
+        loop.run(self.context, trace, [Message(role="user", content=prompt)])
+
+
+# ---------------------------------------------------------------- ablation presets
+
+
+def preset(name: str, class_name: str, **defaults: object) -> type[RouteRAG]:
+    """A RouteRAG subclass whose Params have other defaults (explicit Params still override)."""
+    fields: dict = {
+        key: (RouteRAGParams.model_fields[key].annotation, Field(default_factory=partial(copy.deepcopy, value)))
+        for key, value in defaults.items()
+    }
+    params = create_model(f"{class_name}Params", __base__=RouteRAGParams, __module__=__name__, **fields)
+    return type(class_name, (RouteRAG,), {"name": name, "Params": params, "__module__": __name__})
+
+
+RouteRAGPassage = preset("routerag-passage", "RouteRAGPassage", allowed_modes=["passage"])
+RouteRAGGraph = preset("routerag-graph", "RouteRAGGraph", allowed_modes=["graph"])
+RouteRAGHybrid = preset("routerag-hybrid", "RouteRAGHybrid", allowed_modes=["hybrid"])
+RouteRAGRandom = preset("routerag-random", "RouteRAGRandom", random_routing=True)

@@ -1,0 +1,209 @@
+"""The retrieve-then-verify pipeline shared by RealRoute and DeepSieve's hard routing:
+
+    decompose -> for each sub-query in dependency order:
+                    bind earlier answers -> route -> gather evidence -> answer
+                    -> (on failure) reflect -> gather -> answer ... (at most ``max_reflections``)
+              -> fuse the sub-answers (fallback: the last-hop answer)
+
+The two strategies differ only in how evidence is gathered (an :class:`EvidenceGatherer`):
+RealRoute searches every source and keeps evidence under the Adaptive Cap; hard-route searches
+the one routed source. Every model call and retrieval is a :class:`Step` of the trace.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pydantic import BaseModel, Field
+
+from routerag.llm.base import GenerationParams, Message
+from routerag.sources.base import MAX_QUERY_CHARS, Hit
+from routerag.strategies.base import StrategyContext
+from routerag.strategies.decompose import Plan, SubQuery, bind, decompose_messages, execution_order, parse_plan
+from routerag.strategies.fusion_answer import Hop, fuse_messages, last_hop_answer, parse_fusion
+from routerag.strategies.loop import add_step, call_model
+from routerag.strategies.source_routing import parse_route, route_messages
+from routerag.strategies.reflection import Attempt, parse_reflection, reflect_messages
+from routerag.strategies.subanswer import SubAnswer, answer_messages, parse_subanswer, render_evidence
+from routerag.trace import Trace
+
+
+class SieveParams(BaseModel):
+    """Parameters shared by the retrieve-then-verify strategies."""
+
+    decomposition: bool = Field(default=True, description="split the question into dependent sub-queries")
+    max_subqueries: int = Field(default=4, ge=1, le=10, description="sub-queries kept from the plan")
+    max_reflections: int = Field(default=2, ge=0, le=5, description="retries of a failed sub-query")
+    fuse_single_hop: bool = Field(
+        default=True, description="run the fusion call also when there is one sub-query (else its answer is final)"
+    )
+    passage_chars: int = Field(default=1500, ge=50, description="characters of each passage shown to the model")
+    max_new_tokens: int = Field(default=256, ge=16, description="generation limit of every model call")
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+
+    def generation(self) -> GenerationParams:
+        return GenerationParams(max_tokens=self.max_new_tokens, temperature=self.temperature)
+
+
+class EvidenceGatherer(Protocol):
+    """How one strategy routes and retrieves for a sub-query; each method records its own steps."""
+
+    def route(self, trace: Trace, subquery_id: str, query: str) -> str | None:
+        """The routed source (preferred or chosen) or ``None`` when this configuration does not route."""
+        ...
+
+    def gather(self, trace: Trace, subquery_id: str, query: str, source: str | None) -> list[Hit]:
+        """Retrieve for ``query`` and return the evidence to show the answering call."""
+        ...
+
+
+def searchable(query: str) -> str:
+    """The query cut to what a retrieval request accepts (law-med questions can be longer)."""
+    return query if len(query) <= MAX_QUERY_CHARS else query[:MAX_QUERY_CHARS]
+
+
+def route_step(context: StrategyContext, params: SieveParams, trace: Trace, subquery_id: str, query: str) -> str:
+    """One routing call over the source profiles, recorded as a ``route`` step; the chosen source."""
+    profiles = context.sources.profiles()
+    response, call = call_model(context, route_messages(query, profiles), params.generation(), "route")
+    decision = parse_route(response.text, list(profiles))
+    add_step(
+        trace,
+        "route",
+        query=query,
+        sources=[decision.source],
+        routing_reason=decision.reason,
+        model_calls=[call],
+        raw_output=response.text,
+        format_error=decision.format_error,
+        metadata={"subquery_id": subquery_id, "preferred_source": decision.source},
+    )
+    return decision.source
+
+
+class SievePipeline:
+    def __init__(self, context: StrategyContext, params: SieveParams, gatherer: EvidenceGatherer) -> None:
+        self.context = context
+        self.params = params
+        self.gatherer = gatherer
+
+    def _call(self, messages: list[Message], purpose: str):
+        return call_model(self.context, messages, self.params.generation(), purpose)
+
+    # ------------------------------------------------------------ stages
+
+    def plan(self, trace: Trace) -> tuple[Plan, list[SubQuery]]:
+        """The plan (sub-queries in the model's order, which ``#n`` placeholders count in) and
+        the order to execute them in."""
+        if not self.params.decomposition:
+            plan = Plan.single(trace.question)
+            add_step(trace, "decompose", query=trace.question, metadata={"subqueries": [s.model_dump() for s in plan.subqueries]})
+            return plan, plan.subqueries
+        response, call = self._call(decompose_messages(trace.question, self.params.max_subqueries), "decompose")
+        plan = parse_plan(response.text, trace.question, self.params.max_subqueries)
+        ordered, note = execution_order(plan.subqueries)
+        error = "; ".join(e for e in (plan.format_error, note) if e) or None
+        add_step(
+            trace,
+            "decompose",
+            query=trace.question,
+            model_calls=[call],
+            raw_output=response.text,
+            format_error=error,
+            metadata={"subqueries": [s.model_dump() for s in ordered]},
+        )
+        return plan, ordered
+
+    def answer(self, trace: Trace, subquery_id: str, attempt: int, query: str, source: str | None, evidence: list[Hit]) -> SubAnswer:
+        shown = render_evidence(evidence, self.params.passage_chars)
+        response, call = self._call(answer_messages(query, shown, trace.question), "answer")
+        sub, error = parse_subanswer(response.text)
+        add_step(
+            trace,
+            "answer",
+            query=query,
+            sources=list(dict.fromkeys(h.source for h in evidence)),  # where the shown evidence came from
+            observation=shown,
+            answer=sub.answer,
+            reasoning=sub.reason,
+            model_calls=[call],
+            raw_output=response.text,
+            format_error=error,
+            kept_doc_ids=[h.doc_id for h in evidence],
+            metadata={"subquery_id": subquery_id, "attempt": attempt, "success": sub.success, "preferred_source": source},
+        )
+        return sub
+
+    def reflect(self, trace: Trace, subquery_id: str, attempts: list[Attempt]) -> tuple[str, str]:
+        profiles = self.context.sources.profiles()
+        response, call = self._call(reflect_messages(attempts[-1].query, attempts, profiles), "reflect")
+        reflection = parse_reflection(response.text, attempts, list(profiles))
+        add_step(
+            trace,
+            "reflect",
+            query=reflection.query,
+            sources=[reflection.source],
+            routing_reason=reflection.reason,
+            model_calls=[call],
+            raw_output=response.text,
+            format_error=reflection.format_error,
+            metadata={
+                "subquery_id": subquery_id,
+                "preferred_source": reflection.source,
+                "failed": [a.model_dump() for a in attempts],
+            },
+        )
+        return reflection.query, reflection.source
+
+    def solve(self, trace: Trace, subquery_id: str, query: str) -> SubAnswer:
+        """Route, gather and answer one sub-query, reflecting on failures."""
+        source = self.gatherer.route(trace, subquery_id, query)
+        attempts: list[Attempt] = []
+        answers: list[SubAnswer] = []
+        for attempt in range(self.params.max_reflections + 1):
+            evidence = self.gatherer.gather(trace, subquery_id, query, source)
+            sub = self.answer(trace, subquery_id, attempt, query, source, evidence)
+            answers.append(sub)
+            if sub.success:
+                return sub
+            attempts.append(Attempt(query=query, source=source or "all sources", answer=sub))
+            if attempt == self.params.max_reflections:
+                break
+            query, source = self.reflect(trace, subquery_id, attempts)
+        return next((a for a in reversed(answers) if a.answer), answers[-1])
+
+    def fuse(self, trace: Trace, hops: list[Hop]) -> None:
+        fallback = last_hop_answer(hops)
+        trace.fallback_answer = fallback
+        if len(hops) == 1 and not self.params.fuse_single_hop:
+            trace.answer = fallback
+            return
+        response, call = self._call(fuse_messages(trace.question, hops), "fuse")
+        fusion = parse_fusion(response.text, fallback)
+        add_step(
+            trace,
+            "fuse",
+            query=trace.question,
+            answer=fusion.answer,
+            reasoning=fusion.reason,
+            model_calls=[call],
+            raw_output=response.text,
+            format_error=fusion.format_error,
+            metadata={"used_fallback": fusion.used_fallback},
+        )
+        trace.answer = fusion.answer
+
+    # ------------------------------------------------------------ the whole run
+
+    def execute(self, trace: Trace) -> None:
+        plan, ordered = self.plan(trace)
+        ids = [s.id for s in plan.subqueries]
+        bound: dict[str, str] = {}
+        hops: list[Hop] = []
+        for subquery in ordered:
+            query = bind(subquery, bound, ids)
+            sub = self.solve(trace, subquery.id, query)
+            # an unanswered hop binds as its own question, so later queries stay searchable
+            bound[subquery.id] = sub.answer or f"({query})"
+            hops.append(Hop(id=subquery.id, query=query, answer=sub))
+        self.fuse(trace, hops)

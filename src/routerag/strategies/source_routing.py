@@ -1,0 +1,80 @@
+"""Routing a query to one source by an LLM call over the source profiles.
+
+Used by RealRoute (the preferred source of the Adaptive Cap) and by hard-route (the only source
+searched). The model answers ``{"source": "<name>", "reason": "..."}``; a bare name is accepted,
+and output naming no source falls back to the first source not yet tried (a format error)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from pydantic import BaseModel
+
+from routerag.llm.base import Message
+from routerag.strategies.json_output import as_text, extract_json
+
+
+class RouteDecision(BaseModel):
+    source: str
+    reason: str = ""
+    format_error: str | None = None
+
+
+ROUTE_SYSTEM = (
+    "You are a routing assistant. Given a query and a description (profile) of each knowledge "
+    "source, choose the one source most likely to hold the answer."
+)
+
+
+def render_profiles(profiles: Mapping[str, str]) -> str:
+    return "\n".join(f'- "{name}": {profile or "(no description)"}' for name, profile in profiles.items())
+
+
+ROUTE_QUERY_CHARS = 1500  # the gist is enough to route; law-med questions run to 10,000 characters
+
+
+def route_messages(query: str, profiles: Mapping[str, str], history: str = "") -> list[Message]:
+    names = ", ".join(f'"{n}"' for n in profiles)
+    parts = [f"Sources:\n{render_profiles(profiles)}", f"Query: {query[:ROUTE_QUERY_CHARS]}"]
+    if history:
+        parts.append(history)
+    parts.append(f'Reply with JSON only: {{"source": one of {names}, "reason": "<one sentence>"}}')
+    return [Message(role="system", content=ROUTE_SYSTEM), Message(role="user", content="\n\n".join(parts))]
+
+
+def match_source(text: str, names: Sequence[str]) -> str | None:
+    """The source ``text`` names: an exact (case-insensitive) match, else the name mentioned
+    earliest as a whole word, else ``None``."""
+    cleaned = text.strip().strip("\"'`.").strip().lower()
+    for name in names:
+        if cleaned == name.lower():
+            return name
+    best: tuple[int, str] | None = None
+    for name in names:
+        found = re.search(rf"(?<![\w-]){re.escape(name.lower())}(?![\w-])", text.lower())
+        if found and (best is None or found.start() < best[0]):
+            best = (found.start(), name)
+    return best[1] if best else None
+
+
+def parse_route(text: str, names: Sequence[str], avoid: Sequence[str] = ()) -> RouteDecision:
+    """Parse the routing reply. ``avoid`` lists sources already tried, preferred by the fallback
+    only (a model that deliberately repeats a source is obeyed)."""
+    if not names:
+        raise ValueError("routing needs at least one source")
+    value = extract_json(text, want=dict)
+    if value is not None:
+        raw_source = as_text(value.get("source") or value.get("route") or value.get("name"))
+        chosen = match_source(raw_source, names) if raw_source else None
+        if chosen is not None:
+            return RouteDecision(source=chosen, reason=as_text(value.get("reason")))
+    chosen = match_source(text, names)
+    if chosen is not None:
+        return RouteDecision(source=chosen, reason=text.strip()[:300], format_error="routing reply was not JSON")
+    fallback = next((n for n in names if n not in avoid), names[0])
+    return RouteDecision(
+        source=fallback,
+        reason="fallback: the reply named no source",
+        format_error=f"routing reply names none of {', '.join(names)}; fell back to {fallback!r}",
+    )

@@ -1,0 +1,174 @@
+"""Named datasets over the shared benchmark files, the bundled demo and table sets, ``file:`` paths."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from routerag.corpus.datasets import (
+    DataNotFoundError,
+    Dataset,
+    bundled_data_dir,
+    data_root,
+    dataset_names,
+    load_dataset,
+    register_dataset,
+)
+from routerag.corpus.loaders import load_corpus
+from routerag.corpus.readers import iter_json
+from routerag.registry import UnknownNameError
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def shared() -> Path:
+    try:
+        return data_root()
+    except DataNotFoundError:
+        pytest.skip("shared benchmark data not available")
+
+
+def _ids(dataset: Dataset) -> set[str]:
+    return {d.doc_id for d in dataset.documents()}
+
+
+def test_names_and_unknown_name() -> None:
+    assert {"2wiki", "musique", "hotpotqa", "law-med", "2wiki-multisource", "demo", "tables"} <= set(dataset_names())
+    with pytest.raises(UnknownNameError) as err:
+        load_dataset("2wikii")
+    message = str(err.value)
+    assert "'2wikii'" in message and "2wiki-multisource" in message and "law-med" in message and "file:<path>" in message
+
+
+def test_2wiki(shared: Path) -> None:
+    data = load_dataset("2wiki")
+    assert (len(data.questions), len(data.corpus), data.multisource) == (1000, 6119, False)
+    assert data.questions[0].qid == "2wiki-0" and data.questions[0].answer == "20 March 851"
+    assert data.reports[0].loaded == 6119 and data.reports[0].duplicates == 0
+
+
+def test_musique_supporting_ids_are_corpus_ids(shared: Path) -> None:
+    data = load_dataset("musique")
+    assert (len(data.questions), len(data.corpus)) == (100, 1890)
+    assert data.openie_path is not None and data.openie_path.name.startswith("openie_musique_train")
+    ids = _ids(data)
+    for q in data.questions:
+        assert q.supporting_doc_ids and set(q.supporting_doc_ids) <= ids
+        assert all(set(hop.supporting_doc_ids) <= ids for hop in q.decomposition)
+        assert 2 <= len(q.decomposition) <= 4
+
+
+def test_hotpotqa(shared: Path) -> None:
+    data = load_dataset("hotpotqa")
+    assert (len(data.questions), len(data.corpus)) == (100, 994)
+    assert all(len(q.supporting_doc_ids) == 2 and set(q.supporting_doc_ids) <= _ids(data) for q in data.questions)
+
+
+def test_law_med_sources_profiles_and_gold(shared: Path) -> None:
+    data = load_dataset("law-med")
+    assert data.multisource and list(data.sources) == ["law", "med"]
+    law, med = data.sources["law"], data.sources["med"]
+    assert (len(law.docs), len(med.docs), law.role, med.role) == (200, 200, "local", "global")
+    assert "legal" in law.profile and "clinical" in med.profile
+    assert all(d.source == "law" for d in law.docs) and all(d.source == "med" for d in med.docs)
+    assert len(data.questions) == 400
+    assert {q.gold_source for q in data.questions} == {"law", "med"}
+    by_id = {d.doc_id: d for d in data.documents()}
+    for q in data.questions:  # the supporting document lies in the gold source
+        (doc_id,) = q.supporting_doc_ids
+        assert by_id[doc_id].source == q.gold_source
+    assert not any(q.answer.endswith('"') and q.answer.count('"') % 2 for q in data.questions)
+
+
+def test_2wiki_multisource_partitions_the_2wiki_corpus(shared: Path) -> None:
+    multi, single = load_dataset("2wiki-multisource"), load_dataset("2wiki")
+    assert {n: len(s.docs) for n, s in multi.sources.items()} == {"local": 699, "global": 5420}
+    assert multi.sources["local"].profile and multi.sources["global"].profile
+    assert _ids(multi) == _ids(single)
+    assert [q.qid for q in multi.questions] == [q.qid for q in single.questions]
+
+
+def test_sampling_is_evenly_spaced(shared: Path) -> None:
+    data = load_dataset("2wiki", n_questions=4)
+    assert [q.qid for q in data.questions] == ["2wiki-0", "2wiki-250", "2wiki-500", "2wiki-750"]
+    assert len(data.corpus) == 6119
+
+
+def test_file_paths(shared: Path, tmp_path: Path) -> None:
+    corpus_only = load_dataset(f"file:{shared / '2wikimultihopqa' / '2wikimultihopqa_corpus.json'}")
+    assert (len(corpus_only.corpus), corpus_only.questions) == (6119, [])
+    questions_with_passages = load_dataset(f"file:{shared / 'musique_train100' / 'musique_train.json'}")
+    assert len(questions_with_passages.questions) == 100 and len(questions_with_passages.corpus) == 1890
+    questions_only = load_dataset(f"file:{shared / 'multisource' / 'law-med_qa.json'}")
+    assert len(questions_only.questions) == 400 and questions_only.corpus == []
+    folder = load_dataset(f"file:{shared / 'hotpotqa_train100'}")
+    assert (len(folder.questions), len(folder.corpus)) == (100, 994)
+    with pytest.raises(DataNotFoundError):
+        load_dataset(f"file:{tmp_path / 'nothing.json'}")
+
+
+def test_register_dataset() -> None:
+    register_dataset("tiny-test", lambda: Dataset(name="tiny-test"), replace=True)
+    assert load_dataset("tiny-test").name == "tiny-test"
+
+
+# ---------------------------------------------------------------------------------------------
+# bundled data (no shared files needed)
+
+
+def _mentions(text: str, phrase: str) -> bool:
+    return re.search(r"(?<!\w)" + re.escape(phrase.lower()) + r"(?!\w)", text.lower()) is not None
+
+
+def test_demo_answers_occur_in_its_corpus() -> None:
+    data = load_dataset("demo")
+    assert 20 <= len(data.questions) <= 30 and 300 <= len(data.corpus) <= 600
+    text = "\n".join(d.passage for d in data.corpus)
+    missing = [q.answer for q in data.questions if not _mentions(text, q.answer)]
+    assert missing == []
+    assert all(q.qid.startswith("2wiki-") for q in data.questions)
+    size = sum(p.stat().st_size for p in (bundled_data_dir() / "demo").glob("2wiki_*"))
+    assert size < 400_000
+    assert data.reports[0].duplicates == 0 and data.reports[0].empty == 0
+
+
+def test_demo_musique_has_openie_for_every_passage() -> None:
+    data = load_dataset("demo-musique")
+    assert data.openie_path is not None and data.openie_path.parent == bundled_data_dir() / "demo"
+    assert 3 <= len(data.questions) <= 6
+    openie_docs, _ = load_corpus(data.openie_path)
+    assert {d.doc_id for d in openie_docs} == _ids(data)
+    records = next(v for w, v in iter_json(data.openie_path) if w.key == "docs")
+    assert all(r["extracted_triples"] and r["passage"] == f"{r['title']}\n{r['text']}" for r in records)
+    ids = _ids(data)
+    assert all(q.supporting_doc_ids and set(q.supporting_doc_ids) <= ids for q in data.questions)
+    assert {q.metadata["hops"] for q in data.questions} == {2, 3, 4}
+
+
+def test_tables_dataset() -> None:
+    data = load_dataset("tables")
+    assert len(data.corpus) == 115 and len(data.questions) == 12
+    text = "\n".join(d.text for d in data.corpus)
+    assert all(_mentions(text, q.answer) for q in data.questions)
+    assert all(d.metadata["kind"] == "table" for d in data.corpus)
+
+
+def test_bundled_attribution_files() -> None:
+    demo = (bundled_data_dir() / "demo" / "ATTRIBUTION.md").read_text(encoding="utf-8")
+    assert "Apache-2.0" in demo and "CC BY 4.0" in demo
+    assert (bundled_data_dir() / "tables" / "ATTRIBUTION.md").is_file()
+
+
+def test_demo_data_regenerates_identically(shared: Path) -> None:
+    spec = importlib.util.spec_from_file_location("make_demo_data", PROJECT / "scripts" / "make_demo_data.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    files = module.build(shared)
+    for name, text in files.items():
+        assert (bundled_data_dir() / "demo" / name).read_text(encoding="utf-8") == text, name
+    json.loads(files["openie_musique.json"])  # strict JSON: no NaN

@@ -1,0 +1,121 @@
+"""DeepSieve hard routing: one source per sub-query, chosen before retrieval; reflection may switch."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from routerag.llm.base import GenerationParams, Message
+from routerag.llm.scripted import ScriptedModel
+from routerag.sources.base import Hit, QueryResult
+from routerag.sources.sourceset import SourceSet
+from routerag.strategies.base import StrategyContext
+from routerag.strategies.decompose import DECOMPOSE_SYSTEM
+from routerag.strategies.fusion_answer import FUSE_SYSTEM
+from routerag.strategies.hard_route import HardRoute, HardRouteParams
+from routerag.strategies.reflection import REFLECT_SYSTEM
+from routerag.strategies.source_routing import ROUTE_SYSTEM
+from routerag.strategies.subanswer import ANSWER_SYSTEM
+
+
+class KeywordSource:
+    """Returns its documents that share a word with the query (score = shared words)."""
+
+    def __init__(self, name: str, docs: dict[str, str], profile: str) -> None:
+        self.name, self.mode, self.profile = name, "keyword", profile
+        self.docs = docs
+        self.queries: list[str] = []
+
+    def search(self, queries: Sequence[str], k: int) -> list[QueryResult]:
+        self.queries.extend(queries)
+        out = []
+        for q in queries:
+            words = set(q.lower().rstrip("?").split())
+            scored = sorted(
+                ((len(words & set(t.lower().split())), d, t) for d, t in self.docs.items()), key=lambda x: (-x[0], x[1])
+            )
+            hits = [
+                Hit(doc_id=d, title=d, text=t, score=float(s), source=self.name, mode="keyword", rank=i + 1)
+                for i, (s, d, t) in enumerate([x for x in scored if x[0] > 0][:k])
+            ]
+            out.append(QueryResult(query=q, source=self.name, hits=hits, latency_ms=0.1))
+        return out
+
+
+FILMS = KeywordSource("films", {"f1": "inception was directed by christopher nolan"}, "films and who made them")
+PEOPLE = KeywordSource("people", {"p1": "christopher nolan was born on 30 july 1970"}, "biographies of people")
+
+
+def responder(messages: list[Message], params: GenerationParams, continue_final: bool) -> str:
+    system, prompt = messages[0].content, messages[-1].content
+    if system == DECOMPOSE_SYSTEM:
+        return json.dumps([
+            {"id": "q1", "query": "Who directed Inception?"},
+            {"id": "q2", "query": "When was #1 born?", "depends_on": ["q1"]},
+        ])
+    if system == ROUTE_SYSTEM:
+        query = prompt.split("Query: ")[1].split("\n")[0]
+        # deliberately wrong for the second hop, so reflection has to switch source
+        return json.dumps({"source": "films", "reason": f"routing {query}"})
+    if system == ANSWER_SYSTEM:
+        if "inception was directed by christopher nolan" in prompt and "Question: Who directed" in prompt:
+            return json.dumps({"answer": "Christopher Nolan", "reason": "f1", "success": 1})
+        if "born on 30 july 1970" in prompt:
+            return json.dumps({"answer": "30 July 1970", "reason": "p1", "success": 1})
+        return json.dumps({"answer": "", "reason": "not in these passages", "success": 0})
+    if system == REFLECT_SYSTEM:
+        assert 'on source "films"' in prompt and "not in these passages" in prompt
+        return json.dumps({"query": "Christopher Nolan born", "source": "people", "reason": "biographies"})
+    if system == FUSE_SYSTEM:
+        return json.dumps({"answer": "30 July 1970", "reason": "q2"})
+    raise AssertionError(f"unexpected prompt {system!r}")
+
+
+def test_hard_route_searches_only_the_chosen_source_and_reflects_to_switch():
+    films = KeywordSource("films", FILMS.docs, FILMS.profile)
+    people = KeywordSource("people", PEOPLE.docs, PEOPLE.profile)
+    model = ScriptedModel(responder)
+    trace = HardRoute(StrategyContext(model=model, sources=SourceSet([films, people])), HardRouteParams(top_k=3)).run(
+        "When was the director of Inception born?"
+    )
+    assert trace.error is None, trace.error
+    assert [s.kind for s in trace.steps] == [
+        "decompose",
+        "route", "search", "answer",  # q1 -> films, found
+        "route", "search", "answer", "reflect", "search", "answer",  # q2 -> films (wrong), reflect -> people
+        "fuse",
+    ]
+    for step in trace.search_steps:
+        assert len(step.sources) == 1 and {h.source for h in step.hits} <= set(step.sources)
+    assert films.queries == ["Who directed Inception?", "When was Christopher Nolan born?"]
+    assert people.queries == ["Christopher Nolan born"]
+    assert trace.retrieval_calls_by_source() == {"films": 2, "people": 1}
+    routes = [s for s in trace.steps if s.kind == "route"]
+    assert [r.metadata["preferred_source"] for r in routes] == ["films", "films"]
+    assert routes[1].routing_reason == "routing When was Christopher Nolan born?"
+    assert trace.answer == "30 July 1970" == trace.fallback_answer
+    assert "select" not in [s.kind for s in trace.steps]
+
+
+def test_hard_route_stops_after_max_reflections_with_fallback_answer():
+    def stubborn(messages: list[Message], params: GenerationParams, continue_final: bool) -> str:
+        system = messages[0].content
+        if system == ROUTE_SYSTEM:
+            return "people"
+        if system == ANSWER_SYSTEM:
+            return json.dumps({"answer": "maybe Nolan", "reason": "a guess", "success": 0})
+        if system == REFLECT_SYSTEM:
+            return "```json\n{'query': 'Nolan', 'source': 'nowhere'}\n```"
+        return "{}"
+
+    trace = HardRoute(
+        StrategyContext(model=ScriptedModel(stubborn), sources=SourceSet([FILMS, PEOPLE])),
+        {"decomposition": False, "max_reflections": 1},
+    ).run("Who is Nolan?")
+    kinds = [s.kind for s in trace.steps]
+    assert kinds == ["decompose", "route", "search", "answer", "reflect", "search", "answer", "fuse"]
+    reflect = trace.steps[4]
+    assert reflect.format_error and reflect.sources == ["films"]  # unknown source -> first untried
+    assert trace.search_steps[1].sources == ["films"]
+    assert trace.answer == "maybe Nolan" == trace.fallback_answer  # fusion gave "{}" -> last hop
+    assert trace.format_errors >= 3  # bare route, reflection source, empty fusion

@@ -1,0 +1,218 @@
+"""Index bundles over a real 150-passage slice of 2WikiMultihopQA with the bundled embedder."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from routerag.corpus.datasets import data_root
+from routerag.corpus.loaders import load_corpus
+from routerag.corpus.schema import Document
+from routerag.index.bm25 import BM25Index
+from routerag.index.bundle import build_index, load_index
+from routerag.index.component import COMPONENTS, IndexComponent
+from routerag.index.manifest import IndexError_
+from routerag.index.settings import IndexSettings
+from routerag.sources.base import RetrievalError
+
+QUESTION = "Which film was released first, Aas Ka Panchhi or Phoolwari?"
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[Document]:
+    return load_corpus(data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json").docs
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, corpus) -> Path:
+    directory = tmp_path_factory.mktemp("idx") / "wiki150"
+    build_index(corpus[:150], directory)
+    return directory
+
+
+def _copy(built: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "copy"
+    shutil.copytree(built, target)
+    return target
+
+
+def test_components_registry_and_protocol(built):
+    assert {"dense", "bm25", "graph"} <= set(COMPONENTS.names())
+    bundle = load_index(built)
+    for component in bundle.components.values():
+        assert isinstance(component, IndexComponent)
+
+
+def test_layout_and_known_passage_retrieved(built, corpus):
+    assert sorted(p.name for p in built.iterdir()) == ["bm25", "config.resolved.yaml", "dense", "docs.jsonl", "manifest.json"]
+    manifest = json.loads((built / "manifest.json").read_text())
+    assert manifest["kind"] == "bundle" and manifest["n_docs"] == 150 and manifest["components"] == ["dense", "bm25"]
+    bundle = load_index(built)
+    sources = bundle.sources()
+    assert sources.names() == ["passage", "bm25"]
+    assert set(bundle.unmounted) == {"graph", "hybrid", "triples"}
+    for mode in ("passage", "bm25"):
+        result = sources.search_one(QUESTION, 5, mode)
+        titles = [h.title for h in result.hits]
+        assert "Phoolwari" in titles and "Aas Ka Panchhi" in titles, (mode, titles)
+        assert [h.rank for h in result.hits] == list(range(1, len(result.hits) + 1))
+        assert all(h.source == mode and h.mode == mode for h in result.hits)
+        assert result.hits == sorted(result.hits, key=lambda h: -h.score)
+        assert result.latency_ms > 0
+
+
+def test_batched_search_equals_one_by_one(built, corpus):
+    source = load_index(built).sources().get("passage")
+    queries = [QUESTION, "Who was born first out of Aivar Kuusmaa and Andy Summers?", "Japanese science fiction film",
+               "Indian Bollywood film of 1946", "Czech comedy"]
+    batched = source.search(queries, 4)
+    assert len(batched) == len(queries)
+    for query, result in zip(queries, batched):
+        (single,) = source.search([query], 4)
+        assert [h.doc_id for h in single.hits] == [h.doc_id for h in result.hits]
+        np.testing.assert_allclose([h.score for h in single.hits], [h.score for h in result.hits], atol=1e-5)
+
+
+def test_bad_queries_refused(built):
+    sources = load_index(built).sources()
+    with pytest.raises(RetrievalError, match="query 0 is empty"):
+        sources.get("passage").search(["   "], 3)
+    with pytest.raises(RetrievalError, match="limit is 2000"):
+        sources.get("bm25").search(["x" * 2001], 3)
+    with pytest.raises(RetrievalError, match="unknown source 'graph'; mounted: passage, bm25"):
+        sources.search(["x"], 3, ["graph"])
+    (result,) = sources.get("bm25").search(["the of and"], 3)  # stopwords only: no term, no hits
+    assert result.hits == []
+
+
+def test_incremental_add_embeds_only_new_docs(built, corpus, tmp_path):
+    directory = _copy(built, tmp_path)
+    bundle = load_index(directory)
+    dense = bundle.component("dense")
+    embedder = dense.embedder
+    seen: list[int] = []
+    original = embedder.encode
+
+    def counting(texts, *, is_query=False):
+        if not is_query:
+            seen.append(len(texts))
+        return original(texts, is_query=is_query)
+
+    embedder.encode = counting  # the bundled model, counted
+    try:
+        new = corpus[150:155]
+        added = bundle.add_documents(corpus[:3] + new)  # the first three are already indexed
+        assert [d.doc_id for d in added] == [d.doc_id for d in new]
+        assert seen == [5]
+        assert bundle.add_documents(new) == [] and seen == [5]
+    finally:
+        del embedder.encode
+    target = new[2]
+    for b in (bundle, load_index(directory)):  # in memory and reloaded from disk
+        assert len(b.store) == 155
+        sources = b.sources()
+        for mode in ("passage", "bm25"):
+            hits = sources.search_one(f"{target.title} {target.text[:80]}", 3, mode).hits
+            assert hits[0].doc_id == target.doc_id, mode
+    assert json.loads((directory / "manifest.json").read_text())["n_docs"] == 155
+
+
+def test_failed_build_leaves_nothing(tmp_path, corpus, monkeypatch):
+    def boom(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(BM25Index, "build", classmethod(boom))
+    with pytest.raises(RuntimeError, match="disk full"):
+        build_index(corpus[:20], tmp_path / "idx", components=["bm25"])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_build_refuses_existing_unknown_component_and_empty(tmp_path, built, corpus):
+    with pytest.raises(FileExistsError, match="already exists"):
+        build_index(corpus[:5], built)
+    with pytest.raises(IndexError_, match="unknown index component 'nope'; valid: bm25, dense, graph"):
+        build_index(corpus[:5], tmp_path / "x", components=["nope"])
+    with pytest.raises(ValueError, match="no documents"):
+        build_index([], tmp_path / "y", components=["bm25"])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_overwrite_replaces(tmp_path, corpus):
+    directory = tmp_path / "idx"
+    build_index(corpus[:10], directory, components=["bm25"])
+    build_index(corpus[10:30], directory, components=["bm25"], overwrite=True)
+    assert len(load_index(directory).store) == 20
+    assert [p.name for p in tmp_path.iterdir()] == ["idx"]
+
+
+def test_settings_mismatch_refused(built):
+    other_embedder = IndexSettings.model_validate({"embedder": {"model": "some/other-model"}})
+    with pytest.raises(IndexError_, match=r"dense: built with embedder .*all-MiniLM.*configured .*some/other-model"):
+        load_index(built, other_embedder)
+    other_bm25 = IndexSettings.model_validate({"bm25": {"k1": 0.9}})
+    with pytest.raises(IndexError_, match=r"bm25: built with bm25 settings"):
+        load_index(built, other_bm25)
+    hnsw = IndexSettings.model_validate({"dense": {"faiss": "hnsw"}})
+    with pytest.raises(IndexError_, match="a 'flat' FAISS index, configured 'hnsw'"):
+        load_index(built, hnsw)
+    # query-time settings may differ
+    load_index(built, IndexSettings.model_validate({"embedder": {"batch_size": 8}}))
+
+
+def test_corrupt_files_refused(built, tmp_path):
+    directory = _copy(built, tmp_path)
+    faiss_file = directory / "dense" / "faiss.index"
+    faiss_file.write_bytes(faiss_file.read_bytes()[:1000])
+    with pytest.raises(IndexError_, match=r"dense/faiss.index: corrupt FAISS index"):
+        load_index(directory)
+    load_index(directory, components=["bm25"])  # the other component still opens
+
+    lines = (built / "docs.jsonl").read_text().splitlines()
+    (directory / "docs.jsonl").write_text("\n".join(lines[:3] + ["{not json"] + lines[4:]) + "\n")
+    with pytest.raises(IndexError_, match=r"docs.jsonl:4: corrupt document record"):
+        load_index(directory)
+
+    (directory / "docs.jsonl").write_text("\n".join(lines[:-1]) + "\n")  # one document lost
+    with pytest.raises(IndexError_, match="does not match the manifest"):
+        load_index(directory)
+
+    (directory / "manifest.json").write_text("{")
+    with pytest.raises(IndexError_, match="corrupt manifest"):
+        load_index(directory)
+    with pytest.raises(IndexError_, match="no such index directory"):
+        load_index(tmp_path / "missing")
+
+
+def test_component_corpus_mismatch_refused(built, tmp_path):
+    directory = _copy(built, tmp_path)
+    manifest = json.loads((directory / "bm25" / "manifest.json").read_text())
+    manifest["corpus_hash"] = "0" * 32
+    (directory / "bm25" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(IndexError_, match=r"bm25/manifest.json: built over another corpus"):
+        load_index(directory)
+
+
+def test_hnsw_index(tmp_path, corpus):
+    settings = IndexSettings.model_validate({"dense": {"faiss": "hnsw", "hnsw_m": 16}})
+    directory = tmp_path / "hnsw"
+    build_index(corpus[:150], directory, settings, components=["dense"])
+    bundle = load_index(directory)  # the stored settings are used
+    assert bundle.settings.dense.faiss == "hnsw"
+    titles = [h.title for h in bundle.sources().search_one(QUESTION, 5, "passage").hits]
+    assert "Phoolwari" in titles
+
+
+def test_add_component_to_existing_bundle(tmp_path, corpus):
+    directory = tmp_path / "idx"
+    bundle = build_index(corpus[:20], directory, components=["bm25"])
+    with pytest.raises(IndexError_, match="already has a 'bm25' component"):
+        bundle.add_component("bm25")
+    bundle.add_component("dense")
+    reloaded = load_index(directory)
+    assert reloaded.manifest.components == ["bm25", "dense"]
+    assert reloaded.sources().names() == ["passage", "bm25"]
+    assert sorted(p.name for p in directory.iterdir() if p.name.startswith(".")) == []

@@ -1,0 +1,147 @@
+"""Reports rebuilt from stored runs, the paired bootstrap, and the plots."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from routerag.corpus.schema import Question
+from routerag.eval.bootstrap import paired_bootstrap
+from routerag.eval.plots import plot_all
+from routerag.eval.report import build_report, load_run, load_runs, main_table, render_markdown, write_report
+from routerag.eval.runner import RunSpec, run_evaluation
+from routerag.sources.base import Hit
+from routerag.trace import ModelCall, Step, Trace
+
+
+class Scripted:
+    """Test double of a strategy: answers and retrieval turns fixed per qid."""
+
+    def __init__(self, answers: dict[str, str], modes: list[str]) -> None:
+        self.answers, self.modes = answers, modes
+
+    def run(self, question: Question) -> Trace:
+        n = int(question.qid[1:]) % (len(self.modes) + 1)
+        steps = [
+            Step(
+                index=i,
+                kind="search",
+                sources=[self.modes[i]],
+                hits=[Hit(doc_id="d", title="t", text="x", score=1, source=self.modes[i], mode=self.modes[i], rank=1)],
+                retrieval_ms=2.0,
+                model_calls=[ModelCall(purpose="policy", prompt_tokens=100, completion_tokens=10, latency_ms=30)],
+            )
+            for i in range(n)
+        ]
+        return Trace(question=question.question, strategy="scripted", qid=question.qid, steps=steps, answer=self.answers[question.qid], latency_ms=40.0 * (n + 1))
+
+
+def _questions(dataset: str, n: int = 20) -> list[Question]:
+    return [Question(qid=f"q{i}", question=f"question {i}?", answers=[f"answer {i}"], dataset=dataset) for i in range(n)]
+
+
+def _run(tmp_path, name: str, dataset: str, label: str, right: set[int], modes: list[str]):
+    qs = _questions(dataset)
+    answers = {q.qid: (q.answers[0] if int(q.qid[1:]) in right else "wrong") for q in qs}
+    spec = RunSpec(name=name, dataset=dataset, strategy=label)
+    run_evaluation(spec, qs, lambda: Scripted(answers, modes), tmp_path / name)
+    return tmp_path / name
+
+
+@pytest.fixture
+def runs(tmp_path):
+    return [
+        _run(tmp_path, "base-2wiki", "2wiki", "baseline", set(range(0, 20, 4)), ["passage"]),  # 5/20
+        _run(tmp_path, "ours-2wiki", "2wiki", "ours", set(range(0, 20, 2)), ["passage", "graph", "hybrid"]),  # 10/20
+        _run(tmp_path, "base-musique", "musique", "baseline", {0, 1}, ["passage"]),  # 2/20
+        _run(tmp_path, "ours-musique", "musique", "ours", {0, 1, 2, 3}, ["graph", "passage"]),  # 4/20
+    ]
+
+
+def test_tables_rebuilt_from_stored_runs_match_summaries(runs) -> None:
+    loaded = load_runs(runs)
+    assert all(r.summary_matches for r in loaded)
+    table = main_table(loaded)
+    assert table.datasets == ["2wiki", "musique"] and [r.label for r in table.rows] == ["baseline", "ours"]
+    base, ours = table.rows
+    assert base.scores["2wiki"]["em"] == pytest.approx(25.0) and base.scores["musique"]["em"] == pytest.approx(10.0)
+    assert ours.scores["2wiki"]["em"] == pytest.approx(50.0) and ours.average["em"] == pytest.approx(35.0)
+    for run in loaded:  # every cell equals the run's own summary.json
+        stored = json.loads((Path(run.path) / "summary.json").read_text())
+        row = next(r for r in table.rows if r.label == run.label)
+        assert row.scores[run.header.dataset]["f1"] == pytest.approx(100 * stored["metrics"]["f1"])
+    # retrieval turns: qid i takes i % (len(modes)+1) turns; baseline: 10 of 20 take 1 turn on each dataset
+    assert base.retrieval_turns == pytest.approx(0.5)
+    assert base.total_tokens == pytest.approx(0.5 * 110)
+
+
+def test_report_files_and_comparison(runs, tmp_path) -> None:
+    report = build_report(load_runs(runs), seed=7)
+    files = write_report(report, tmp_path / "report")
+    md = files["markdown"].read_text()
+    assert "| Method | 2wiki EM | 2wiki F1 | musique EM | musique F1 | Avg EM | Avg F1 | Turns | Tokens | Latency (s) |" in md
+    assert "| ours | 50.0 |" in md
+    with files["table_csv"].open() as handle:
+        rows = list(csv.reader(handle))
+    assert rows[1][:2] == ["baseline", "25.0"]
+    em_2wiki = next(c for c in report.comparisons if c.dataset == "2wiki" and c.metric == "em")
+    assert em_2wiki.baseline == "baseline" and em_2wiki.system == "ours"
+    assert em_2wiki.result.n == 20 and em_2wiki.result.diff == pytest.approx(0.25)
+    assert em_2wiki.result.low <= 0.25 <= em_2wiki.result.high
+    again = build_report(load_runs(runs), seed=7)
+    assert again.comparisons == report.comparisons  # seeded
+    assert json.loads(files["json"].read_text())["table"]["rows"][1]["label"] == "ours"
+
+
+def test_report_flags_a_summary_that_no_longer_matches(runs) -> None:
+    path = runs[0] / "results.jsonl"
+    kept = path.read_text().splitlines(keepends=True)[:-1]
+    path.write_text("".join(kept))
+    run = load_run(runs[0])
+    assert run.summary_matches is False and run.summary.n_done == 19
+    report = build_report([run])
+    assert any("differs" in w for w in report.warnings) and any("incomplete" in w for w in report.warnings)
+    assert "## Warnings" in render_markdown(report)
+
+
+def test_bootstrap_contains_true_difference() -> None:
+    rng = np.random.default_rng(0)
+    n = 400
+    a = (rng.random(n) < 0.4).astype(float)  # true accuracy 0.40
+    flip = rng.random(n) < 1 / 3  # b fixes a third of a's failures: true accuracy 0.40 + 0.6/3 = 0.60
+    b = np.where(flip, 1.0, a)
+    result = paired_bootstrap(a, b, resamples=5000, seed=1)
+    assert result.low <= 0.2 <= result.high
+    assert result.low > 0 and result.p_value < 0.01
+    assert paired_bootstrap(a, b, resamples=5000, seed=1) == result
+
+
+def test_bootstrap_coverage_is_near_nominal() -> None:
+    rng = np.random.default_rng(3)
+    hits = 0
+    trials = 200
+    for t in range(trials):
+        a = (rng.random(100) < 0.5).astype(float)
+        b = np.where(rng.random(100) < 0.2, 1.0 - a, a)  # E[b - a] = 0.2 * (1 - 2 * 0.5) = 0
+        r = paired_bootstrap(a, b, resamples=1000, seed=t)
+        hits += r.low <= 0.0 <= r.high
+    assert 0.88 <= hits / trials <= 0.99
+
+
+def test_bootstrap_rejects_unpaired() -> None:
+    with pytest.raises(ValueError, match="paired"):
+        paired_bootstrap([1.0, 0.0], [1.0])
+
+
+def test_plots_are_written(runs, tmp_path) -> None:
+    loaded = load_runs(runs)
+    report = build_report(loaded)
+    paths = plot_all(report.runs, report.table, tmp_path / "plots")
+    assert [p.name for p in paths] == ["em_vs_turns.png", "em_per_dataset.png", "mode_usage.png"]
+    for p in paths:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5_000

@@ -1,0 +1,298 @@
+"""The retrieval server over real HTTP on loopback: a uvicorn server in a thread on a free port,
+serving a real dense + BM25 index built over 50 2WikiMultihopQA passages."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+import pytest
+
+from routerag.server.retrieval_app import create_retrieval_app
+from routerag.server.searchr1_adapter import TagRouter, parse_mode_tags
+from routerag.server.serving import BackgroundServer
+from routerag.server.settings import SearchR1Settings, ServerSettings
+from routerag.sources.base import MAX_BATCH, MAX_K, MAX_QUERY_CHARS, QueryResult, RetrievalResponse, rank_hits
+from routerag.sources.sourceset import SourceSet
+
+CORPUS = Path("/work/shared/data/2wikimultihopqa/2wikimultihopqa_corpus.json")
+if not CORPUS.is_file():  # the shared data lives next to the repository on our machines
+    CORPUS = Path(__file__).resolve().parents[2] / "shared/data/2wikimultihopqa/2wikimultihopqa_corpus.json"
+API_KEY = "test-key-123"
+
+
+class FusedSource:
+    """Reciprocal-rank fusion of two mounted sources, mounted as ``hybrid`` (stands in for the
+    graph engineer's hybrid source so mode tags can be tested without a graph index)."""
+
+    def __init__(self, a, b, name: str = "hybrid") -> None:
+        self.a, self.b, self.name, self.mode = a, b, name, "hybrid"
+        self.profile = f"RRF of {a.name} and {b.name}"
+
+    def search(self, queries: Sequence[str], k: int) -> list[QueryResult]:
+        out = []
+        t0 = time.perf_counter()
+        for ra, rb in zip(self.a.search(queries, k), self.b.search(queries, k)):
+            scores: dict[str, float] = {}
+            best = {}
+            for result in (ra, rb):
+                for h in result.hits:
+                    scores[h.doc_id] = scores.get(h.doc_id, 0.0) + 1.0 / (60 + h.rank)
+                    best.setdefault(h.doc_id, h)
+            order = sorted(scores, key=scores.get, reverse=True)[:k]
+            hits = rank_hits([best[d].model_copy(update={"score": scores[d], "source": self.name, "mode": self.mode})
+                              for d in order])
+            out.append(QueryResult(query=ra.query, source=self.name, hits=hits, latency_ms=0.0))
+        share = (time.perf_counter() - t0) * 1000 / len(queries)
+        return [r.model_copy(update={"latency_ms": share}) for r in out]
+
+
+@pytest.fixture(scope="session")
+def sources(tmp_path_factory) -> SourceSet:
+    from routerag.corpus.schema import Document
+    from routerag.index.bundle import build_index, load_index
+
+    rows = json.loads(CORPUS.read_text(encoding="utf-8"))[:50]
+    docs = [Document.make(r["title"], r["text"]) for r in rows]
+    directory = tmp_path_factory.mktemp("idx") / "bundle"
+    build_index(docs, directory, components=("dense", "bm25"))
+    sourceset = load_index(directory).sources()
+    sourceset.mount(FusedSource(sourceset.get("passage"), sourceset.get("bm25")))
+    return sourceset
+
+
+@pytest.fixture(scope="module")
+def server(sources):
+    settings = ServerSettings(max_body_bytes=4_096 * 1024,
+                              searchr1=SearchR1Settings(paths=["/retrieve/searchr1", "/search"]))
+    with BackgroundServer(create_retrieval_app(sources, settings)) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def locked_server(sources):
+    with BackgroundServer(create_retrieval_app(sources, ServerSettings(api_key=API_KEY, max_body_bytes=2048))) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    with httpx.Client(base_url=server.url, timeout=30) as c:
+        yield c
+
+
+# ------------------------------------------------------------------ happy paths
+
+
+def test_health_sources_and_docs(client):
+    assert client.get("/health").json()["status"] == "ok"
+    reply = client.get("/sources").json()
+    names = {s["name"]: s for s in reply["sources"]}
+    assert set(names) == {"passage", "bm25", "hybrid"}
+    assert names["bm25"]["mode"] == "bm25" and names["passage"]["profile"]
+    assert reply["limits"] == {"max_batch": MAX_BATCH, "max_k": MAX_K, "max_query_chars": MAX_QUERY_CHARS}
+    spec = client.get("/openapi.json").json()
+    assert {"/retrieve", "/sources", "/health", "/retrieve/searchr1", "/search"} <= set(spec["paths"])
+    assert client.get("/docs").status_code == 200
+
+
+def test_retrieve_one_query(client):
+    r = client.post("/retrieve", json={"queries": ["Who was Teutberga married to?"], "k": 3, "sources": ["passage"]})
+    assert r.status_code == 200, r.text
+    assert "retrieve;dur=" in r.headers["server-timing"]
+    reply = RetrievalResponse.model_validate(r.json())
+    [result] = reply.results["passage"]
+    assert [h.rank for h in result.hits] == [1, 2, 3]
+    assert result.hits[0].title == "Teutberga"
+    assert all(h.source == "passage" and h.mode == "passage" for h in result.hits)
+    assert result.latency_ms > 0 and reply.wall_ms > 0
+
+
+def test_retrieve_batch_from_several_sources(client):
+    queries = ["Who was Teutberga married to?", "Bishop of Elmham", "margrave of Tuscany"]
+    r = client.post("/retrieve", json={"queries": queries, "k": 2, "sources": ["bm25", "passage", "hybrid"]})
+    assert r.status_code == 200, r.text
+    reply = RetrievalResponse.model_validate(r.json())
+    assert list(reply.results) == ["bm25", "passage", "hybrid"]
+    for name, results in reply.results.items():
+        assert [x.query for x in results] == queries
+        assert all(1 <= len(x.hits) <= 2 and x.source == name for x in results), name
+    assert reply.results["bm25"][1].hits[0].title.startswith("Theodred II")
+
+
+def test_concurrent_requests_are_served_in_parallel_threads(client, server):
+    errors: list[str] = []
+
+    def hit(i: int) -> None:
+        with httpx.Client(base_url=server.url, timeout=30) as c:
+            r = c.post("/retrieve", json={"queries": [f"queen of Lotharingia {i}"], "k": 1, "sources": ["bm25"]})
+            if r.status_code != 200:
+                errors.append(r.text)
+
+    threads = [threading.Thread(target=hit, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert client.get("/health").status_code == 200  # the event loop is still answering
+
+
+class SlowSource:
+    """A source that takes 0.8 s per call (a unit-test double: it only proves the server stays
+    responsive while a retrieval is running)."""
+
+    name, mode, profile = "slow", "passage", "sleeps"
+
+    def search(self, queries: Sequence[str], k: int) -> list[QueryResult]:
+        time.sleep(0.8)
+        return [QueryResult(query=q, source=self.name, hits=[], latency_ms=800.0) for q in queries]
+
+
+def test_slow_retrieval_does_not_block_the_event_loop():
+    with BackgroundServer(create_retrieval_app(SourceSet([SlowSource()]))) as running:
+        slow = threading.Thread(target=lambda: httpx.post(f"{running.url}/retrieve", timeout=30,
+                                                          json={"queries": ["q"], "k": 1, "sources": ["slow"]}))
+        slow.start()
+        time.sleep(0.2)  # the retrieval is now sleeping in a worker thread
+        t0 = time.perf_counter()
+        assert httpx.get(f"{running.url}/health", timeout=30).status_code == 200
+        assert time.perf_counter() - t0 < 0.5
+        assert slow.is_alive()
+        slow.join()
+
+
+# ------------------------------------------------------------------ 4xx with reasons
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "reason"),
+    [
+        ({"queries": ["  "], "k": 3, "sources": ["bm25"]}, 422, "query 0 is empty"),
+        ({"queries": ["x" * (MAX_QUERY_CHARS + 1)], "k": 3, "sources": ["bm25"]}, 422, "the limit is"),
+        ({"queries": ["q"] * (MAX_BATCH + 1), "k": 3, "sources": ["bm25"]}, 422, "at most 256"),
+        ({"queries": ["q"], "k": 0, "sources": ["bm25"]}, 422, "k: Input should be greater than or equal to 1"),
+        ({"queries": ["q"], "k": MAX_K + 1, "sources": ["bm25"]}, 422, "k: Input should be less than or equal to 100"),
+        ({"queries": ["q"], "k": 3, "sources": ["nope"]}, 422, "unknown source 'nope'; mounted: passage, bm25, hybrid"),
+        ({"queries": ["q"], "k": 3, "sources": []}, 422, "sources"),
+        ({"queries": [], "k": 3, "sources": ["bm25"]}, 422, "queries"),
+        ({"k": 3, "sources": ["bm25"]}, 422, "queries: Field required"),
+    ],
+)
+def test_bad_requests_get_a_clear_reason(client, body, status, reason):
+    r = client.post("/retrieve", json=body)
+    assert r.status_code == status, r.text
+    assert reason in r.json()["detail"]
+
+
+def test_bad_json_is_400(client):
+    r = client.post("/retrieve", content=b'{"queries": ["a"', headers={"content-type": "application/json"})
+    assert r.status_code == 400
+    assert r.json()["detail"] == "request body is not valid JSON"
+
+
+def test_server_limits_stricter_than_the_protocol(sources):
+    settings = ServerSettings(max_batch=2, max_k=4, max_query_chars=20)
+    with BackgroundServer(create_retrieval_app(sources, settings)) as running, httpx.Client(base_url=running.url) as c:
+        assert c.get("/sources").json()["limits"] == {"max_batch": 2, "max_k": 4, "max_query_chars": 20}
+        r = c.post("/retrieve", json={"queries": ["a", "b", "c"], "k": 1, "sources": ["bm25"]})
+        assert r.status_code == 422 and "at most 2" in r.json()["detail"]
+        r = c.post("/retrieve", json={"queries": ["a"], "k": 5, "sources": ["bm25"]})
+        assert r.status_code == 422 and "limit of 4" in r.json()["detail"]
+        r = c.post("/retrieve", json={"queries": ["x" * 21], "k": 1, "sources": ["bm25"]})
+        assert r.status_code == 422 and "at most 20" in r.json()["detail"]
+
+
+def test_api_key_and_body_limit(locked_server):
+    with httpx.Client(base_url=locked_server.url, timeout=30) as c:
+        body = {"queries": ["Teutberga"], "k": 1, "sources": ["bm25"]}
+        assert c.get("/health").status_code == 200  # liveness needs no key
+        r = c.post("/retrieve", json=body)
+        assert r.status_code == 401 and "API key is required" in r.json()["detail"]
+        assert c.get("/sources").status_code == 401
+        assert c.post("/retrieve", json=body, headers={"X-API-Key": "wrong"}).status_code == 401
+        assert c.post("/retrieve", json=body, headers={"X-API-Key": API_KEY}).status_code == 200
+        assert c.post("/retrieve", json=body, headers={"Authorization": f"Bearer {API_KEY}"}).status_code == 200
+        assert c.post("/retrieve/searchr1", json={"queries": ["q"]}).status_code == 401
+        big = {"queries": ["Teutberga " * 50] * 10, "k": 1, "sources": ["bm25"]}
+        r = c.post("/retrieve", json=big, headers={"X-API-Key": API_KEY})
+        assert r.status_code == 413 and "the limit is 2048" in r.json()["detail"]
+
+        def chunked():  # no Content-Length: the limit is counted while reading
+            for _ in range(10):
+                yield b" " * 512
+
+        r = c.post("/retrieve", content=chunked(), headers={"X-API-Key": API_KEY, "content-type": "application/json"})
+        assert r.status_code == 413
+
+
+def test_settings_refuse_exposed_host_without_key():
+    with pytest.raises(ValueError, match="set an API key"):
+        ServerSettings(host="0.0.0.0")
+    assert ServerSettings(host="0.0.0.0", api_key="k").host == "0.0.0.0"
+    with pytest.raises(ValueError, match="taken by the native API"):
+        SearchR1Settings(paths=["/retrieve"])
+
+
+# ------------------------------------------------------------------ Search-R1 / RouteRAG adapter
+
+
+def test_parse_mode_tags():
+    assert parse_mode_tags("[graph][passage] who is it") == (("graph", "passage"), "who is it")
+    assert parse_mode_tags("  [Passage]  who") == (("passage",), "who")
+    assert parse_mode_tags("[passage][passage] x") == (("passage",), "x")
+    assert parse_mode_tags("who [graph] is it") == ((), "who [graph] is it")
+    assert parse_mode_tags("[graph]") == (("graph",), "")
+    router = TagRouter(SearchR1Settings())
+    assert router.route(()) == "passage"
+    assert router.route(("graph",)) == "graph"
+    assert router.route(("graph", "passage")) == "hybrid"
+    with pytest.raises(ValueError, match=r"unknown mode tag \[web\]"):
+        router.route(("web",))
+
+
+def test_searchr1_shape_with_scores(client):
+    body = {"queries": ["Who was Teutberga married to?", "[bm25] Theodred Bishop of Elmham", "[passage][bm25] Lothair II of Lotharingia"],
+            "topk": 2, "return_scores": True}
+    r = client.post("/retrieve/searchr1", json=body)
+    assert r.status_code == 200, r.text
+    result = r.json()["result"]
+    assert len(result) == 3 and len(result[0]) == len(result[2]) == 2 and 1 <= len(result[1]) <= 2
+    first = result[0][0]
+    assert set(first) == {"document", "score"} and set(first["document"]) == {"id", "contents"}
+    title, _, text = first["document"]["contents"].partition("\n")
+    assert title == '"Teutberga"' and text.startswith("Teutberga(")
+    assert result[1][0]["document"]["contents"].startswith('"Theodred II')
+    # [passage][bm25] -> the combined source (RRF scores are small and positive)
+    assert all(0 < item["score"] < 0.05 for item in result[2])
+
+
+def test_searchr1_tags_route_to_the_named_source(client):
+    plain = client.post("/retrieve", json={"queries": ["Lothair II queen"], "k": 3, "sources": ["bm25"]}).json()
+    tagged = client.post("/search", json={"queries": ["[bm25] Lothair II queen"], "topk": 3, "return_scores": True}).json()
+    assert [i["document"]["id"] for i in tagged["result"][0]] == [h["doc_id"] for h in plain["results"]["bm25"][0]["hits"]]
+
+
+def test_searchr1_without_scores_and_default_topk(client):
+    r = client.post("/retrieve/searchr1", json={"queries": ["Teutberga"]})
+    assert r.status_code == 200
+    docs = r.json()["result"][0]
+    assert len(docs) == 3 and set(docs[0]) == {"id", "contents"}
+
+
+@pytest.mark.parametrize(
+    ("queries", "reason"),
+    [
+        (["[graph]   "], "query 0 is empty once its mode tags are removed"),
+        (["ok", "[web] who"], "query 1: unknown mode tag [web]"),
+        (["[graph] who"], "unknown source 'graph'"),
+    ],
+)
+def test_searchr1_bad_tags(client, queries, reason):
+    r = client.post("/retrieve/searchr1", json={"queries": queries, "topk": 2})
+    assert r.status_code == 422
+    assert reason in r.json()["detail"]

@@ -1,0 +1,75 @@
+"""``routerag eval`` / ``routerag report`` end to end (scripted model, a question file, no index)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+import routerag.cli.eval_cmds  # noqa: F401 - registers the commands
+from routerag.cli.app import app
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def qa_file(tmp_path):
+    path = tmp_path / "capitals.jsonl"
+    rows = [
+        {"question": "What is the capital of France?", "answer": "Paris"},
+        {"question": "What is the capital of Peru?", "answer": "Lima"},
+        {"question": "What is the capital of Japan?", "answer": "Tokyo"},
+        {"question": "What is the capital of Chile?", "answer": "Santiago"},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _home(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROUTERAG_HOME", str(tmp_path / "home"))
+
+
+def _eval(qa_file, out, *extra: str):
+    return runner.invoke(
+        app,
+        [
+            "eval", "--dataset", f"file:{qa_file}", "--strategy", "direct", "--out", str(out), "--no-progress",
+            "--set", "model.backend=scripted", "--set", "model.scripted_outputs=[Paris, Quito, Tokyo, Lima]", *extra,
+        ],
+    )
+
+
+def test_unknown_names_list_the_valid_ones(tmp_path) -> None:
+    result = runner.invoke(app, ["eval", "--dataset", "nope", "--strategy", "vanilla", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2
+    assert "unknown dataset 'nope'; valid: " in result.output and "2wiki" in result.output and "law-med" in result.output
+    result = runner.invoke(app, ["eval", "--dataset", "demo", "--strategy", "magic", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2 and "unknown strategy 'magic'; valid: " in result.output and "routerag" in result.output
+    result = runner.invoke(app, ["eval", "--strategy", "direct", "--set", "metrics=[em,bleu]", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2 and "unknown metric 'bleu'; valid: " in result.output
+    result = runner.invoke(app, ["eval", "--set", "nonsense=1", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 1 and "nonsense" in result.output
+
+
+def test_eval_resume_and_report(qa_file, tmp_path) -> None:
+    out = tmp_path / "runs" / "direct"
+    first = _eval(qa_file, out, "--limit", "3")
+    assert first.exit_code == 0, first.output
+    assert "3/3 questions (0 resumed, 3 answered now, 0 errors)" in first.output
+    assert "em 66.7" in first.output  # Paris right, Quito wrong, Tokyo right
+    assert {p.name for p in out.iterdir()} >= {"run.json", "config.resolved.yaml", "results.jsonl", "summary.json"}
+    header = json.loads((out / "run.json").read_text())
+    assert header["versions"]["model"].startswith("scripted") and header["dataset"] == f"file:{qa_file}"
+    again = _eval(qa_file, out, "--limit", "3")
+    assert again.exit_code == 0 and "(3 resumed, 0 answered now" in again.output
+    other = _eval(qa_file, out, "--limit", "4")
+    assert other.exit_code == 1 and "sampled other questions" in other.output
+    report_dir = tmp_path / "report"
+    rep = runner.invoke(app, ["report", str(out), "--out", str(report_dir)])
+    assert rep.exit_code == 0, rep.output
+    assert "| direct | 66.7 | 66.7 | 66.7 | 66.7 | 0.00 |" in rep.output
+    assert (report_dir / "em_vs_turns.png").stat().st_size > 5000
+    bad = runner.invoke(app, ["report", str(out), "--metrics", "bleu", "--out", str(report_dir)])
+    assert bad.exit_code == 2 and "they have: cover_em, em, f1, f1_recall" in bad.output

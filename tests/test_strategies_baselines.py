@@ -1,0 +1,76 @@
+"""Baselines: direct, vanilla, IRCoT and Iter-RetGen control flow with a scripted model."""
+
+from __future__ import annotations
+
+from test_strategies_support import make_context
+
+from routerag.strategies.baselines import IRCoT, IRCoTParams, IterRetGen, IterRetGenParams, Vanilla, VanillaParams
+from routerag.strategies.prompts import DIRECT_SYSTEM, IRCOT_SYSTEM
+from routerag.strategies import STRATEGIES
+
+Q = "What is the capital of France?"
+
+
+def test_direct_has_no_retrieval():
+    ctx, model, sources = make_context(["Answer: Paris\nbecause"], names=("passage",))
+    trace = STRATEGIES.get("direct")(ctx).run(Q)
+    assert trace.answer == "Paris" and trace.retrieval_turns == 0 and not sources["passage"].queries
+    assert model.calls[0].messages[0].content == DIRECT_SYSTEM
+    assert model.calls[0].messages[1].content == f"Question: {Q}"
+    assert [s.kind for s in trace.segments] == ["prompt", "model"] and trace.model_calls[0].purpose == "answer"
+
+
+def test_vanilla_retrieves_once_and_shows_the_documents():
+    ctx, model, sources = make_context(["Paris"], names=("passage", "bm25"))
+    trace = Vanilla(ctx, VanillaParams(k=2, source="bm25")).run(Q)
+    assert trace.answer == "Paris" and [s.kind for s in trace.steps] == ["search", "answer"]
+    assert sources["bm25"].queries == [Q] and not sources["passage"].queries
+    assert len(trace.steps[0].hits) == 2
+    assert "Doc 1(Title: Paris) Paris is the capital of France." in model.calls[0].messages[0].content
+    assert trace.steps[0].observation in model.calls[0].messages[0].content
+
+
+def test_ircot_each_thought_is_the_next_query_until_the_answer_mark():
+    ctx, model, sources = make_context(
+        ["The film was directed by Xawery Zulawski. More text.", "His mother is Malgorzata Braunek.",
+         "So the answer is: Malgorzata Braunek."],
+        names=("passage",),
+    )
+    trace = IRCoT(ctx, IRCoTParams(k=2)).run("Who is the mother of the director of Polish-Russian War?")
+    assert trace.error is None and trace.answer == "Malgorzata Braunek"
+    assert sources["passage"].queries == [
+        "Who is the mother of the director of Polish-Russian War?",
+        "The film was directed by Xawery Zulawski.",  # first sentence only
+        "His mother is Malgorzata Braunek.",
+    ]
+    assert [s.kind for s in trace.steps] == ["search", "search", "search", "answer"]
+    assert all(c.params.stop == ["\n"] for c in model.calls)
+    last_user = model.calls[-1].messages[1].content
+    assert model.calls[-1].messages[0].content == IRCOT_SYSTEM
+    assert last_user.endswith("Thought: The film was directed by Xawery Zulawski. His mother is Malgorzata Braunek.")
+    assert last_user.count("Wikipedia Title: Xawery Zulawski") == 1  # documents accumulate without repeats
+
+
+def test_ircot_without_answer_mark_forces_a_final_answer():
+    ctx, model, _ = make_context(["Thinking.", "Still thinking.", "Paris"], names=("passage",))
+    trace = IRCoT(ctx, IRCoTParams(max_steps=2)).run(Q)
+    assert trace.answer == "Paris" and len(model.calls) == 3
+    assert trace.steps[-1].format_error == "no_answer_within_budget" and trace.steps[-1].metadata == {"forced": True}
+    assert trace.steps[-1].model_calls[0].purpose == "answer"
+
+
+def test_iter_retgen_queries_with_the_previous_generation():
+    ctx, model, sources = make_context(["Berlin", "Paris", "Paris"], names=("passage",))
+    trace = IterRetGen(ctx, IterRetGenParams(iterations=3, k=1)).run(Q)
+    assert trace.answer == "Paris"
+    assert sources["passage"].queries == [Q, f"{Q} Berlin", f"{Q} Paris"]
+    assert [s.kind for s in trace.steps] == ["search", "answer"] * 3
+    assert trace.retrieval_turns == 3 and len(trace.model_calls) == 3
+    assert [s.metadata["intermediate"] for s in trace.steps if s.kind == "answer"] == [True, True, False]
+
+
+def test_failures_are_recorded_not_raised():
+    ctx, _, _ = make_context([], names=("passage",))
+    for name in ("direct", "vanilla", "ircot", "iter-retgen"):
+        trace = STRATEGIES.get(name)(ctx).run(Q)
+        assert trace.error and trace.error.startswith("ModelError") and trace.strategy == name
