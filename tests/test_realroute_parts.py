@@ -300,3 +300,10 @@ def test_selectors_keep_a_duplicate_free_subset_of_size_keep_k(hits, keep_k, nam
     assert len(kept) == min(keep_k, len({h.doc_id for h in hits}))
     assert len({h.doc_id for h in kept}) == len(kept)
     assert {h.doc_id for h in kept} <= {h.doc_id for h in hits}
+
+
+def test_a_plan_unrelated_to_the_question_is_rejected():
+    copied = '[{"id": "q1", "query": "Who directed <film>?"}, {"id": "q2", "query": "When was {q1} born?"}]'
+    plan = parse_plan(copied, "Which drug treats a urinary tract infection in pregnancy?", 4)
+    assert [s.query for s in plan.subqueries] == ["Which drug treats a urinary tract infection in pregnancy?"]
+    assert "share no word" in plan.format_error

@@ -46,12 +46,18 @@ DECOMPOSE_SYSTEM = (
     "A question that is already simple stays one sub-question, copied unchanged."
 )
 
-DECOMPOSE_TEMPLATE = """Question: {question}
+DECOMPOSE_TEMPLATE = """Reply with a JSON list only, at most {max_subqueries} items, each {{"id": "q<n>", "query": "...", "depends_on": [ids it needs]}}.
+The form of a two-step plan (for "When was the director of <film> born?"):
+[{{"id": "q1", "query": "Who directed <film>?", "depends_on": []}},
+ {{"id": "q2", "query": "When was {{q1}} born?", "depends_on": ["q1"]}}]
 
-Reply with a JSON list only, at most {max_subqueries} items, each {{"id": "q<n>", "query": "...", "depends_on": [ids it needs]}}.
-Example for "When was the director of Inception born?":
-[{{"id": "q1", "query": "Who directed Inception?", "depends_on": []}},
- {{"id": "q2", "query": "When was {{q1}} born?", "depends_on": ["q1"]}}]"""
+Question: {question}"""
+
+_WORD = re.compile(r"[a-z0-9]{4,}")
+
+
+def _words(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower()))
 
 
 def decompose_messages(question: str, max_subqueries: int) -> list[Message]:
@@ -139,6 +145,9 @@ def parse_plan(text: str, question: str, max_subqueries: int) -> Plan:
         )
     if not subqueries:
         return Plan.single(question, "; ".join(problems) or "empty decomposition; using the question")
+    if not _words(" ".join(s.query for s in subqueries)) & _words(question):
+        # small models copy the prompt's example; a plan sharing no word with the question is not one
+        return Plan.single(question, "the sub-queries share no word with the question; using the question")
     if len(subqueries) > max_subqueries:
         problems.append(f"{len(subqueries)} sub-queries; kept the first {max_subqueries}")
         subqueries = subqueries[:max_subqueries]

@@ -106,6 +106,8 @@ def parse_json_payload(text: str, key: str) -> Any:
     for raw in candidates:
         raw = raw.strip()
         spans = []
+        if raw.find("[") >= 0 and (raw.find("{") < 0 or raw.find("[") < raw.find("{")):
+            raw = raw[raw.index("[") :]  # prose, then a bare list
         if "{" in raw and "}" in raw:
             spans.append(raw[raw.index("{") : raw.rindex("}") + 1])
         if "[" in raw and "]" in raw:
@@ -117,7 +119,7 @@ def parse_json_payload(text: str, key: str) -> Any:
                 continue
             if isinstance(value, dict) and key in value:
                 return value[key]
-            if isinstance(value, list):
+            if isinstance(value, list) and not raw.startswith("{"):  # a bare list, not a list inside an object
                 return value
     raise ValueError(f"no JSON with {key!r} in the model output")
 
