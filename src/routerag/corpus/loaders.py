@@ -226,7 +226,8 @@ def _read_title_text(path: Path) -> Iterator[RawPassage]:
         rec = _record(value, where)
         if "text" not in rec and "contents" in rec:
             raise CorpusFormatError(where, "missing; this looks like FlashRAG JSONL (use format='flashrag')", field="text")
-        meta = {"orig_id": str(rec["id"])} if isinstance(rec.get("id"), str | int) and not isinstance(rec.get("id"), bool) else {}
+        rid = rec.get("id")
+        meta = {"orig_id": str(rid)} if isinstance(rid, str | int) and not isinstance(rid, bool) else {}
         yield RawPassage(where, _str(rec, "title", where, required=False), _str(rec, "text", where), meta)
 
 
