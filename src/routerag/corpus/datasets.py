@@ -196,11 +196,14 @@ def realroute_folder(
 
 
 def _link_gold_sources(questions: list[Question], sources: dict[str, SourceSpec]) -> list[Question]:
-    """Resolve supporting titles against the question's gold source (or all sources)."""
-    out = []
-    for q in questions:
-        pool = [sources[q.gold_source]] if q.gold_source in sources else list(sources.values())
-        out.extend(attach_supporting_docs([q], [d for spec in pool for d in spec.docs]))
+    """Resolve supporting titles against each question's gold source (or all sources)."""
+    out = list(questions)
+    for gold in {q.gold_source for q in questions}:
+        pool = [sources[gold]] if gold in sources else list(sources.values())
+        rows = [i for i, q in enumerate(questions) if q.gold_source == gold]
+        linked = attach_supporting_docs([questions[i] for i in rows], [d for spec in pool for d in spec.docs])
+        for i, q in zip(rows, linked):
+            out[i] = q
     return out
 
 
