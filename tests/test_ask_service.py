@@ -52,8 +52,9 @@ def sources(index_dir):
 
 
 @pytest.fixture(scope="module")
-def server(sources):
-    app = create_app(ScriptedModel(answer_from_context), sources, ServiceSettings(api_key=KEY, run_workers=1))
+def server(sources, tmp_path_factory):
+    settings = ServiceSettings(api_key=KEY, run_workers=1, data_dir=tmp_path_factory.mktemp("service"))
+    app = create_app(ScriptedModel(answer_from_context), sources, settings)
     with BackgroundServer(app) as running:
         yield running
 

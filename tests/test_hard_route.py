@@ -119,3 +119,49 @@ def test_hard_route_stops_after_max_reflections_with_fallback_answer():
     assert trace.search_steps[1].sources == ["films"]
     assert trace.answer == "maybe Nolan" == trace.fallback_answer  # fusion gave "{}" -> last hop
     assert trace.format_errors >= 3  # bare route, reflection source, empty fusion
+
+
+def test_misrouted_real_questions_recover_by_reflection(tmp_path):
+    """Real law-med passages under real BM25: the router always picks the wrong source; the
+    answerer succeeds only when the question's own gold passage is shown; reflection switches."""
+    from routerag.corpus.datasets import load_dataset
+    from routerag.eval.routing import routing_outcome
+    from routerag.index.bm25 import BM25Index
+    from routerag.index.docstore import DocStore
+    from routerag.index.settings import IndexSettings
+    from routerag.sources.bm25 import BM25Source
+
+    data = load_dataset("law-med")
+    sources, titles = [], {}
+    for name, spec in data.sources.items():
+        store = DocStore(spec.docs[:20])
+        sources.append(BM25Source(BM25Index.build(store, tmp_path / name, IndexSettings()), store, name=name, profile=spec.profile))
+        titles.update({d.doc_id: d.title for d in spec.docs})
+    questions = [data.questions[1], data.questions[201]]
+    wrong = {q.question[:100]: ("med" if q.gold_source == "law" else "law") for q in questions}
+    gold_titles = {q.question[:100]: titles[q.supporting_doc_ids[0]] for q in questions}
+
+    def respond(messages: list[Message], params: GenerationParams, continue_final: bool) -> str:
+        system, prompt = messages[0].content, messages[-1].content
+        if system == ROUTE_SYSTEM:
+            return json.dumps({"source": wrong[prompt.split("Query: ", 1)[1][:100]]})
+        if system == ANSWER_SYSTEM:
+            key = prompt.split("Question: ")[-1][:100]
+            found = f") {gold_titles[key]}\n" in prompt
+            return json.dumps({"answer": "gold" if found else "", "reason": "checked", "success": int(found)})
+        if system == REFLECT_SYSTEM:
+            assert "failed: checked" in prompt
+            return '{"source": "the other one"}'  # no query, unknown source -> first untried source
+        return '{"answer": ""}'
+
+    strategy = HardRoute(
+        StrategyContext(model=ScriptedModel(respond), sources=SourceSet(sources)),
+        HardRouteParams(decomposition=False, top_k=2, max_reflections=1),
+    )
+    for question in questions:
+        trace = strategy.run(question)
+        assert trace.error is None, trace.error
+        outcome = routing_outcome(trace, question.gold_source)
+        assert not outcome.correct and outcome.gold_used  # wrong first, gold after reflection
+        assert [s.sources for s in trace.search_steps] == [[wrong[question.question[:100]]], [question.gold_source]]
+        assert trace.answer == "gold" == trace.fallback_answer

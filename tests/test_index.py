@@ -199,7 +199,7 @@ def test_component_corpus_mismatch_refused(built, tmp_path):
 def test_hnsw_index(tmp_path, corpus):
     settings = IndexSettings.model_validate({"dense": {"faiss": "hnsw", "hnsw_m": 16}})
     directory = tmp_path / "hnsw"
-    build_index(corpus[:150], directory, settings, components=["dense"])
+    build_index(corpus[:60], directory, settings, components=["dense"])
     bundle = load_index(directory)  # the stored settings are used
     assert bundle.settings.dense.faiss == "hnsw"
     titles = [h.title for h in bundle.sources().search_one(QUESTION, 5, "passage").hits]

@@ -82,7 +82,8 @@ def test_continue_final_uses_completions_with_rendered_prompt(model) -> None:
     convo = Q + [Message(role="assistant", content="<answer>")]
     response = model.chat(convo, GenerationParams(max_tokens=12, stop=["</answer>"]), continue_final=True)
     assert response.text.strip().lower().startswith("paris")
-    assert "</answer>" not in response.text and response.finish_reason == "stop"
+    assert "</answer>" not in response.text
+    assert (response.finish_reason, response.stop_string) == ("stop", "</answer>")
 
 
 def test_length_and_grammar(model) -> None:
@@ -107,3 +108,11 @@ def test_unreachable_server_is_a_model_error() -> None:
     model = OpenAICompatModel(f"http://127.0.0.1:{_free_port()}/v1", "m", timeout_s=2)
     with pytest.raises(ModelError, match="cannot reach"):
         model.chat(Q)
+
+
+def test_stop_string_is_recovered_from_a_server_that_does_not_report_it(model) -> None:
+    convo = [Message(role="user", content="Count from 1 to 20, separated by commas.")]
+    response = model.chat(convo, GenerationParams(max_tokens=40, stop=["7", "never-seen"]))
+    assert (response.finish_reason, response.stop_string) == ("stop", "7")
+    plain = model.chat(Q, GenerationParams(max_tokens=8, stop=["</answer>"]))
+    assert (plain.finish_reason, plain.stop_string) == ("eos", None)

@@ -272,6 +272,8 @@ def option_picker(prompt: str) -> str:
 
 
 def test_real_law_med_run(law_med):
+    from routerag.eval.routing import routing_outcome
+
     sources, questions = law_med
     model = by_purpose(route=keyword_router, answer=option_picker, fuse=lambda p: "not json")
     strategy = RealRoute(
@@ -286,7 +288,7 @@ def test_real_law_med_run(law_med):
         search = trace.search_steps[0]
         assert len(search.query) <= 2000 and set(search.sources) == {"law", "med"}
         route = next(s for s in trace.steps if s.kind == "route")
-        correct_routes += route.metadata["preferred_source"] == question.gold_source
+        correct_routes += routing_outcome(trace, question.gold_source).correct
         select = next(s for s in trace.steps if s.kind == "select")
         assert sum(select.metadata["kept_by_source"].values()) == len(select.kept_doc_ids) <= 4
         assert select.metadata["kept_by_source"].get(route.sources[0], 0) <= 3
@@ -294,3 +296,14 @@ def test_real_law_med_run(law_med):
         assert select.kept_doc_ids[0] in question.supporting_doc_ids
         assert trace.answer and trace.answer == trace.fallback_answer  # fusion failed -> last hop
     assert correct_routes == len(questions)
+
+
+def test_flat_json_calls_stop_after_the_object():
+    chatter = '{"answer": "x", "reason": "r", "success": 1} Also, {"answer": "y"}'
+    model = by_purpose(decompose=lambda p: "[]", route=lambda p: '{"source": "a"} because', answer=lambda p: chatter, fuse=lambda p: '{"answer": "x"}')
+    trace = run(model, [FixedSource("a")], question="What is x?")
+    stops = {PURPOSES[c.messages[0].content]: c.params.stop for c in model.calls}
+    assert stops == {"decompose": [], "route": ["}"], "answer": ["}"], "fuse": ["}"]}
+    answer = next(s for s in trace.steps if s.kind == "answer")
+    assert answer.raw_output == '{"answer": "x", "reason": "r", "success": 1}' and answer.format_error is None
+    assert trace.answer == "x"

@@ -58,7 +58,7 @@ def test_extract_json(text, expected):
 
 def test_parse_plan_reads_list_and_wrapped_forms():
     text = '{"subqueries": [{"id": "q1", "query": "Who directed Inception?"}, "When was {q1} born?"]}'
-    plan = parse_plan(text, "Q", max_subqueries=4)
+    plan = parse_plan(text, "When was the director of Inception born?", max_subqueries=4)
     assert [s.id for s in plan.subqueries] == ["q1", "q2"]
     assert plan.subqueries[1].depends_on == ["q1"]  # implied by the placeholder
     assert plan.format_error is None
@@ -72,8 +72,8 @@ def test_parse_plan_falls_back_to_the_question(text):
 
 
 def test_parse_plan_truncates_and_renames_duplicates():
-    text = '[{"id": "a", "query": "1"}, {"id": "a", "query": "2"}, {"query": "3"}]'
-    plan = parse_plan(text, "Q", max_subqueries=2)
+    text = '[{"id": "a", "query": "step one"}, {"id": "a", "query": "step two"}, {"query": "step three"}]'
+    plan = parse_plan(text, "Which step comes first?", max_subqueries=2)
     assert [s.id for s in plan.subqueries] == ["a", "q2"]
     assert "repeats" in plan.format_error and "kept the first 2" in plan.format_error
 
@@ -98,7 +98,7 @@ def test_deepsieve_variable_list_is_accepted():
         ' {"id": "q2", "query": "What country is [birthplace] in?", "depends_on": ["q1"],'
         ' "variables": [{"name": "birthplace", "source_query": "q1"}]}]}'
     )
-    plan = parse_plan(text, "Q", 4)
+    plan = parse_plan(text, "In which country was X born?", 4)
     assert bind(plan.subqueries[1], {"q1": "Lyon"}, ["q1", "q2"]) == "What country is Lyon in?"
 
 

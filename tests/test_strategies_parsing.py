@@ -91,6 +91,9 @@ def test_resolve_modes():
 def test_clean_query():
     assert clean_query("  a \n b ", "q", 100) == ("a b", [])
     assert clean_query("  ", "the question", 100) == ("the question", ["empty_query"])
+    assert clean_query(" and ", "the question", 100) == ("the question", ["trivial_query"])
+    assert clean_query("...", "the question", 100) == ("the question", ["trivial_query"])
+    assert clean_query("Paris", "q", 100) == ("Paris", [])
     long, errors = clean_query("word " * 100, "q", 50)
     assert errors == ["long_query"] and len(long) <= 50 and long.endswith("word")
 

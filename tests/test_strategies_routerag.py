@@ -219,3 +219,20 @@ def test_question_objects_and_registry():
                  "graphrag-r1", "r1-router", "direct", "vanilla", "ircot", "iter-retgen"]:
         cls = STRATEGIES.get(name)
         assert cls.name == name and cls.Params().model_dump() is not None
+
+
+def test_grammar_compiles_in_llama_cpp():
+    """The GBNF grammar must parse in llama.cpp (a bad grammar crashes a real run). Skipped where
+    llama-cpp-python or the bundled model is not already available (no download, no join)."""
+    pytest.importorskip("llama_cpp")
+    from routerag.llm.bundled import bundled_spec
+    from routerag.llm.llamacpp import LlamaCppModel
+    from routerag.paths import cache_dir
+    from routerag.strategies.prompts import routerag_grammar
+
+    path = cache_dir("models") / bundled_spec("bundled:qwen2.5-coder-0.5b").filename
+    if not path.is_file():
+        pytest.skip("bundled model not assembled in the cache")
+    model = LlamaCppModel(path, n_ctx=256, n_threads=1)
+    for tags in (["[passage]"], ["[passage]", "[graph]", "[graph][passage]"]):
+        model._grammar(routerag_grammar(tags))  # raises ModelError when llama.cpp cannot parse it

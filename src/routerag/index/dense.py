@@ -8,6 +8,7 @@ built lazily on first use, so opening an index does not load the model.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -64,18 +65,20 @@ class DenseIndex:
         self.faiss_index = index
         self.manifest = manifest
         self._embedder: Embedder | None = None
+        self._lock = threading.Lock()  # sources fan out in threads; build the model once
 
     # ---------------------------------------------------------------- embedder
     @property
     def embedder(self) -> Embedder:
-        if self._embedder is None:
-            embedder = build_embedder(self.settings.embedder)
-            if embedder.dim != self.faiss_index.d:
-                raise IndexError_(
-                    f"embedder {embedder.identity!r} gives {embedder.dim}-d vectors; the index holds {self.faiss_index.d}-d"
-                )
-            self._embedder = embedder
-        return self._embedder
+        with self._lock:
+            if self._embedder is None:
+                embedder = build_embedder(self.settings.embedder)
+                if embedder.dim != self.faiss_index.d:
+                    raise IndexError_(
+                        f"embedder {embedder.identity!r} gives {embedder.dim}-d vectors; the index holds {self.faiss_index.d}-d"
+                    )
+                self._embedder = embedder
+            return self._embedder
 
     def embed_documents(self, docs: Sequence["Document"]) -> np.ndarray:
         return self.embedder.encode([d.passage for d in docs], is_query=False)

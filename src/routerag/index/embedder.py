@@ -55,7 +55,8 @@ class SentenceTransformerEmbedder:
             path = str(get_model_path())
         self.config = config
         self.model = SentenceTransformer(path, device="cpu")
-        self.dim = int(self.model.get_sentence_embedding_dimension())
+        dim_of = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        self.dim = int(dim_of())
         self.identity = f"sentence-transformers:{config.model}"
 
     def encode(self, texts: Sequence[str], *, is_query: bool = False) -> np.ndarray:

@@ -12,9 +12,14 @@ last assistant message; two ways are supported and ``continue_mode`` says which 
 With ``completions_endpoint=None`` the backend uses ``completions`` when it has a template and
 falls back to ``chat-prefix`` (for good) when the server rejects ``/completions``.
 
+When a template is known, every call goes through ``/completions`` with the prompt rendered
+here, so the model sees exactly what the llama.cpp backend would give it.
+
 Stop strings are applied by the server. Which one ended the text is read from the response
-(``stop_reason`` from vLLM, ``matched_stop`` from SGLang); servers that do not say (llama.cpp's,
-OpenAI) give ``finish_reason="stop"`` with ``stop_string=None`` when stops were requested.
+(``stop_reason`` from vLLM, ``matched_stop`` from SGLang). Servers that do not say (llama.cpp's,
+OpenAI) are asked, in ``completions`` mode, for a short greedy continuation of the text (see
+``_probe_stop``); in ``chat-prefix`` mode the answer stays ``finish_reason="stop"`` with
+``stop_string=None``.
 GBNF grammars are sent as the ``grammar`` field, which llama.cpp servers honour.
 """
 
@@ -132,9 +137,9 @@ class OpenAICompatModel:
             raise ModelError("chat() needs at least one message")
         if continue_final and messages[-1].role != "assistant":
             raise ModelError("continue_final=True needs the last message to be the assistant's")
-        if continue_final and self.continue_mode == "completions":
+        if self.continue_mode == "completions":
             assert self.template is not None
-            prompt = self.template.render(messages, continue_final=True)
+            prompt = self.template.render(messages, continue_final=continue_final)
             try:
                 return self._complete(prompt, params)
             except ModelError as exc:
@@ -152,7 +157,37 @@ class OpenAICompatModel:
         start = time.perf_counter()
         result = self._call(lambda: self._client.completions.create(model=self.model, prompt=prompt, **self._sampling(params)))
         choice = result.choices[0]
-        return self._response(choice.text or "", choice, result.usage, params, start)
+        text = choice.text or ""
+        response = self._response(text, choice, result.usage, params, start)
+        if response.finish_reason == "stop" and response.stop_string is None:
+            stop_string = self._probe_stop(prompt + text, params.stop)
+            response = response.model_copy(
+                update={
+                    "stop_string": stop_string,
+                    "finish_reason": "stop" if stop_string else "eos",
+                    "latency_ms": (time.perf_counter() - start) * 1000.0,
+                }
+            )
+        return response
+
+    def _probe_stop(self, prefix: str, stops: list[str]) -> str | None:
+        """The server stopped on a stop string or on end-of-turn but did not say which (llama.cpp
+        servers, OpenAI). Ask for the greedy continuation of the text so far (a few tokens, prefix
+        cached by the server): a stop string there is the one that ended the text, nothing means
+        end-of-turn. Exact for greedy decoding; for sampled text the likeliest explanation."""
+        longest = max(len(s) for s in stops)
+        probe = self._call(
+            lambda: self._client.completions.create(model=self.model, prompt=prefix, max_tokens=min(16, longest + 2), temperature=0.0)
+        )
+        continuation = probe.choices[0].text or ""
+        for stop in sorted(stops, key=len, reverse=True):
+            if continuation.startswith(stop):
+                return stop
+        if probe.choices[0].finish_reason == "length":
+            for stop in sorted(stops, key=len, reverse=True):
+                if continuation and stop.startswith(continuation):
+                    return stop
+        return None
 
     def _chat(self, messages: list[Message], params: GenerationParams) -> ChatResponse:
         start = time.perf_counter()

@@ -1,13 +1,15 @@
 """The ask service: run a routing strategy over an injected model and ``SourceSet``.
 
-* ``POST /v1/ask``: ``{question, strategy, params}`` returns the run's ``Trace``.
+* ``POST /v1/ask``: ``{question, strategy, params, sources}`` returns the run's ``Trace``.
 * ``POST /v1/ask/stream``: the same run as server-sent events. Events arrive in this order:
   ``start``, ``retrieval``/``model`` as they happen, ``trace`` (the full trace), ``done``.
-* ``POST /v1/runs``: a background run over many questions. Poll it with
-  ``GET /v1/runs/{id}``, read it with ``GET /v1/runs/{id}/traces``, and stop it with
-  ``DELETE /v1/runs/{id}``.
-* ``GET /v1/strategies``: the registered strategies and the JSON schema of their params.
-* The retrieval API (``/retrieve``, ``/sources``, ...) is mounted under ``/retrieval``.
+* ``POST /v1/runs``: a background run over many questions (given, or sampled evenly from a named
+  dataset) with one configuration, or a comparison of several. ``GET /v1/runs/{id}`` polls,
+  ``/traces`` pages, ``/report`` gives the comparison table and disagreements, ``DELETE`` cancels.
+* ``POST/GET/DELETE /v1/sources``: upload custom sources (see :mod:`routerag.server.sources_api`);
+  a request mounts them by name with ``sources: [...]``.
+* ``GET /v1/strategies``, ``GET /v1/datasets``, ``GET /v1/info``: what the UI needs to build forms.
+* The retrieval API (``/retrieve``, ``/sources``, ...) is mounted under ``/retrieval``; the web UI at ``/``.
 
 A strategy's ``params`` arrive as JSON and are validated into the strategy's own ``Params``
 model before anything runs. A bad strategy name or bad params get 422 with the reason.
@@ -17,47 +19,47 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from routerag.corpus.schema import Question
 from routerag.llm.base import ChatModel
-from routerag.registry import UnknownNameError
+from routerag.paths import cache_dir
 from routerag.server.events import ObservedModel, ObservedSourceSet, ProgressEvent
-from routerag.server.jobs import RunManager, RunQuestion, RunStatus, UnknownRunError
+from routerag.server.jobs import RunManager, UnknownRunError
+from routerag.server.prepare import PreparedStrategy, StrategyConfig, prepare_strategy
 from routerag.server.retrieval_app import (
     ERRORS,
     ApiError,
-    ErrorReply,
     BodyLimitMiddleware,
     api_key_dependency,
     create_retrieval_app,
     install_error_handlers,
 )
+from routerag.server.runs_api import build_runs_router
 from routerag.server.settings import ServiceSettings
+from routerag.server.sources_api import build_sources_router, rejected_reply
+from routerag.server.upload_parse import UploadRejected
+from routerag.server.uploads import SourceStore
 from routerag.sources.sourceset import SourceSet
-from routerag.strategies import STRATEGIES, Strategy, StrategyContext
+from routerag.strategies import STRATEGIES, StrategyContext
 from routerag.trace import Trace
+
+__all__ = ["AskRequest", "StrategyInfo", "create_app", "prepare_strategy"]
 
 
 class AskRequest(BaseModel):
     question: str = Field(min_length=1, description="the question to answer")
     strategy: str = Field("vanilla", description="a registered strategy (GET /v1/strategies)")
     params: dict[str, Any] = Field(default_factory=dict, description="the strategy's parameters")
+    sources: list[str] = Field(default_factory=list, max_length=16, description="uploaded custom sources to mount")
     qid: str | None = Field(None, description="an id carried into the trace")
-
-
-class RunRequest(BaseModel):
-    questions: list[RunQuestion] = Field(min_length=1)
-    strategy: str = "vanilla"
-    params: dict[str, Any] = Field(default_factory=dict)
 
 
 class StrategyInfo(BaseModel):
@@ -65,31 +67,14 @@ class StrategyInfo(BaseModel):
     params_schema: dict[str, Any]
 
 
-@dataclass
-class PreparedStrategy:
-    """A strategy class with validated params; ``build`` makes one bound to a context."""
-
-    name: str
-    cls: type[Strategy]
-    params: BaseModel
-
-    def build(self, context: StrategyContext) -> Strategy:
-        return self.cls(context, self.params)
-
-
-def prepare_strategy(name: str, params: dict[str, Any]) -> PreparedStrategy:
-    try:
-        cls = STRATEGIES.get(name)
-    except UnknownNameError as exc:
-        raise ApiError(422, str(exc)) from None
-    except ImportError as exc:
-        raise ApiError(422, f"strategy {name!r} is not available: {exc}") from None
-    try:
-        validated = cls.Params.model_validate(params)
-    except ValidationError as exc:
-        reasons = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors())
-        raise ApiError(422, f"invalid params for strategy {name!r}: {reasons}") from None
-    return PreparedStrategy(name, cls, validated)
+class ServiceInfo(BaseModel):
+    model: str
+    backend: str
+    sources: list[str]
+    api_key_required: bool
+    max_question_chars: int
+    max_upload_bytes: int
+    max_upload_rows: int
 
 
 def _sse(event: str, data: BaseModel | dict[str, Any]) -> str:
@@ -97,9 +82,23 @@ def _sse(event: str, data: BaseModel | dict[str, Any]) -> str:
     return f"event: {event}\ndata: {payload}\n\n"
 
 
+class _PathBodyLimit:
+    """The JSON body limit everywhere, a larger one for uploads."""
+
+    def __init__(self, app: Any, default: int, uploads: int) -> None:
+        self.default = BodyLimitMiddleware(app, default)
+        self.uploads = BodyLimitMiddleware(app, uploads)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        upload = scope["type"] == "http" and scope.get("path", "").rstrip("/") == "/v1/sources"
+        await (self.uploads if upload else self.default)(scope, receive, send)
+
+
 def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings | None = None) -> FastAPI:
     settings = settings or ServiceSettings()
-    runs = RunManager(workers=settings.run_workers, keep=settings.keep_runs)
+    data_dir = settings.data_dir or cache_dir("service")
+    store = SourceStore(data_dir, settings.uploads, reserved=set(sources.names()))
+    runs = RunManager(workers=settings.run_workers, keep=settings.keep_runs, store_dir=data_dir / "runs")
     require_key = api_key_dependency(settings.api_key)
     limiter: list[anyio.CapacityLimiter] = []
 
@@ -112,16 +111,24 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
         await anyio.to_thread.run_sync(runs.shutdown)
+        await anyio.to_thread.run_sync(store.shutdown)
 
     app = FastAPI(title="routerag", version="1", lifespan=lifespan,
                   description="Ask questions through learned/adaptive routing strategies and watch their traces.")
     app.state.runs = runs
+    app.state.sources = store
     install_error_handlers(app)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    multipart_slack = 64 * 1024
+    app.add_middleware(_PathBodyLimit, default=settings.max_body_bytes,
+                       uploads=max(settings.max_body_bytes, settings.uploads.max_bytes + multipart_slack))
 
     @app.exception_handler(UnknownRunError)
     async def _no_run(_: Request, exc: UnknownRunError) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(UploadRejected)
+    async def _rejected(_: Request, exc: UploadRejected) -> JSONResponse:
+        return rejected_reply(exc)
 
     def check_question(text: str, where: str = "question") -> None:
         if not text.strip():
@@ -129,9 +136,12 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
         if len(text) > settings.max_question_chars:
             raise ApiError(422, f"{where} has {len(text)} characters; the limit is {settings.max_question_chars}")
 
-    def prepare_ask(body: AskRequest) -> tuple[AskRequest, PreparedStrategy]:
+    def mounted(names: list[str]) -> SourceSet:
+        return store.mount(sources, names)
+
+    def prepare_ask(body: AskRequest) -> tuple[AskRequest, PreparedStrategy, SourceSet]:
         check_question(body.question)
-        return body, prepare_strategy(body.strategy, body.params)
+        return body, prepare_strategy(body.strategy, body.params), mounted(body.sources)
 
     def item_of(body: AskRequest) -> str | Question:
         return Question(qid=body.qid, question=body.question, answers=[]) if body.qid else body.question
@@ -149,19 +159,28 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
             infos.append(StrategyInfo(name=name, params_schema=cls.Params.model_json_schema()))
         return infos
 
+    @app.get("/v1/info", response_model=ServiceInfo, dependencies=auth, summary="the model and limits, for the UI")
+    async def info() -> ServiceInfo:
+        return ServiceInfo(model=model.name, backend=type(model).__name__, sources=sources.names(),
+                           api_key_required=settings.api_key is not None,
+                           max_question_chars=settings.max_question_chars,
+                           max_upload_bytes=settings.uploads.max_bytes, max_upload_rows=settings.uploads.max_rows)
+
     @app.post("/v1/ask", response_model=Trace, responses=ERRORS, dependencies=auth,
               summary="answer one question with a strategy; returns its trace")
-    async def ask(prepared: tuple[AskRequest, PreparedStrategy] = Depends(prepare_ask)) -> Trace:
-        body, strategy = prepared
-        runner = strategy.build(StrategyContext(model=model, sources=sources))
+    async def ask(prepared: tuple[AskRequest, PreparedStrategy, SourceSet] = Depends(prepare_ask)) -> Trace:
+        body, strategy, sourceset = prepared
+        runner = strategy.build(StrategyContext(model=model, sources=sourceset))
         return await anyio.to_thread.run_sync(runner.run, item_of(body), limiter=ask_limiter())
 
     @app.post("/v1/ask/stream", response_model=None, dependencies=auth,
               responses={200: {"content": {"text/event-stream": {}}, "description": "start, retrieval/model..., trace, done"},
                          **ERRORS},
               summary="the same as /v1/ask, streamed as server-sent events")
-    async def ask_stream(prepared: tuple[AskRequest, PreparedStrategy] = Depends(prepare_ask)) -> StreamingResponse:
-        body, strategy = prepared
+    async def ask_stream(
+        prepared: tuple[AskRequest, PreparedStrategy, SourceSet] = Depends(prepare_ask),
+    ) -> StreamingResponse:
+        body, strategy, sourceset = prepared
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[ProgressEvent | None] = asyncio.Queue()
 
@@ -169,13 +188,13 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
             loop.call_soon_threadsafe(queue.put_nowait, event)
 
         runner = strategy.build(StrategyContext(model=ObservedModel(model, sink),
-                                                sources=ObservedSourceSet(sources, sink)))
+                                                sources=ObservedSourceSet(sourceset, sink)))
 
         async def events() -> AsyncIterator[str]:
             yield _sse("start", {"question": body.question, "strategy": strategy.name,
-                                 "params": strategy.params.model_dump(mode="json")})
+                                 "params": strategy.params.model_dump(mode="json"), "sources": sourceset.names()})
             task = asyncio.ensure_future(anyio.to_thread.run_sync(runner.run, item_of(body), limiter=ask_limiter()))
-            task.add_done_callback(lambda _: queue.put_nowait(None))
+            task.add_done_callback(lambda _: loop.call_soon(queue.put_nowait, None))
             while (event := await queue.get()) is not None:
                 yield _sse(event.kind, event)
             trace: Trace = task.result()
@@ -184,36 +203,19 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
 
         return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
-    @app.post("/v1/runs", response_model=RunStatus, status_code=202, responses=ERRORS, dependencies=auth,
-              summary="start a background run over many questions")
-    async def start_run(body: RunRequest) -> RunStatus:
-        if len(body.questions) > settings.max_run_questions:
-            raise ApiError(422, f"{len(body.questions)} questions; a run takes at most {settings.max_run_questions}")
-        for i, q in enumerate(body.questions):
-            check_question(q.question, f"question {i}")
-        strategy = prepare_strategy(body.strategy, body.params)
-        make: Callable[[], Strategy] = lambda: strategy.build(StrategyContext(model=model, sources=sources))  # noqa: E731
-        return runs.submit(make, strategy.name, strategy.params.model_dump(mode="json"), body.questions)
+    def prepare_config(config: StrategyConfig) -> tuple[PreparedStrategy, SourceSet]:
+        return prepare_strategy(config.strategy, config.params), mounted(config.sources)
 
-    @app.get("/v1/runs", response_model=list[RunStatus], dependencies=auth)
-    async def list_runs() -> list[RunStatus]:
-        return runs.list()
-
-    @app.get("/v1/runs/{run_id}", response_model=RunStatus, responses={404: {"model": ErrorReply, "description": "no such run"}}, dependencies=auth)
-    async def run_status(run_id: str) -> RunStatus:
-        return runs.status(run_id)
-
-    @app.get("/v1/runs/{run_id}/traces", response_model=list[Trace], dependencies=auth)
-    async def run_traces(run_id: str, offset: int = Query(0, ge=0), limit: int = Query(100, ge=1, le=1000)) -> list[Trace]:
-        return runs.traces(run_id, offset, limit)
-
-    @app.delete("/v1/runs/{run_id}", response_model=RunStatus, dependencies=auth, summary="cancel a run")
-    async def cancel_run(run_id: str) -> RunStatus:
-        return runs.cancel(run_id)
+    app.include_router(build_runs_router(runs, model, prepare_config, check_question, settings), dependencies=auth)
+    app.include_router(build_sources_router(sources, store), dependencies=auth)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
         return {"status": "ok", "model": model.name, "sources": sources.names()}
 
     app.mount("/retrieval", create_retrieval_app(sources, settings.retrieval_settings()))
+    if settings.ui:
+        from routerag.server.ui import mount_ui
+
+        mount_ui(app)
     return app

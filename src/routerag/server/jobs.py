@@ -1,9 +1,21 @@
-"""Background runs: a batch of questions answered by one strategy in worker threads, which
-clients can poll, page through and cancel. Runs are kept in memory; the most recent
-``keep`` finished runs survive."""
+"""Background runs: one or more strategy configurations answering the same questions in worker
+threads, which clients can poll, page through, compare and cancel.
+
+A run with one configuration is a plain batch; with two or more it is a *comparison*: every
+configuration answers every question (interleaved, so all progress together), each answer is
+scored with :func:`routerag.eval.runner.evaluate_question` and each configuration is summarised
+with :func:`routerag.eval.summary.summarize` — the same code as ``routerag eval``. The report
+lists per-question disagreements (different normalised answers or different EM).
+
+Runs live in memory (the most recent ``keep`` finished ones); with a ``store_dir`` every finished
+run is also written there as JSON and read back on start, for the run browser.
+"""
 
 from __future__ import annotations
 
+import logging
+import platform
+import sys
 import threading
 import time
 import uuid
@@ -11,34 +23,98 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
+from routerag import __version__
+from routerag.config import atomic_write_text
 from routerag.corpus.schema import Question
+from routerag.eval.metrics import DEFAULT_METRICS
+from routerag.eval.normalize import normalize_answer
+from routerag.eval.runner import evaluate_question
+from routerag.eval.runs import QuestionRecord, RunHeader, Versions
+from routerag.eval.summary import RunSummary, summarize
 from routerag.strategies.base import Strategy
 from routerag.trace import Trace
 
+log = logging.getLogger(__name__)
+
 RunState = Literal["queued", "running", "done", "cancelled"]
+_RUN_ID = "0123456789abcdef"
 
 
 class RunQuestion(BaseModel):
     question: str = Field(min_length=1)
     qid: str | None = None
+    answers: list[str] = Field(default_factory=list, description="gold answers; with them EM/F1 are computed")
+
+
+class ConfigInfo(BaseModel):
+    label: str
+    strategy: str
+    params: dict[str, Any]  # resolved (validated, with defaults)
+    sources: list[str] = Field(default_factory=list)  # custom sources mounted
 
 
 class RunStatus(BaseModel):
     run_id: str
-    strategy: str
-    params: dict[str, Any]
+    strategy: str  # the first configuration's strategy
+    params: dict[str, Any]  # the first configuration's params
+    configs: list[ConfigInfo]
+    dataset: str | None = None
+    n_questions: int
     state: RunState
-    total: int
-    done: int  # questions answered (including ones whose trace has an error)
+    total: int  # questions x configurations
+    done: int  # answers finished (including ones whose trace has an error)
     errors: int  # traces with ``error`` set
-    skipped: int  # questions not run because the run was cancelled
+    skipped: int  # answers not run because the run was cancelled
     created_at: float
     started_at: float | None = None
     finished_at: float | None = None
+
+
+class ConfigSummary(BaseModel):
+    """One row of the comparison table."""
+
+    label: str
+    strategy: str
+    n_done: int
+    n_errors: int
+    em: float | None  # None: no question has gold answers
+    f1: float | None
+    latency_ms: float
+    total_tokens: float
+    retrieval_turns: float
+    summary: RunSummary
+
+
+class Answer(BaseModel):
+    label: str
+    prediction: str | None  # None: not answered (yet, or skipped)
+    em: float | None = None
+    f1: float | None = None
+    latency_ms: float | None = None
+    tokens: int | None = None
+    turns: int | None = None
+    error: str | None = None
+
+
+class QuestionRow(BaseModel):
+    position: int
+    qid: str
+    question: str
+    golds: list[str]
+    answers: list[Answer]
+    disagree: bool  # the configurations answered differently (normalised) or scored different EM
+
+
+class RunReport(BaseModel):
+    status: RunStatus
+    summaries: list[ConfigSummary]
+    questions: list[QuestionRow]
+    disagreements: int
 
 
 class UnknownRunError(KeyError):
@@ -47,77 +123,145 @@ class UnknownRunError(KeyError):
 
 
 @dataclass
+class RunConfig:
+    """A validated configuration; ``make()`` builds a fresh strategy (one per answer)."""
+
+    info: ConfigInfo
+    make: Callable[[], Strategy]
+
+
+@dataclass
 class _Run:
     status: RunStatus
-    traces: list[Trace | None]
+    questions: list[Question]
+    records: list[list[QuestionRecord | None]]  # [config][question]
     cancel: threading.Event = field(default_factory=threading.Event)
 
 
-class RunManager:
-    """Owns the worker threads and every run's state. ``make_strategy()`` builds a fresh
-    strategy for each question, so questions of one run may be answered concurrently."""
+class _Persisted(BaseModel):
+    status: RunStatus
+    questions: list[Question]
+    records: list[list[QuestionRecord | None]]
 
-    def __init__(self, workers: int = 1, keep: int = 100) -> None:
+
+def _versions() -> Versions:
+    return Versions(routerag=__version__, python=sys.version.split()[0], platform=platform.platform())
+
+
+def to_question(q: RunQuestion, position: int, dataset: str = "") -> Question:
+    return Question(qid=q.qid or f"q{position}", question=q.question, answers=q.answers, dataset=dataset)
+
+
+class RunManager:
+    """Owns the worker threads and every run's state."""
+
+    def __init__(self, workers: int = 1, keep: int = 100, store_dir: Path | None = None) -> None:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="routerag-run")
         self._keep = keep
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._lock = threading.Lock()
+        self._store = store_dir
+        if store_dir is not None:
+            store_dir.mkdir(parents=True, exist_ok=True)
+            self._load()
 
-    def submit(self, make_strategy: Callable[[], Strategy], strategy: str, params: dict[str, Any],
-               questions: list[RunQuestion]) -> RunStatus:
+    # ------------------------------------------------------------------ submit & work
+    def submit(self, configs: list[RunConfig], questions: list[Question], dataset: str | None = None) -> RunStatus:
+        if not configs:
+            raise ValueError("a run needs at least one configuration")
+        seen: set[str] = set()
+        for q in questions:
+            if q.qid in seen:
+                raise ValueError(f"question id {q.qid!r} appears twice")
+            seen.add(q.qid)
         run_id = uuid.uuid4().hex[:16]
-        status = RunStatus(run_id=run_id, strategy=strategy, params=params, state="queued",
-                           total=len(questions), done=0, errors=0, skipped=0, created_at=time.time())
-        run = _Run(status=status, traces=[None] * len(questions))
+        first = configs[0].info
+        status = RunStatus(run_id=run_id, strategy=first.strategy, params=first.params, configs=[c.info for c in configs],
+                           dataset=dataset, n_questions=len(questions), state="queued",
+                           total=len(questions) * len(configs), done=0, errors=0, skipped=0, created_at=time.time())
+        run = _Run(status=status, questions=questions, records=[[None] * len(questions) for _ in configs])
         with self._lock:
             self._runs[run_id] = run
             self._evict()
-        for index, question in enumerate(questions):
-            self._pool.submit(self._answer, run, index, question, make_strategy)
+        for position, question in enumerate(questions):
+            for c, config in enumerate(configs):
+                self._pool.submit(self._answer, run, c, position, question, config)
         return status.model_copy()
 
-    def _answer(self, run: _Run, index: int, question: RunQuestion, make_strategy: Callable[[], Strategy]) -> None:
+    def _answer(self, run: _Run, c: int, position: int, question: Question, config: RunConfig) -> None:
         if run.cancel.is_set():
-            self._finish_one(run, index, None)
+            self._finish_one(run, c, position, None)
             return
         with self._lock:
             if run.status.state == "queued":
                 run.status.state = "running"
                 run.status.started_at = time.time()
-        item: str | Question = question.question
-        if question.qid is not None:
-            item = Question(qid=question.qid, question=question.question, answers=[])
         try:
-            trace = make_strategy().run(item)
-        except Exception as exc:  # noqa: BLE001 — strategies record errors themselves; this is a last resort
-            trace = Trace(question=question.question, strategy=run.status.strategy, qid=question.qid,
+            strategy = config.make()
+            record = evaluate_question(strategy, question, position, strategy_name=config.info.strategy,
+                                       metrics=DEFAULT_METRICS)
+        except Exception as exc:  # noqa: BLE001 — building the strategy failed; the run goes on
+            trace = Trace(question=question.question, strategy=config.info.strategy, qid=question.qid,
                           error=f"{type(exc).__name__}: {exc}")
-        self._finish_one(run, index, trace)
+            record = QuestionRecord(position=position, qid=question.qid, question=question.question, golds=question.answers,
+                                    prediction="", metrics={}, cost={}, error=trace.error, trace=trace)
+        self._finish_one(run, c, position, record)
 
-    def _finish_one(self, run: _Run, index: int, trace: Trace | None) -> None:
+    def _finish_one(self, run: _Run, c: int, position: int, record: QuestionRecord | None) -> None:
+        finished = False
         with self._lock:
             s = run.status
-            if trace is None:
+            if record is None:
                 s.skipped += 1
             else:
-                run.traces[index] = trace
+                run.records[c][position] = record
                 s.done += 1
-                s.errors += trace.error is not None
+                s.errors += record.error is not None
             if s.done + s.skipped == s.total:
                 s.state = "cancelled" if run.cancel.is_set() and s.skipped else "done"
                 s.finished_at = time.time()
+                finished = True
                 self._evict()
+        if finished:
+            self._persist(run)
+
+    # ------------------------------------------------------------------ persistence
+    def _persist(self, run: _Run) -> None:
+        if self._store is None:
+            return
+        with self._lock:
+            payload = _Persisted(status=run.status, questions=run.questions, records=run.records).model_dump_json()
+        try:
+            atomic_write_text(self._store / f"{run.status.run_id}.json", payload)
+        except OSError:
+            log.exception("cannot save run %s", run.status.run_id)
+
+    def _load(self) -> None:
+        assert self._store is not None
+        files = sorted(self._store.glob("*.json"), key=lambda p: p.stat().st_mtime)[-self._keep :]
+        for path in files:
+            if len(path.stem) != 16 or set(path.stem) - set(_RUN_ID):
+                continue
+            try:
+                saved = _Persisted.model_validate_json(path.read_text(encoding="utf-8"))
+            except (ValidationError, OSError, ValueError) as exc:
+                log.warning("skipping saved run %s: %s", path, exc)
+                continue
+            self._runs[saved.status.run_id] = _Run(status=saved.status, questions=saved.questions, records=saved.records)
 
     def _evict(self) -> None:
         finished = [rid for rid, r in self._runs.items() if r.status.finished_at is not None]
         for rid in finished[: max(0, len(finished) - self._keep)]:
             del self._runs[rid]
+            if self._store is not None:
+                (self._store / f"{rid}.json").unlink(missing_ok=True)
 
+    # ------------------------------------------------------------------ reading
     def _get(self, run_id: str) -> _Run:
         try:
             return self._runs[run_id]
         except KeyError:
-            raise UnknownRunError(f"no run {run_id!r} (finished runs are kept in memory, {self._keep} at most)") from None
+            raise UnknownRunError(f"no run {run_id!r} (finished runs are kept, {self._keep} at most)") from None
 
     def status(self, run_id: str) -> RunStatus:
         with self._lock:
@@ -125,16 +269,60 @@ class RunManager:
 
     def list(self) -> list[RunStatus]:
         with self._lock:
-            return [r.status.model_copy() for r in self._runs.values()]
+            return [r.status.model_copy() for r in reversed(self._runs.values())]
 
-    def traces(self, run_id: str, offset: int = 0, limit: int = 100) -> list[Trace]:
-        """Finished traces in question order (unanswered questions are left out)."""
+    def traces(self, run_id: str, offset: int = 0, limit: int = 100, config: int | None = None) -> list[Trace]:
+        """Finished traces, configuration by configuration, in question order (unanswered left out)."""
         with self._lock:
-            done = [t for t in self._get(run_id).traces if t is not None]
+            run = self._get(run_id)
+            chosen = run.records if config is None else run.records[config : config + 1]
+            done = [r.trace for per_config in chosen for r in per_config if r is not None]
         return done[offset : offset + limit]
 
+    def report(self, run_id: str) -> RunReport:
+        with self._lock:
+            run = self._get(run_id)
+            status = run.status.model_copy()
+            records = [list(per) for per in run.records]
+            questions = list(run.questions)
+        summaries = []
+        for info, per_config in zip(status.configs, records):
+            done = [r for r in per_config if r is not None]
+            header = RunHeader(name=status.run_id, dataset=status.dataset or "custom", strategy=info.strategy,
+                               label=info.label, metrics=list(DEFAULT_METRICS), sample_qids=[q.qid for q in questions],
+                               fingerprint=status.run_id, versions=_versions())
+            summary = summarize(header, done)
+            graded = summary.metric_counts.get("em", 0) > 0
+            summaries.append(ConfigSummary(
+                label=info.label, strategy=info.strategy, n_done=summary.n_done, n_errors=summary.n_errors,
+                em=summary.metrics.get("em") if graded else None, f1=summary.metrics.get("f1") if graded else None,
+                latency_ms=summary.cost.latency_ms, total_tokens=summary.cost.total_tokens,
+                retrieval_turns=summary.cost.retrieval_turns, summary=summary,
+            ))
+        rows = []
+        for position, q in enumerate(questions):
+            answers = []
+            for info, per_config in zip(status.configs, records):
+                r = per_config[position]
+                if r is None:
+                    answers.append(Answer(label=info.label, prediction=None))
+                    continue
+                answers.append(Answer(label=info.label, prediction=r.prediction, em=r.metrics.get("em"),
+                                      f1=r.metrics.get("f1"), latency_ms=round(r.cost.latency_ms, 1),
+                                      tokens=r.cost.total_tokens, turns=r.cost.retrieval_turns, error=r.error))
+            finished = [a for a in answers if a.prediction is not None]
+            disagree = len(finished) > 1 and (
+                len({normalize_answer(a.prediction or "") for a in finished}) > 1
+                or len({a.em for a in finished}) > 1
+            )
+            rows.append(QuestionRow(position=position, qid=q.qid, question=q.question, golds=list(q.answers),
+                                    answers=answers, disagree=disagree))
+        return RunReport(status=status, summaries=summaries, questions=rows,
+                         disagreements=sum(r.disagree for r in rows))
+
+    # ------------------------------------------------------------------ control
     def cancel(self, run_id: str) -> RunStatus:
-        """Questions not yet started are skipped; the ones running finish."""
+        """Answers not yet started are skipped; the ones running finish."""
         with self._lock:
             run = self._get(run_id)
             if run.status.finished_at is None:

@@ -4,9 +4,11 @@ and how the Search-R1/RouteRAG adapter maps mode tags onto mounted sources."""
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from routerag.server.upload_parse import UploadSettings
 from routerag.sources.base import MAX_BATCH, MAX_K, MAX_QUERY_CHARS
 
 NATIVE_PATHS = frozenset({"/retrieve", "/sources", "/health", "/docs", "/redoc", "/openapi.json"})
@@ -97,7 +99,12 @@ class ServiceSettings(BaseModel):
     ask_threads: int = Field(4, ge=1, le=64, description="strategy runs of /v1/ask at once (worker threads)")
     run_workers: int = Field(1, ge=1, le=64, description="questions of background runs answered at once")
     max_run_questions: int = Field(5_000, ge=1, description="most questions in one background run")
-    keep_runs: int = Field(100, ge=1, description="finished runs kept in memory (oldest dropped first)")
+    keep_runs: int = Field(100, ge=1, description="finished runs kept (oldest dropped first)")
+    data_dir: Path | None = Field(
+        None, description="where uploaded sources and finished runs are kept; default: routerag.paths.cache_dir('service')"
+    )
+    uploads: UploadSettings = Field(default_factory=UploadSettings, description="limits on uploaded custom sources")
+    ui: bool = Field(True, description="serve the web UI at /")
     retrieval: ServerSettings = Field(default_factory=ServerSettings, description="the mounted retrieval API")
 
     @model_validator(mode="after")

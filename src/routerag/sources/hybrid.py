@@ -52,6 +52,8 @@ class HybridSource:
     def search(self, queries: Sequence[str], k: int) -> list[QueryResult]:
         queries = check_queries(queries)
         k = check_k(k)
+        if not queries:
+            return []
         with Stopwatch() as sw:
             with ThreadPoolExecutor(max_workers=2) as pool:
                 dense_f = pool.submit(self.passage.search, queries, 2 * k)

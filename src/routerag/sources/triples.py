@@ -43,6 +43,8 @@ class TriplesSource:
     def search(self, queries: Sequence[str], k: int) -> list[QueryResult]:
         queries = check_queries(queries)
         k = check_k(k)
+        if not queries:
+            return []
         g = self.graph
         with Stopwatch() as sw:
             if g.data.facts:

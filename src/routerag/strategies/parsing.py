@@ -10,6 +10,7 @@ Error codes (each has a recovery; ``docs/strategies.md`` lists them):
 ``unclosed_answer``   ``<answer> x`` without ``</answer>`` -> the answer ``x``
 ``multiple_actions``  two actions in one output -> the first one opened wins, the rest is dropped
 ``empty_query``       ``<search></search>`` -> the question itself is searched
+``trivial_query``     only function words (``<search> and </search>`` in prose) -> the question
 ``long_query``        a query over the limit -> cut at a word boundary
 ``missing_mode``      no ``[mode]`` tag -> the default mode
 ``unknown_mode:X``    a tag that names no mode -> dropped (default mode when none is left)
@@ -175,13 +176,24 @@ def resolve_modes(tags: Iterable[str], known: Iterable[str], default: str, combi
     return ModeChoice(mode=valid[0], tags=tags, errors=errors)
 
 
+_FUNCTION_WORDS = frozenset(
+    "a an and or but the of to in on at by for with from as is are was were be it this that query "
+    "keyword keywords here your my search".split()
+)
+
+
 def clean_query(query: str, fallback: str, max_chars: int) -> tuple[str, list[str]]:
-    """Repair a query: empty -> ``fallback`` (``empty_query``); longer than ``max_chars`` -> cut
-    at the last word boundary within the limit (``long_query``). Whitespace is collapsed."""
+    """Repair a query: empty -> ``fallback`` (``empty_query``); only function words, as when a
+    model mentions "<search> and </search>" in prose -> ``fallback`` (``trivial_query``); longer
+    than ``max_chars`` -> cut at the last word boundary within the limit (``long_query``).
+    Whitespace is collapsed."""
     query = " ".join(query.split())
     errors: list[str] = []
     if not query:
         errors.append("empty_query")
+    elif all(w in _FUNCTION_WORDS for w in re.findall(r"\w+", query.lower())):
+        errors.append("trivial_query")
+    if errors:
         query = " ".join(fallback.split())
     if len(query) > max_chars:
         errors.append("long_query")

@@ -32,7 +32,7 @@ from routerag.sources.fusion import rrf
 from routerag.strategies.adaptive_cap import best_first, group_by_source
 from routerag.strategies.base import StrategyContext
 from routerag.strategies.json_output import extract_json
-from routerag.strategies.loop import call_model
+from routerag.strategies.loop import call_model, generated_text
 from routerag.trace import ModelCall
 
 
@@ -69,12 +69,11 @@ def _ordered(hits: list[Hit], value: Callable[[int, Hit], float]) -> list[Hit]:
 
 def _dedupe(hits: list[Hit]) -> list[Hit]:
     """Keep the first (best-ordered) copy of a document found by several sources."""
-    seen: set[tuple[str, str]] = set()
+    seen: set[str] = set()
     out = []
     for hit in hits:
-        key = (hit.doc_id, hit.text)
-        if key not in seen:
-            seen.add(key)
+        if hit.doc_id not in seen:
+            seen.add(hit.doc_id)
             out.append(hit)
     return out
 
@@ -171,7 +170,7 @@ def parse_judge(text: str, n: int) -> list[int] | None:
     return picked or None
 
 
-JUDGE_PARAMS = GenerationParams(max_tokens=64, temperature=0.0)
+JUDGE_PARAMS = GenerationParams(max_tokens=64, temperature=0.0, stop=["}"])
 
 
 @SELECTORS.register("llm")
@@ -180,13 +179,14 @@ def select_by_llm(request: SelectionRequest, context: StrategyContext) -> Select
     if not candidates:
         return Selection(hits=[], model_calls=[])
     response, call = call_model(context, judge_messages(request, candidates), JUDGE_PARAMS, "judge")
-    picked = parse_judge(response.text, len(candidates))
+    text = generated_text(response)
+    picked = parse_judge(text, len(candidates))
     if not picked:
         by_score = select_by_score(request, context).hits
         if picked == []:
-            return Selection(by_score, [call], response.text, fallback="the judge kept no passage; kept by score")
+            return Selection(by_score, [call], text, fallback="the judge kept no passage; kept by score")
         error = "judge reply names no passage number; kept by score"
-        return Selection(by_score, [call], response.text, format_error=error, fallback=error)
+        return Selection(by_score, [call], text, format_error=error, fallback=error)
     return Selection(
-        hits=[candidates[i] for i in picked][: request.keep_k], model_calls=[call], raw_output=response.text
+        hits=[candidates[i] for i in picked][: request.keep_k], model_calls=[call], raw_output=text
     )

@@ -21,11 +21,11 @@ from routerag.sources.base import MAX_QUERY_CHARS, Hit
 from routerag.strategies.base import StrategyContext
 from routerag.strategies.decompose import Plan, SubQuery, bind, decompose_messages, execution_order, parse_plan
 from routerag.strategies.fusion_answer import Hop, fuse_messages, last_hop_answer, parse_fusion
-from routerag.strategies.loop import add_step, call_model
+from routerag.strategies.loop import add_step, call_model, generated_text
 from routerag.strategies.source_routing import parse_route, route_messages
 from routerag.strategies.reflection import Attempt, parse_reflection, reflect_messages
 from routerag.strategies.subanswer import SubAnswer, answer_messages, parse_subanswer, render_evidence
-from routerag.trace import Trace
+from routerag.trace import ModelCall, Trace
 
 
 class SieveParams(BaseModel):
@@ -40,9 +40,15 @@ class SieveParams(BaseModel):
     passage_chars: int = Field(default=1500, ge=50, description="characters of each passage shown to the model")
     max_new_tokens: int = Field(default=256, ge=16, description="generation limit of every model call")
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    stop_after_object: bool = Field(
+        default=True,
+        description="end flat JSON replies (route, answer, reflect, fuse) at their first '}': small models "
+        "ramble after the object, and this saves their tokens",
+    )
 
-    def generation(self) -> GenerationParams:
-        return GenerationParams(max_tokens=self.max_new_tokens, temperature=self.temperature)
+    def generation(self, flat_json: bool = False) -> GenerationParams:
+        stop = ["}"] if flat_json and self.stop_after_object else []
+        return GenerationParams(max_tokens=self.max_new_tokens, temperature=self.temperature, stop=stop)
 
 
 class EvidenceGatherer(Protocol):
@@ -65,8 +71,9 @@ def searchable(query: str) -> str:
 def route_step(context: StrategyContext, params: SieveParams, trace: Trace, subquery_id: str, query: str) -> str:
     """One routing call over the source profiles, recorded as a ``route`` step; the chosen source."""
     profiles = context.sources.profiles()
-    response, call = call_model(context, route_messages(query, profiles), params.generation(), "route")
-    decision = parse_route(response.text, list(profiles))
+    response, call = call_model(context, route_messages(query, profiles), params.generation(flat_json=True), "route")
+    text = generated_text(response)
+    decision = parse_route(text, list(profiles))
     add_step(
         trace,
         "route",
@@ -74,7 +81,7 @@ def route_step(context: StrategyContext, params: SieveParams, trace: Trace, subq
         sources=[decision.source],
         routing_reason=decision.reason,
         model_calls=[call],
-        raw_output=response.text,
+        raw_output=text,
         format_error=decision.format_error,
         metadata={"subquery_id": subquery_id, "preferred_source": decision.source},
     )
@@ -87,8 +94,10 @@ class SievePipeline:
         self.params = params
         self.gatherer = gatherer
 
-    def _call(self, messages: list[Message], purpose: str):
-        return call_model(self.context, messages, self.params.generation(), purpose)
+    def _call(self, messages: list[Message], purpose: str, *, flat_json: bool = True) -> tuple[str, ModelCall]:
+        """One model call; the generated text (with the stop string that ended it) and its record."""
+        response, call = call_model(self.context, messages, self.params.generation(flat_json), purpose)
+        return generated_text(response), call
 
     # ------------------------------------------------------------ stages
 
@@ -99,8 +108,10 @@ class SievePipeline:
             plan = Plan.single(trace.question)
             add_step(trace, "decompose", query=trace.question, metadata={"subqueries": [s.model_dump() for s in plan.subqueries]})
             return plan, plan.subqueries
-        response, call = self._call(decompose_messages(trace.question, self.params.max_subqueries), "decompose")
-        plan = parse_plan(response.text, trace.question, self.params.max_subqueries)
+        text, call = self._call(
+            decompose_messages(trace.question, self.params.max_subqueries), "decompose", flat_json=False
+        )
+        plan = parse_plan(text, trace.question, self.params.max_subqueries)
         ordered, note = execution_order(plan.subqueries)
         error = "; ".join(e for e in (plan.format_error, note) if e) or None
         add_step(
@@ -108,7 +119,7 @@ class SievePipeline:
             "decompose",
             query=trace.question,
             model_calls=[call],
-            raw_output=response.text,
+            raw_output=text,
             format_error=error,
             metadata={"subqueries": [s.model_dump() for s in ordered]},
         )
@@ -116,8 +127,8 @@ class SievePipeline:
 
     def answer(self, trace: Trace, subquery_id: str, attempt: int, query: str, source: str | None, evidence: list[Hit]) -> SubAnswer:
         shown = render_evidence(evidence, self.params.passage_chars)
-        response, call = self._call(answer_messages(query, shown, trace.question), "answer")
-        sub, error = parse_subanswer(response.text)
+        text, call = self._call(answer_messages(query, shown, trace.question), "answer")
+        sub, error = parse_subanswer(text)
         add_step(
             trace,
             "answer",
@@ -127,7 +138,7 @@ class SievePipeline:
             answer=sub.answer,
             reasoning=sub.reason,
             model_calls=[call],
-            raw_output=response.text,
+            raw_output=text,
             format_error=error,
             kept_doc_ids=[h.doc_id for h in evidence],
             metadata={"subquery_id": subquery_id, "attempt": attempt, "success": sub.success, "preferred_source": source},
@@ -136,8 +147,8 @@ class SievePipeline:
 
     def reflect(self, trace: Trace, subquery_id: str, attempts: list[Attempt]) -> tuple[str, str]:
         profiles = self.context.sources.profiles()
-        response, call = self._call(reflect_messages(attempts[-1].query, attempts, profiles), "reflect")
-        reflection = parse_reflection(response.text, attempts, list(profiles))
+        text, call = self._call(reflect_messages(attempts[-1].query, attempts, profiles), "reflect")
+        reflection = parse_reflection(text, attempts, list(profiles))
         add_step(
             trace,
             "reflect",
@@ -145,7 +156,7 @@ class SievePipeline:
             sources=[reflection.source],
             routing_reason=reflection.reason,
             model_calls=[call],
-            raw_output=response.text,
+            raw_output=text,
             format_error=reflection.format_error,
             metadata={
                 "subquery_id": subquery_id,
@@ -178,8 +189,8 @@ class SievePipeline:
         if len(hops) == 1 and not self.params.fuse_single_hop:
             trace.answer = fallback
             return
-        response, call = self._call(fuse_messages(trace.question, hops), "fuse")
-        fusion = parse_fusion(response.text, fallback)
+        text, call = self._call(fuse_messages(trace.question, hops), "fuse")
+        fusion = parse_fusion(text, fallback)
         add_step(
             trace,
             "fuse",
@@ -187,7 +198,7 @@ class SievePipeline:
             answer=fusion.answer,
             reasoning=fusion.reason,
             model_calls=[call],
-            raw_output=response.text,
+            raw_output=text,
             format_error=fusion.format_error,
             metadata={"used_fallback": fusion.used_fallback},
         )

@@ -1,0 +1,139 @@
+"""``/v1/runs``: background runs and comparisons, and ``/v1/datasets`` to sample questions from."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field, model_validator
+
+from routerag.corpus.sampling import evenly_spaced
+from routerag.corpus.schema import Question
+from routerag.llm.base import ChatModel
+from routerag.server.jobs import ConfigInfo, RunConfig, RunManager, RunQuestion, RunReport, RunStatus, to_question
+from routerag.server.prepare import PreparedStrategy, StrategyConfig
+from routerag.server.retrieval_app import ERRORS, ApiError, ErrorReply
+from routerag.server.settings import ServiceSettings
+from routerag.sources.sourceset import SourceSet
+from routerag.strategies import StrategyContext
+from routerag.trace import Trace
+
+MAX_CONFIGS = 8
+
+
+class RunRequest(BaseModel):
+    """Questions (given, or sampled evenly from a named dataset) and one configuration
+    (``strategy``/``params``/``sources``) or several (``configs``) to compare."""
+
+    questions: list[RunQuestion] | None = Field(None, min_length=1, description="the questions (with optional gold answers)")
+    dataset: str | None = Field(None, description="a named dataset (GET /v1/datasets) to sample questions from")
+    sample_size: int | None = Field(None, ge=1, description="keep this many evenly spaced questions")
+    strategy: str = "vanilla"
+    params: dict = Field(default_factory=dict)
+    sources: list[str] = Field(default_factory=list, max_length=16)
+    configs: list[StrategyConfig] | None = Field(None, min_length=1, max_length=MAX_CONFIGS,
+                                                 description="configurations to compare on the same questions")
+
+    @model_validator(mode="after")
+    def _one_question_source(self) -> "RunRequest":
+        if (self.questions is None) == (self.dataset is None):
+            raise ValueError("give either questions or dataset")
+        return self
+
+
+class DatasetInfo(BaseModel):
+    name: str
+
+
+def _labels(configs: list[StrategyConfig]) -> list[str]:
+    labels: list[str] = []
+    for c in configs:
+        base = c.label or c.strategy
+        label, n = base, 2
+        while label in labels:
+            label, n = f"{base} #{n}", n + 1
+        labels.append(label)
+    return labels
+
+
+def build_runs_router(
+    runs: RunManager,
+    model: ChatModel,
+    prepare: Callable[[StrategyConfig], tuple[PreparedStrategy, SourceSet]],
+    check_question: Callable[[str, str], None],
+    settings: ServiceSettings,
+) -> APIRouter:
+    router = APIRouter(tags=["runs"])
+
+    def load_questions(body: RunRequest) -> list[Question]:
+        if body.questions is not None:
+            picked = evenly_spaced(body.questions, body.sample_size)
+            return [to_question(q, i) for i, q in enumerate(picked)]
+        from routerag.corpus.datasets import DataNotFoundError, dataset_names, load_dataset
+
+        assert body.dataset is not None
+        if body.dataset not in dataset_names():  # never a file path
+            raise ApiError(422, f"unknown dataset {body.dataset!r}; valid: {', '.join(dataset_names())}")
+        try:
+            data = load_dataset(body.dataset, n_questions=body.sample_size or 20)
+        except (DataNotFoundError, ValueError) as exc:
+            raise ApiError(422, f"dataset {body.dataset!r} cannot be loaded: {exc}") from None
+        return list(data.questions)
+
+    @router.get("/v1/datasets", response_model=list[DatasetInfo])
+    async def datasets() -> list[DatasetInfo]:
+        from routerag.corpus.datasets import dataset_names
+
+        return [DatasetInfo(name=n) for n in dataset_names()]
+
+    @router.post("/v1/runs", response_model=RunStatus, status_code=202, responses=ERRORS,
+                 summary="start a background run (one configuration) or comparison (several)")
+    async def start_run(body: RunRequest) -> RunStatus:
+        if body.questions is not None and len(body.questions) > settings.max_run_questions:
+            raise ApiError(422, f"{len(body.questions)} questions; a run takes at most {settings.max_run_questions}")
+        if body.sample_size is not None and body.sample_size > settings.max_run_questions:
+            raise ApiError(422, f"sample_size {body.sample_size}; a run takes at most {settings.max_run_questions}")
+        for i, q in enumerate(body.questions or []):
+            check_question(q.question, f"question {i}")
+        configs = body.configs or [StrategyConfig(strategy=body.strategy, params=body.params, sources=body.sources)]
+        prepared: list[RunConfig] = []
+        for label, config in zip(_labels(configs), configs):
+            strategy, sourceset = prepare(config)
+            def make(strategy: PreparedStrategy = strategy, sourceset: SourceSet = sourceset):  # noqa: ANN202
+                return strategy.build(StrategyContext(model=model, sources=sourceset))
+
+            info = ConfigInfo(label=label, strategy=strategy.name, params=strategy.params.model_dump(mode="json"),
+                              sources=list(config.sources))
+            prepared.append(RunConfig(info=info, make=make))
+        questions = await anyio.to_thread.run_sync(load_questions, body)
+        if not questions:
+            raise ApiError(422, "no questions to run")
+        try:
+            return runs.submit(prepared, questions, dataset=body.dataset)
+        except ValueError as exc:
+            raise ApiError(422, str(exc)) from None
+
+    @router.get("/v1/runs", response_model=list[RunStatus], summary="runs, newest first")
+    async def list_runs() -> list[RunStatus]:
+        return runs.list()
+
+    @router.get("/v1/runs/{run_id}", response_model=RunStatus, responses={404: {"model": ErrorReply, "description": "no such run"}})
+    async def run_status(run_id: str) -> RunStatus:
+        return runs.status(run_id)
+
+    @router.get("/v1/runs/{run_id}/traces", response_model=list[Trace])
+    async def run_traces(run_id: str, offset: int = Query(0, ge=0), limit: int = Query(100, ge=1, le=1000),
+                         config: int | None = Query(None, ge=0, lt=MAX_CONFIGS)) -> list[Trace]:
+        return runs.traces(run_id, offset, limit, config)
+
+    @router.get("/v1/runs/{run_id}/report", response_model=RunReport,
+                summary="per-configuration EM/F1/latency/tokens/turns and per-question disagreements")
+    async def run_report(run_id: str) -> RunReport:
+        return await anyio.to_thread.run_sync(runs.report, run_id)
+
+    @router.delete("/v1/runs/{run_id}", response_model=RunStatus, summary="cancel a run")
+    async def cancel_run(run_id: str) -> RunStatus:
+        return runs.cancel(run_id)
+
+    return router

@@ -1,0 +1,263 @@
+"""Parse and validate an uploaded corpus file in memory: a JSON list of ``{title, text}`` objects
+(or of plain strings), or a CSV with a ``text`` column and an optional ``title`` column.
+
+Nothing is executed or unpickled: bytes are decoded as strict UTF-8 and read with ``json`` /
+``csv``. Every problem is reported with its line (and record, for JSON) so the UI can show it
+next to the row; a file with any bad row is refused as a whole.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from routerag.corpus.schema import Document
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,40}$"
+_NAME = re.compile(NAME_PATTERN)
+
+JSON_TYPES = frozenset({"application/json", "text/json"})
+CSV_TYPES = frozenset({"text/csv", "application/csv", "text/comma-separated-values", "application/vnd.ms-excel"})
+# a client that does not know the type (curl -F without ;type=) sends this; the file name decides
+GENERIC_TYPES = frozenset({"application/octet-stream", "text/plain", ""})
+
+
+class UploadSettings(BaseModel):
+    """Limits on uploaded custom sources."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_bytes: int = Field(5_000_000, ge=1, description="largest uploaded file (bytes); larger gets 413")
+    max_rows: int = Field(20_000, ge=1, description="most passages in one upload; more gets 422")
+    max_text_chars: int = Field(20_000, ge=1, description="longest passage text")
+    max_title_chars: int = Field(500, ge=1, description="longest passage title")
+    max_profile_chars: int = Field(500, ge=1, description="longest source profile")
+    max_errors: int = Field(50, ge=1, description="row errors reported at most")
+    max_sources: int = Field(50, ge=1, description="custom sources kept at most")
+
+
+class RowError(BaseModel):
+    line: int | None = None  # 1-based line in the file
+    record: int | None = None  # 0-based record (JSON list element / CSV data row)
+    field: str | None = None
+    message: str
+
+    def text(self) -> str:
+        where = f"line {self.line}" if self.line is not None else "file"
+        if self.record is not None:
+            where += f" (record {self.record})"
+        field = f", {self.field}" if self.field else ""
+        return f"{where}{field}: {self.message}"
+
+
+class UploadRejected(Exception):
+    """The upload cannot be used; ``status`` is the HTTP status, ``errors`` the bad rows."""
+
+    def __init__(self, status: int, detail: str, errors: list[RowError] | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.errors = errors or []
+
+
+class ParsedUpload(BaseModel):
+    format: str  # "json" | "csv"
+    docs: list[Document]
+    rows: int
+    duplicates: int
+
+
+def check_name(name: str) -> str:
+    if not _NAME.match(name):
+        raise UploadRejected(
+            422, f"invalid source name {name!r}: use 1-41 characters a-z, 0-9, '_' or '-', starting with a letter or digit"
+        )
+    return name
+
+
+def detect_format(filename: str, content_type: str) -> str:
+    media = content_type.split(";")[0].strip().lower()
+    suffix = filename.rsplit(".", 1)[-1].lower() if "." in filename else ""
+    if media in JSON_TYPES:
+        return "json"
+    if media in CSV_TYPES:
+        return "csv"
+    if media in GENERIC_TYPES and suffix in {"json", "csv"}:
+        return suffix
+    raise UploadRejected(
+        415,
+        f"unsupported file type {media or '(none)'!r} for {filename!r}: upload a JSON list (application/json, .json) "
+        "or a CSV with a 'text' column (text/csv, .csv)",
+    )
+
+
+def decode_utf8(data: bytes) -> str:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UploadRejected(
+            422, f"the file is not UTF-8: invalid byte 0x{data[exc.start]:02x} at offset {exc.start} (line {line})",
+            [RowError(line=line, message="not UTF-8")],
+        ) from None
+    return text.removeprefix("\ufeff")
+
+
+class _Collector:
+    def __init__(self, settings: UploadSettings) -> None:
+        self.settings = settings
+        self.errors: list[RowError] = []
+        self.error_count = 0
+        self.docs: dict[str, Document] = {}
+        self.rows = 0
+        self.duplicates = 0
+
+    def error(self, line: int | None, record: int | None, field: str | None, message: str) -> None:
+        self.error_count += 1
+        if len(self.errors) < self.settings.max_errors:
+            self.errors.append(RowError(line=line, record=record, field=field, message=message))
+
+    def count_row(self) -> None:
+        self.rows += 1
+        if self.rows > self.settings.max_rows:
+            raise UploadRejected(422, f"too many rows: more than {self.settings.max_rows} passages (the limit)")
+
+    def add(self, line: int, record: int, title: str, text: str) -> None:
+        s = self.settings
+        ok = True
+        if not text.strip():
+            self.error(line, record, "text", "empty text")
+            ok = False
+        elif len(text) > s.max_text_chars:
+            self.error(line, record, "text", f"{len(text)} characters; the limit is {s.max_text_chars}")
+            ok = False
+        if len(title) > s.max_title_chars:
+            self.error(line, record, "title", f"{len(title)} characters; the limit is {s.max_title_chars}")
+            ok = False
+        if ok:
+            doc = Document.make(title.strip(), text.strip())
+            if doc.doc_id in self.docs:
+                self.duplicates += 1
+            else:
+                self.docs[doc.doc_id] = doc
+
+    def result(self, fmt: str) -> ParsedUpload:
+        if self.error_count:
+            first = self.errors[0].text()
+            raise UploadRejected(
+                422, f"{self.error_count} invalid row(s); the first: {first}", self.errors,
+            )
+        if not self.docs:
+            raise UploadRejected(422, "the file holds no passages")
+        return ParsedUpload(format=fmt, docs=list(self.docs.values()), rows=self.rows, duplicates=self.duplicates)
+
+
+def _parse_json(text: str, out: _Collector) -> None:
+    decoder = json.JSONDecoder()
+    n = len(text)
+    line = 1
+    counted = 0
+
+    def line_at(pos: int) -> int:
+        nonlocal line, counted
+        line += text.count("\n", counted, pos)
+        counted = pos
+        return line
+
+    def skip(pos: int) -> int:
+        while pos < n and text[pos] in " \t\r\n":
+            pos += 1
+        return pos
+
+    def syntax(pos: int, message: str) -> UploadRejected:
+        at = line_at(pos)
+        return UploadRejected(422, f"invalid JSON at line {at}: {message}", [RowError(line=at, message=message)])
+
+    i = skip(0)
+    if i >= n or text[i] != "[":
+        raise syntax(i, "expected a JSON list of {title, text} objects or strings at the top level")
+    i = skip(i + 1)
+    if i < n and text[i] == "]":
+        i = skip(i + 1)
+    else:
+        record = 0
+        while True:
+            start = i
+            try:
+                value, end = decoder.raw_decode(text, i)
+            except json.JSONDecodeError as exc:
+                raise syntax(exc.pos, exc.msg) from None
+            at = line_at(start)
+            out.count_row()
+            if isinstance(value, str):
+                out.add(at, record, "", value)
+            elif isinstance(value, dict):
+                title, body = value.get("title", ""), value.get("text")
+                if body is None:
+                    out.error(at, record, "text", "missing")
+                elif not isinstance(body, str):
+                    out.error(at, record, "text", f"expected a string, got {type(body).__name__}")
+                elif not isinstance(title, str):
+                    out.error(at, record, "title", f"expected a string, got {type(title).__name__}")
+                else:
+                    out.add(at, record, title, body)
+            else:
+                out.error(at, record, None, f"expected an object or a string, got {type(value).__name__}")
+            record += 1
+            i = skip(end)
+            if i < n and text[i] == ",":
+                i = skip(i + 1)
+                continue
+            if i < n and text[i] == "]":
+                i = skip(i + 1)
+                break
+            raise syntax(i, "expected ',' or ']' after a record")
+    if i != n:
+        raise syntax(i, "extra data after the list")
+
+
+def _parse_csv(text: str, out: _Collector) -> None:
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader, None)
+        if header is None or not any(h.strip() for h in header):
+            raise UploadRejected(422, "empty CSV: a header row with a 'text' column is required",
+                                 [RowError(line=1, message="no header")])
+        columns = {h.strip().lower(): i for i, h in enumerate(header)}
+        if "text" not in columns:
+            raise UploadRejected(
+                422, f"missing 'text' column: the header (line 1) has {', '.join(map(repr, header))}",
+                [RowError(line=1, field="text", message="missing column")],
+            )
+        text_at, title_at = columns["text"], columns.get("title")
+        record = 0
+        line = reader.line_num + 1
+        for row in reader:
+            at = line
+            line = reader.line_num + 1
+            if not row or not any(cell.strip() for cell in row):
+                continue  # blank line
+            out.count_row()
+            if len(row) != len(header):
+                out.error(at, record, None, f"{len(row)} fields; the header has {len(header)}")
+            else:
+                out.add(at, record, row[title_at] if title_at is not None else "", row[text_at])
+            record += 1
+    except csv.Error as exc:
+        raise UploadRejected(422, f"malformed CSV at line {reader.line_num}: {exc}",
+                             [RowError(line=reader.line_num, message=str(exc))]) from None
+
+
+def parse_upload(data: bytes, filename: str, content_type: str, settings: UploadSettings) -> ParsedUpload:
+    """Validate an upload completely; raises :class:`UploadRejected` with the reason."""
+    if len(data) > settings.max_bytes:
+        raise UploadRejected(413, f"the file is {len(data)} bytes; the limit is {settings.max_bytes}")
+    fmt = detect_format(filename, content_type)
+    text = decode_utf8(data)
+    out = _Collector(settings)
+    (_parse_json if fmt == "json" else _parse_csv)(text, out)
+    return out.result(fmt)

@@ -1,0 +1,112 @@
+"""Typed configuration of a training run (``routerag train RECIPE --config run.yaml``).
+
+Every field is documented; ``configs/train/*.yaml`` hold one file per recipe and the resolved
+configuration is written into the run directory.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from routerag.train.env import EnvConfig
+from routerag.train.rewards import RewardSchedule
+
+
+class ModelSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(
+        default="bundled:qwen2.5-coder-0.5b",
+        description="policy: an HF id or directory, a bundled:NAME / .gguf (dequantised to fp32), or 'tiny' "
+        "(a random 2-layer Qwen2 over the tokenizer's vocabulary, for CPU checks)",
+    )
+    tokenizer: str | None = Field(default=None, description="tokenizer source; None = the model's (the bundled one for 'tiny')")
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(default="auto", description="weights dtype (auto: bf16 on GPU, fp32 on CPU)")
+    chat_template: bool = Field(default=True, description="render prompts with the tokenizer's chat template")
+    tiny_layers: int = Field(default=2, ge=1, description="layers of the 'tiny' model")
+    tiny_hidden: int = Field(default=64, ge=8, description="hidden size of the 'tiny' model")
+
+
+class LoraSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = Field(default=False, description="train LoRA adapters (peft) instead of every weight")
+    r: int = Field(default=16, ge=1, description="adapter rank")
+    alpha: int = Field(default=32, ge=1, description="LoRA alpha (scale = alpha / r)")
+    dropout: float = Field(default=0.05, ge=0.0, lt=1.0, description="dropout on the adapter input")
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        description="module names that get adapters (Qwen2 attention + MLP projections)",
+    )
+
+
+class DataSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    dataset: str = Field(default="musique", description="training questions: a routerag dataset name or file:<path>, or 'toy'")
+    n_questions: int | None = Field(default=None, ge=1, description="evenly spaced questions to keep (None: all)")
+    eval_sets: list[str] = Field(
+        default_factory=lambda: ["2wiki"],
+        description="evaluation datasets the training questions must not overlap (normalised question + answer, ids)",
+    )
+    allow_overlap: bool = Field(default=False, description="train even when questions overlap an evaluation set (not recommended)")
+
+
+class SourcesSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    index: str | None = Field(default=None, description="index bundle directory (routerag index build) serving the modes")
+    modes: list[str] = Field(default_factory=lambda: ["passage", "graph", "hybrid"], description="modes to mount from the bundle")
+    toy: bool = Field(default=False, description="use the toy routing task's two BM25 sources instead of an index")
+
+
+class GRPOSpec(BaseModel):
+    """The GRPO settings; defaults follow RouteRAG's released two-stage script where it states them."""
+
+    model_config = ConfigDict(extra="forbid")
+    num_generations: int = Field(default=5, ge=2, description="group size G (RouteRAG: n_agent=5)")
+    per_device_train_batch_size: int = Field(default=5, ge=1, description="completions per device per step (a multiple of G)")
+    gradient_accumulation_steps: int = Field(default=1, ge=1, description="micro-batches per optimiser step")
+    max_steps: int = Field(default=40, ge=1, description="optimiser steps (RouteRAG: 40, switch at 20)")
+    learning_rate: float = Field(default=1e-6, gt=0.0, description="AdamW learning rate (RouteRAG: 1e-6 full fine-tuning)")
+    beta: float = Field(default=0.001, ge=0.0, description="KL coefficient to the reference policy (RouteRAG: 0.001); 0 loads no reference")
+    temperature: float = Field(default=1.0, gt=0.0, description="sampling temperature of rollouts (also used to score them)")
+    loss_type: str = Field(default="grpo", description="TRL loss aggregation: grpo, dapo, dr_grpo, bnpo")
+    scale_rewards: str = Field(default="group", description="advantage scaling: group (GRPO), batch, none (Dr. GRPO)")
+    logging_steps: int = Field(default=1, ge=1, description="steps between metric records")
+    save_steps: int = Field(default=10, ge=1, description="steps between checkpoints (RouteRAG: 10)")
+    save_total_limit: int | None = Field(default=3, ge=1, description="checkpoints kept")
+    seed: int = Field(default=42, description="seed of data order, initialisation and sampling")
+    torch_threads: int | None = Field(
+        default=None, ge=1, description="torch CPU threads (1 makes tiny CPU runs ~100x faster on a loaded machine); None leaves torch's default"
+    )
+    use_cpu: bool = Field(default=False, description="force CPU even when a GPU is present")
+
+
+class SFTSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = Field(default=False, description="run a supervised cold start before RL")
+    sources: list[Literal["musique", "hotpotqa", "r1router"]] = Field(
+        default_factory=lambda: ["musique", "hotpotqa"], description="golden trajectory sources"
+    )
+    max_steps: int = Field(default=100, ge=1, description="SFT optimiser steps")
+    learning_rate: float = Field(default=1e-5, gt=0.0, description="SFT learning rate")
+    per_device_train_batch_size: int = Field(default=4, ge=1, description="trajectories per step")
+    max_length: int = Field(default=2048, ge=16, description="token limit per trajectory")
+
+
+class TrainConfig(BaseModel):
+    """One training run."""
+
+    model_config = ConfigDict(extra="forbid")
+    recipe: str = Field(default="routerag-two-stage", description="recipe name (routerag train --help lists them)")
+    output_dir: str = Field(default="runs/train", description="run directory: config, metrics.jsonl, curves, checkpoints")
+    resume: bool = Field(default=True, description="continue from the last checkpoint in output_dir when there is one")
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    lora: LoraSpec = Field(default_factory=LoraSpec)
+    data: DataSpec = Field(default_factory=DataSpec)
+    sources: SourcesSpec = Field(default_factory=SourcesSpec)
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    grpo: GRPOSpec = Field(default_factory=GRPOSpec)
+    sft: SFTSpec = Field(default_factory=SFTSpec)
+    schedule: RewardSchedule | None = Field(default=None, description="reward stages; None = the recipe's default schedule")
+    switch_step: int = Field(default=20, ge=0, description="RouteRAG: last step of the EM stage (release: 20 of 40)")
+    pra_until: int = Field(default=20, ge=0, description="GraphRAG-R1: last step of the format+PRA stage")

@@ -1,0 +1,83 @@
+"""Sampling from a transformers causal LM at the token level, for rollouts.
+
+:class:`PolicySampler` is a ``generate(prompt_ids, stop_strings, max_new_tokens)`` callable for
+:class:`~routerag.train.env.RouteRAGEnv`. Unlike the chat backend (which restores the RNG after
+every call so that evaluation is reproducible), it owns a ``torch.Generator`` that advances from
+call to call: the ``G`` completions of a GRPO group must differ. Log-probabilities are those of
+the sampling distribution (after temperature), one per generated token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from routerag.llm.llamacpp import find_stop
+
+
+class PolicySampler:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        eos_token_ids: Sequence[int] | None = None,
+    ) -> None:
+        import torch
+
+        self.model = model
+        self.tokenizer = tokenizer
+        self.temperature = temperature
+        self.top_p = top_p
+        eos = set(eos_token_ids or [])
+        for tid in (getattr(tokenizer, "eos_token_id", None), getattr(tokenizer, "pad_token_id", None)):
+            if isinstance(tid, int):
+                eos.add(tid)
+        self.eos_token_ids = eos
+        self.generator = torch.Generator(device="cpu")
+        self.generator.manual_seed(seed)
+        self.calls = 0
+
+    def __call__(self, prompt_ids: list[int], stop_strings: list[str], max_new_tokens: int) -> tuple[list[int], list[float]]:
+        import torch
+
+        self.calls += 1
+        device = next(self.model.parameters()).device
+        was_training = self.model.training
+        self.model.eval()
+        completion: list[int] = []
+        logprobs: list[float] = []
+        try:
+            with torch.no_grad():
+                inputs = torch.tensor([prompt_ids], device=device)
+                cache = None
+                for _ in range(max_new_tokens):
+                    out = self.model(input_ids=inputs, past_key_values=cache, use_cache=True)
+                    cache = out.past_key_values
+                    logits = out.logits[0, -1].float().cpu()
+                    if self.temperature > 0:
+                        logits = logits / self.temperature
+                    log_probs = torch.log_softmax(logits, dim=-1)
+                    if self.temperature > 0:
+                        probs = log_probs.exp()
+                        if self.top_p < 1.0:
+                            sorted_p, order = torch.sort(probs, descending=True)
+                            keep = torch.cumsum(sorted_p, dim=-1) - sorted_p < self.top_p
+                            probs = torch.zeros_like(probs).scatter(0, order, torch.where(keep, sorted_p, 0.0))
+                        token = int(torch.multinomial(probs / probs.sum(), 1, generator=self.generator)[0])
+                    else:
+                        token = int(torch.argmax(logits))
+                    completion.append(token)
+                    logprobs.append(float(log_probs[token]))
+                    if token in self.eos_token_ids:
+                        break
+                    if stop_strings and find_stop(self.tokenizer.decode(completion[-16:]), stop_strings, 0) is not None:
+                        break
+                    inputs = torch.tensor([[token]], device=device)
+        finally:
+            if was_training:
+                self.model.train()
+        return completion, logprobs

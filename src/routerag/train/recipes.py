@@ -1,0 +1,536 @@
+"""Training recipes over TRL: GRPO through the rollout environment, SFT cold starts, LoRA.
+
+=======================  ==========================================================================
+``routerag-two-stage``   RouteRAG: GRPO (G = 5) with EM through ``switch_step``, then accuracy–efficiency
+``graphrag-r1``          GraphRAG-R1: SFT cold start on golden trajectories, then GRPO with
+                         format + PRA, then format + CAF
+``r1-router-step``       R1-Router Step-GRPO: GRPO over per-step prompts of golden trajectories with
+                         the format-gated step reward
+=======================  ==========================================================================
+
+The GRPO recipes hand TRL a ``rollout_func`` that runs :class:`~routerag.train.env.RouteRAGEnv`
+once per prompt entry (TRL repeats each prompt ``num_generations`` times before calling it) and
+returns ``env_mask`` so that observation tokens get no loss. Each reward of the schedule is one TRL
+reward function (TRL logs ``rewards/<name>/mean``); the active stage is read from
+``trainer_state.global_step``. A run directory holds ``config.resolved.yaml``, ``metrics.jsonl``
+(one record per logging step: reward and components, EM, retrieval turns and cost, completion
+length, KL, loss), ``training_curves.png``, ``checkpoint-*`` and the final model; an existing
+run directory is resumed from its last checkpoint.
+
+TRL, transformers, peft and torch are imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from routerag.config import write_resolved
+from routerag.corpus.schema import Question
+from routerag.registry import Registry
+from routerag.sources.sourceset import SourceSet
+from routerag.train.config import TrainConfig
+from routerag.train.env import HFCodec, RouteRAGEnv
+from routerag.train.rewards import (
+    RewardSample,
+    RewardSchedule,
+    Stage,
+    WeightedReward,
+    followed_protocol,
+    get_reward,
+    graphrag_r1_schedule,
+    trajectory_cost,
+    two_stage_schedule,
+)
+from routerag.trace import Trace
+
+METRICS_FILE = "metrics.jsonl"
+CURVES_FILE = "training_curves.png"
+
+
+class RunSummary(BaseModel):
+    recipe: str
+    output_dir: str
+    steps: int
+    metrics_path: str
+    curves_path: str | None
+    final_model: str | None
+    phases: list[str]
+
+
+# ---------------------------------------------------------------- model, data, sources
+
+
+def load_tokenizer_for(spec: Any) -> Any:
+    from routerag.llm.hf_assets import load_tokenizer
+
+    source = spec.tokenizer or ("bundled:qwen2.5-coder-0.5b" if spec.name == "tiny" else spec.name)
+    tokenizer = load_tokenizer(source)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_policy(spec: Any, tokenizer: Any, *, seed: int = 0) -> Any:
+    """The trainable policy: a tiny random Qwen2 ('tiny') or a pretrained causal LM in train mode."""
+    if spec.name == "tiny":
+        from routerag.train.toy import tiny_qwen2
+
+        return tiny_qwen2(len(tokenizer), layers=spec.tiny_layers, hidden=spec.tiny_hidden, seed=seed)
+    from routerag.llm.hf_assets import load_causal_lm
+    from routerag.llm.transformers_backend import pick_device
+
+    model = load_causal_lm(spec.name, dtype=spec.dtype, device=pick_device("auto"))
+    model.train()
+    return model
+
+
+def load_training_questions(cfg: TrainConfig, sources_dir: Path) -> tuple[list[Question], SourceSet | None]:
+    """Training questions (checked against the evaluation sets) and, for the toy task, its sources."""
+    if cfg.data.dataset == "toy" or cfg.sources.toy:
+        from routerag.train.toy import toy_routing_task
+
+        sources, questions = toy_routing_task(sources_dir)
+        return questions, sources
+    from routerag.corpus.datasets import load_dataset
+    from routerag.train.golden import check_overlap
+
+    questions = load_dataset(cfg.data.dataset, n_questions=cfg.data.n_questions).questions
+    if cfg.data.eval_sets:
+        report = check_overlap(questions, cfg.data.eval_sets)
+        if report.overlapping and not cfg.data.allow_overlap:
+            raise ValueError(
+                f"{len(report.overlapping)} training questions overlap the evaluation sets "
+                f"{cfg.data.eval_sets} (e.g. {report.overlapping[:3]}); set data.allow_overlap to override"
+            )
+        if report.overlapping:
+            questions = [q for q in questions if q.qid not in set(report.overlapping)]
+    return questions, None
+
+
+def load_sources(cfg: TrainConfig) -> SourceSet:
+    if cfg.sources.index is None:
+        raise ValueError("sources.index is required (an index bundle directory); or use sources.toy for the toy task")
+    from routerag.index.bundle import load_index
+    from routerag.sources.registry import mount_bundle
+
+    sources, skipped = mount_bundle(load_index(cfg.sources.index), cfg.sources.modes)
+    if not sources.names():
+        raise ValueError(f"the index serves none of {cfg.sources.modes}: {skipped}")
+    return sources
+
+
+def default_schedule(cfg: TrainConfig) -> RewardSchedule:
+    if cfg.schedule is not None:
+        return cfg.schedule
+    if cfg.recipe == "graphrag-r1":
+        return graphrag_r1_schedule(cfg.pra_until)
+    if cfg.recipe == "r1-router-step":
+        return RewardSchedule(stages=[Stage(name="step", rewards=[WeightedReward(name="r1_router_step")])])
+    return two_stage_schedule(cfg.switch_step)
+
+
+# ---------------------------------------------------------------- TRL glue
+
+
+def samples_from(traces: Sequence[str | dict | Trace], answers: Sequence[Sequence[str]], extras: Sequence[dict] | None = None) -> list[RewardSample]:
+    out = []
+    for i, (t, golds) in enumerate(zip(traces, answers)):
+        trace = t if isinstance(t, Trace) else Trace.model_validate_json(t) if isinstance(t, str) else Trace.model_validate(t)
+        out.append(RewardSample(trace=trace, golds=list(golds or []), extra=dict(extras[i]) if extras else {}))
+    return out
+
+
+def batch_stats(samples: Sequence[RewardSample]) -> dict[str, float]:
+    """Episode statistics of one batch, logged next to the rewards."""
+    n = max(len(samples), 1)
+    em = get_reward("em")(samples)
+    return {
+        "env/em": sum(em) / n,
+        "env/retrieval_turns": sum(s.trace.retrieval_turns for s in samples) / n,
+        "env/retrieval_cost": sum(trajectory_cost(s.trace, "mode_cost") for s in samples) / n,
+        "env/retrieval_ms": sum(trajectory_cost(s.trace, "wall_ms") for s in samples) / n,
+        "env/format_ok": sum(followed_protocol(s.trace) for s in samples) / n,
+        "env/answered": sum(bool(s.trace.answer) for s in samples) / n,
+    }
+
+
+def make_reward_funcs(schedule: RewardSchedule, *, trace_key: str = "trace") -> list[Callable[..., list[float]]]:
+    """One TRL reward function per reward name in the schedule. Each returns its weighted value
+    when its stage is active and 0 otherwise; the first also logs the stage index, the episode
+    statistics and every component's unweighted mean."""
+    names = schedule.reward_names()
+
+    def make(name: str, first: bool) -> Callable[..., list[float]]:
+        def reward(prompts: list, completions: list, trainer_state: Any = None, log_metric: Any = None, **kw: Any) -> list[float]:
+            step = (trainer_state.global_step if trainer_state is not None else 0) + 1
+            stage = schedule.stage_at(step)
+            samples = samples_from(kw[trace_key], kw.get("answers") or [[]] * len(prompts), kw.get("extra"))
+            active = {wr.name: wr for wr in stage.rewards}
+            if first and log_metric is not None:
+                log_metric("stage", float(schedule.stages.index(stage) + 1))
+                for key, value in batch_stats(samples).items():
+                    log_metric(key, value)
+                for wr in stage.rewards:
+                    values = get_reward(wr.name)(samples, wr.params)
+                    log_metric(f"raw/{wr.name}", sum(values) / max(len(values), 1))
+            if name not in active:
+                return [0.0] * len(prompts)
+            wr = active[name]
+            return [wr.weight * v for v in get_reward(name)(samples, wr.params)]
+
+        reward.__name__ = name
+        return reward
+
+    return [make(name, i == 0) for i, name in enumerate(names)]
+
+
+def make_rollout_func(env: RouteRAGEnv, tokenizer: Any, temperature: float, seed: int) -> Callable[[list, Any], dict[str, list]]:
+    """TRL ``rollout_func``: one environment episode per prompt entry (already repeated G times)."""
+    from routerag.train.generation import PolicySampler
+
+    state: dict[str, Any] = {}
+
+    def rollout_func(prompts: list, trainer: Any) -> dict[str, list]:
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        sampler = state.get("sampler")
+        if sampler is None or sampler.model is not model:
+            sampler = PolicySampler(model, tokenizer, temperature=temperature, seed=seed + trainer.state.global_step)
+            state["sampler"] = sampler
+        questions = [p if isinstance(p, str) else p[-1]["content"] for p in prompts]
+        rollouts = [env.rollout(q, sampler) for q in questions]
+        return {
+            "prompt_ids": [r.prompt_ids for r in rollouts],
+            "completion_ids": [r.completion_ids for r in rollouts],
+            "logprobs": [r.logprobs for r in rollouts],
+            "env_mask": [r.env_mask for r in rollouts],
+            "trace": [r.trace.model_dump_json() for r in rollouts],
+        }
+
+    return rollout_func
+
+
+def metrics_callback(path: Path) -> Any:
+    from transformers import TrainerCallback
+
+    class MetricsJSONL(TrainerCallback):
+        """Appends every log record (with its global step) to ``metrics.jsonl``."""
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
+            if not logs or not state.is_world_process_zero:
+                return
+            record = {"step": state.global_step, **{k: v for k, v in logs.items() if isinstance(v, (int, float))}}
+            with path.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record) + "\n")
+
+    return MetricsJSONL()
+
+
+def read_metrics(path: str | Path) -> list[dict[str, float]]:
+    path = Path(path)
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def plot_curves(metrics_path: str | Path, png_path: str | Path, *, title: str = "") -> Path | None:
+    """Reward, its components, EM, retrieval turns/cost and KL against the step."""
+    records = [r for r in read_metrics(metrics_path) if "reward" in r]
+    if not records:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [
+        ("reward", [k for k in records[-1] if k == "reward" or k.startswith("rewards/") and k.endswith("/mean")]),
+        ("answer", [k for k in ("env/em", "env/format_ok") if k in records[-1]]),
+        ("retrieval", [k for k in ("env/retrieval_turns", "env/retrieval_cost") if k in records[-1]]),
+        ("kl / length", [k for k in ("kl", "completions/mean_length") if k in records[-1]]),
+    ]
+    panels = [(name, keys) for name, keys in panels if keys]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4))
+    axes = [axes] if len(panels) == 1 else list(axes)
+    for ax, (name, keys) in zip(axes, panels):
+        for key in keys:
+            pts = [(r["step"], r[key]) for r in records if key in r]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=key)
+        ax.set_title(name)
+        ax.set_xlabel("step")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    png_path = Path(png_path)
+    png_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png_path, dpi=110)
+    plt.close(fig)
+    return png_path
+
+
+def peft_config(cfg: TrainConfig) -> Any:
+    if not cfg.lora.enabled:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout,
+                      target_modules=list(cfg.lora.target_modules), task_type="CAUSAL_LM")
+
+
+def _last_checkpoint(directory: Path) -> str | None:
+    if not directory.is_dir():
+        return None
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(str(directory))
+
+
+def grpo_trainer(
+    cfg: TrainConfig,
+    model: Any,
+    tokenizer: Any,
+    dataset_rows: list[dict[str, Any]],
+    reward_funcs: list[Callable[..., list[float]]],
+    out_dir: Path,
+    *,
+    rollout_func: Callable | None = None,
+) -> Any:
+    """A configured ``GRPOTrainer`` writing into ``out_dir`` (metrics callback attached)."""
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    args = _grpo_args(cfg, out_dir)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward_funcs,
+        args=args,
+        train_dataset=Dataset.from_list(dataset_rows),
+        processing_class=tokenizer,
+        rollout_func=rollout_func,
+        peft_config=peft_config(cfg),
+        callbacks=[metrics_callback(out_dir / METRICS_FILE)],
+    )
+    return trainer
+
+
+def _grpo_args(cfg: TrainConfig, out_dir: Path) -> Any:
+    import torch
+    from trl import GRPOConfig
+
+    g = cfg.grpo
+    cpu = g.use_cpu or not torch.cuda.is_available()
+    return GRPOConfig(
+        output_dir=str(out_dir),
+        per_device_train_batch_size=g.per_device_train_batch_size,
+        gradient_accumulation_steps=g.gradient_accumulation_steps,
+        num_generations=g.num_generations,
+        max_steps=g.max_steps,
+        learning_rate=g.learning_rate,
+        beta=g.beta,
+        temperature=g.temperature,
+        loss_type=g.loss_type,
+        scale_rewards=g.scale_rewards,
+        logging_steps=g.logging_steps,
+        save_steps=g.save_steps,
+        save_total_limit=g.save_total_limit,
+        seed=g.seed,
+        use_cpu=cpu,
+        bf16=not cpu,
+        report_to="none",
+        max_completion_length=cfg.env.max_completion_tokens,
+        mask_truncated_completions=False,
+        disable_tqdm=True,
+    )
+
+
+def run_grpo(cfg: TrainConfig, model: Any, tokenizer: Any, env: RouteRAGEnv, questions: Sequence[Question],
+             schedule: RewardSchedule, out_dir: Path) -> Any:
+    rows = [{"prompt": q.question, "answers": list(q.answers)} for q in questions]
+    trainer = grpo_trainer(
+        cfg, model, tokenizer, rows, make_reward_funcs(schedule), out_dir,
+        rollout_func=make_rollout_func(env, tokenizer, cfg.grpo.temperature, cfg.grpo.seed),
+    )
+    resume = _last_checkpoint(out_dir) if cfg.resume else None
+    trainer.train(resume_from_checkpoint=resume)
+    return trainer
+
+
+# ---------------------------------------------------------------- SFT cold start
+
+
+def sft_rows(trajectories: Sequence[Any], codec: HFCodec, max_length: int) -> list[dict[str, list[int]]]:
+    """Token ids and labels of golden trajectories: prompt and observation tokens get label -100,
+    so that SFT, like GRPO, learns only the policy's own tokens."""
+    rows = []
+    for traj in trajectories:
+        ids: list[int] = []
+        labels: list[int] = []
+        for seg in traj.segments:
+            text = codec.render_prompt(seg.text) if seg.kind == "prompt" else seg.text
+            seg_ids = codec.encode(text)
+            ids += seg_ids
+            labels += seg_ids if seg.kind == "model" else [-100] * len(seg_ids)
+        eos = codec.tokenizer.eos_token_id
+        if eos is not None:
+            ids.append(eos)
+            labels.append(eos)
+        rows.append({"input_ids": ids[:max_length], "labels": labels[:max_length]})
+    return rows
+
+
+def run_sft(cfg: TrainConfig, model: Any, tokenizer: Any, rows: list[dict[str, list[int]]], out_dir: Path,
+            *, max_steps: int | None = None, learning_rate: float | None = None) -> Any:
+    """Supervised cold start with TRL's ``SFTTrainer`` on pre-tokenised rows (``input_ids``,
+    ``labels``)."""
+    import torch
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    s = cfg.sft
+    cpu = cfg.grpo.use_cpu or not torch.cuda.is_available()
+    args = SFTConfig(
+        output_dir=str(out_dir),
+        per_device_train_batch_size=s.per_device_train_batch_size,
+        max_steps=max_steps or s.max_steps,
+        learning_rate=learning_rate or s.learning_rate,
+        logging_steps=cfg.grpo.logging_steps,
+        save_steps=max(max_steps or s.max_steps, 1),
+        save_total_limit=1,
+        seed=cfg.grpo.seed,
+        use_cpu=cpu,
+        bf16=not cpu,
+        report_to="none",
+        max_length=s.max_length,
+        disable_tqdm=True,
+    )
+    trainer = SFTTrainer(
+        model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
+        peft_config=peft_config(cfg), callbacks=[metrics_callback(out_dir / METRICS_FILE)],
+    )
+    trainer.train(resume_from_checkpoint=_last_checkpoint(out_dir) if cfg.resume else None)
+    return trainer
+
+
+# ---------------------------------------------------------------- recipes
+
+
+Recipe = Callable[[TrainConfig], RunSummary]
+RECIPES: Registry[Recipe] = Registry("recipe")
+
+
+def _start(cfg: TrainConfig) -> Path:
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_resolved(cfg, out)
+    if cfg.grpo.torch_threads:
+        import torch
+
+        torch.set_num_threads(cfg.grpo.torch_threads)
+    return out
+
+
+def _prepare(cfg: TrainConfig) -> tuple[Path, Any, Any, list[Question], SourceSet | None]:
+    out = _start(cfg)
+    tokenizer = load_tokenizer_for(cfg.model)
+    model = load_policy(cfg.model, tokenizer, seed=cfg.grpo.seed)
+    toy_dir = out / "toy_sources"
+    questions, sources = load_training_questions(cfg, toy_dir)
+    return out, tokenizer, model, questions, sources
+
+
+def _finish(cfg: TrainConfig, trainer: Any, out: Path, phases: list[str]) -> RunSummary:
+    final = out / "final"
+    trainer.save_model(str(final))
+    curves = plot_curves(out / "grpo" / METRICS_FILE if (out / "grpo").is_dir() else out / METRICS_FILE,
+                         out / CURVES_FILE, title=cfg.recipe)
+    metrics = out / "grpo" / METRICS_FILE if (out / "grpo").is_dir() else out / METRICS_FILE
+    return RunSummary(recipe=cfg.recipe, output_dir=str(out), steps=int(trainer.state.global_step),
+                      metrics_path=str(metrics), curves_path=str(curves) if curves else None,
+                      final_model=str(final), phases=phases)
+
+
+def _env_for(cfg: TrainConfig, tokenizer: Any, sources: SourceSet | None) -> RouteRAGEnv:
+    return RouteRAGEnv(sources if sources is not None else load_sources(cfg), HFCodec(tokenizer, chat_template=cfg.model.chat_template), cfg.env)
+
+
+@RECIPES.register("routerag-two-stage")
+def routerag_two_stage(cfg: TrainConfig) -> RunSummary:
+    """RouteRAG: GRPO (G = 5), EM until ``switch_step``, then accuracy–efficiency."""
+    out, tokenizer, model, questions, sources = _prepare(cfg)
+    env = _env_for(cfg, tokenizer, sources)
+    trainer = run_grpo(cfg, model, tokenizer, env, questions, default_schedule(cfg), out / "grpo")
+    return _finish(cfg, trainer, out, ["grpo"])
+
+
+@RECIPES.register("graphrag-r1")
+def graphrag_r1(cfg: TrainConfig) -> RunSummary:
+    """GraphRAG-R1: SFT cold start on golden trajectories, then format+PRA, then format+CAF."""
+    from routerag.train.golden import golden_trajectories
+
+    out, tokenizer, model, questions, sources = _prepare(cfg)
+    env = _env_for(cfg, tokenizer, sources)
+    phases = []
+    if cfg.sft.enabled:
+        trajectories = golden_trajectories(cfg.sft.sources, exclude_eval=cfg.data.eval_sets)
+        rows = sft_rows(trajectories, env.codec, cfg.sft.max_length)  # type: ignore[arg-type]
+        sft = run_sft(cfg, model, tokenizer, rows, out / "sft")
+        model = sft.model
+        phases.append("sft")
+    trainer = run_grpo(cfg, model, tokenizer, env, questions, default_schedule(cfg), out / "grpo")
+    phases.append("grpo")
+    return _finish(cfg, trainer, out, phases)
+
+
+@RECIPES.register("r1-router-step")
+def r1_router_step(cfg: TrainConfig) -> RunSummary:
+    """R1-Router Step-GRPO over the per-step prompts of the released golden trajectories."""
+    from routerag.train.golden import r1_router_step_rows
+
+    out = _start(cfg)
+    tokenizer = load_tokenizer_for(cfg.model)
+    model = load_policy(cfg.model, tokenizer, seed=cfg.grpo.seed)
+    rows = r1_router_step_rows(limit=cfg.data.n_questions)
+    schedule = default_schedule(cfg)
+    funcs = make_reward_funcs(schedule, trace_key="trace")
+    trainer = grpo_trainer(cfg, model, tokenizer, rows, [_step_adapter(f) for f in funcs], out / "grpo")
+    trainer.train(resume_from_checkpoint=_last_checkpoint(out / "grpo") if cfg.resume else None)
+    return _finish(cfg, trainer, out, ["grpo"])
+
+
+def _step_adapter(fn: Callable[..., list[float]]) -> Callable[..., list[float]]:
+    """Turns single-turn TRL completions into one-step traces for the step reward."""
+
+    def reward(prompts: list, completions: list, **kw: Any) -> list[float]:
+        from routerag.trace import Segment
+
+        traces = []
+        for p, c in zip(prompts, completions):
+            text = c if isinstance(c, str) else c[-1]["content"]
+            prompt = p if isinstance(p, str) else "\n\n".join(m["content"] for m in p)
+            traces.append(Trace(question=prompt, strategy="r1-router-step",
+                                segments=[Segment(kind="prompt", text=prompt), Segment(kind="model", text=text)]))
+        extras = [json.loads(e) if isinstance(e, str) else e for e in kw.pop("step", [{}] * len(prompts))]
+        kw["trace"] = traces
+        kw["extra"] = extras
+        return fn(prompts, completions, **kw)
+
+    reward.__name__ = fn.__name__
+    return reward
+
+
+def train(cfg: TrainConfig) -> RunSummary:
+    """Run the configured recipe."""
+    return RECIPES.get(cfg.recipe)(cfg)
+
+
+def scratch_dir(prefix: str = "routerag-train-") -> Path:
+    return Path(tempfile.mkdtemp(prefix=prefix))

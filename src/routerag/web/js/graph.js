@@ -1,0 +1,50 @@
+// A small SVG subgraph of a graph retrieval: seed entities (left) feeding Personalized PageRank,
+// the top PPR nodes (right, entities and passages) sized by score.
+
+import { h, s } from "./dom.js";
+
+export function graphMetas(step) {
+  const bySource = (step.metadata && step.metadata.sources) || {};
+  return Object.entries(bySource).filter(([, m]) => (m.seeds && m.seeds.length) || (m.top_nodes && m.top_nodes.length));
+}
+
+function short(text, n = 28) {
+  return text.length > n ? text.slice(0, n - 1) + "…" : text;
+}
+
+export function graphView(source, meta) {
+  const seeds = (meta.seeds || []).slice(0, 8);
+  const tops = (meta.top_nodes || []).slice(0, 8);
+  const rowH = 26;
+  const height = Math.max(seeds.length, tops.length, 1) * rowH + 30;
+  const width = 560;
+  const maxTop = Math.max(...tops.map((t) => t.score), 1e-9);
+  const maxSeed = Math.max(...seeds.map((t) => t.weight), 1e-9);
+  const svg = s("svg", { viewBox: `0 0 ${width} ${height}`, width, height, class: "graph", role: "img",
+    "aria-label": `graph retrieval of ${source}: seed entities and top PPR nodes` });
+  svg.append(s("text", { x: 10, y: 14, class: "gh" }, "seed entities"), s("text", { x: 330, y: 14, class: "gh" }, "top PPR nodes"));
+  const seedPos = seeds.map((_, i) => [150, 30 + i * rowH + rowH / 2]);
+  const topPos = tops.map((_, i) => [330, 30 + i * rowH + rowH / 2]);
+  // edges: each seed to the top nodes that name the same entity, else faintly to all
+  seeds.forEach((seed, i) => {
+    tops.forEach((top, j) => {
+      const same = top.node === seed.node;
+      svg.append(s("line", { x1: seedPos[i][0], y1: seedPos[i][1], x2: topPos[j][0], y2: topPos[j][1],
+        class: same ? "edge strong" : "edge" }));
+    });
+  });
+  seeds.forEach((seed, i) => {
+    const [x, y] = seedPos[i];
+    svg.append(s("circle", { cx: x, cy: y, r: 4 + 6 * (seed.weight / maxSeed), class: "node seed" },
+      s("title", {}, `${seed.node} (weight ${seed.weight.toFixed(3)})`)));
+    svg.append(s("text", { x: x - 12, y: y + 4, "text-anchor": "end", class: "nl" }, short(seed.node)));
+  });
+  tops.forEach((top, j) => {
+    const [x, y] = topPos[j];
+    svg.append(s("circle", { cx: x, cy: y, r: 4 + 6 * (top.score / maxTop), class: `node ${top.kind === "passage" ? "passage" : "entity"}` },
+      s("title", {}, `${top.kind}: ${top.node} (PPR ${top.score.toFixed(4)})`)));
+    svg.append(s("text", { x: x + 12, y: y + 4, class: "nl" }, `${short(top.node, 30)} · ${top.score.toFixed(3)}`));
+  });
+  return h("figure", { class: "graphfig", "data-testid": "graph-view" }, svg,
+    h("figcaption", { text: `${source}: ${seeds.length} seed entities → ${tops.length} top PPR nodes${meta.fallback ? ` (fallback: ${meta.fallback})` : ""}` }));
+}

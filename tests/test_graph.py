@@ -1,0 +1,201 @@
+"""The graph index and its sources on a small real graph: MuSiQue paragraphs with the
+precomputed (gpt-3.5-turbo) OpenIE released with HippoRAG, embedded with the bundled MiniLM."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from routerag.corpus.datasets import data_root
+from routerag.corpus.loaders import load_questions
+from routerag.corpus.schema import Document
+from routerag.index.docstore import DocStore
+from routerag.index.graph import GRAPH_NPZ, GraphIndex
+from routerag.index.manifest import IndexError_
+from routerag.index.openie.base import OpenIERecord
+from routerag.index.settings import GraphSettings, IndexSettings
+from routerag.llm.scripted import ScriptedModel
+from routerag.sources.fusion import rrf
+from routerag.sources.graph import GraphPassageSource, GraphSource
+from routerag.sources.hybrid import HybridSource
+from routerag.sources.triples import TriplesSource
+
+MUSIQUE = "musique_train100"
+OPENIE = f"{MUSIQUE}/openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
+QUESTIONS = (0, 3)  # 2-hop questions; their paragraphs (supporting + distractors) form the corpus
+DISTRACTORS = 6
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ROUTERAG_HOME", str(tmp_path_factory.mktemp("home")))
+        yield
+
+
+@pytest.fixture(scope="module")
+def musique(home, tmp_path_factory):
+    raw = json.loads((data_root() / MUSIQUE / "musique_train.json").read_text())
+    questions = load_questions(data_root() / MUSIQUE / "musique_train.json")
+    docs: list[Document] = []
+    for qi in QUESTIONS:
+        paragraphs = raw[qi]["paragraphs"]
+        chosen = [p for p in paragraphs if p["is_supporting"]] + [p for p in paragraphs if not p["is_supporting"]][:DISTRACTORS]
+        docs += [Document.make(p["title"], p["paragraph_text"]) for p in chosen]
+    store = DocStore(docs)
+    settings = IndexSettings(graph=GraphSettings(extractor="precomputed", openie_file=OPENIE))
+    directory = tmp_path_factory.mktemp("idx") / "graph"
+    graph = GraphIndex.build(store, directory, settings)
+    return graph, directory, [questions[qi] for qi in QUESTIONS]
+
+
+def test_graph_retrieval_finds_the_supporting_paragraphs(musique):
+    graph, _, questions = musique
+    assert graph.stats()["extraction_errors"] == 0
+    results = GraphSource(graph).search([q.question for q in questions], k=4)
+    for question, result in zip(questions, results):
+        found = [h.doc_id for h in result.hits]
+        assert set(question.supporting_doc_ids) <= set(found), question.question
+        assert result.metadata["fallback"] is None
+        assert [h.rank for h in result.hits] == [1, 2, 3, 4]
+        assert all(a.score >= b.score for a, b in zip(result.hits, result.hits[1:]))
+        # what the UI draws
+        assert result.metadata["seeds"] and all(s["weight"] > 0 for s in result.metadata["seeds"])
+        assert len(result.metadata["facts"]) == graph.settings.graph.fact_topk
+        kinds = {n["kind"] for n in result.metadata["top_nodes"]}
+        assert kinds <= {"entity", "passage"} and "passage" in kinds
+
+
+def test_igraph_and_batched_power_ppr_rank_alike(musique):
+    graph, _, questions = musique
+    queries = [q.question for q in questions]
+    vectors = graph.embed_queries(queries)
+    power = GraphSource(graph, ppr="power").rank(queries, 5, vectors)
+    reference = GraphSource(graph, ppr="igraph").rank(queries, 5, vectors)
+    for (a, _), (b, _) in zip(power, reference):
+        assert [h.doc_id for h in a] == [h.doc_id for h in b]
+        np.testing.assert_allclose([h.score for h in a], [h.score for h in b], atol=1e-6)
+
+
+def test_load_round_trip_and_manifest_checks(musique, tmp_path):
+    graph, directory, questions = musique
+    loaded = GraphIndex.load(directory, graph.store, graph.settings)
+    assert loaded.stats() == graph.stats()
+    q = [questions[0].question]
+    assert [h.doc_id for h in GraphSource(loaded).search(q, 5)[0].hits] == [h.doc_id for h in GraphSource(graph).search(q, 5)[0].hits]
+    with pytest.raises(IndexError_, match="another corpus"):
+        GraphIndex.load(directory, DocStore(graph.store.docs[:-1]), graph.settings)
+    other = graph.settings.model_copy(update={"embedder": graph.settings.embedder.model_copy(update={"model": "other"})})
+    with pytest.raises(IndexError_, match="embedder"):
+        GraphIndex.load(directory, graph.store, other)
+    broken = tmp_path / "graph"
+    shutil.copytree(directory, broken)
+    (broken / GRAPH_NPZ).write_bytes(b"not an npz")
+    with pytest.raises(IndexError_, match="graph.npz"):
+        GraphIndex.load(broken, graph.store, graph.settings)
+
+
+def test_triples_source_returns_facts_with_their_passages(musique):
+    graph, _, questions = musique
+    [result] = TriplesSource(graph).search([questions[0].question], k=3)
+    assert len(result.hits) == 3
+    for hit in result.hits:
+        subject, relation, obj = hit.metadata["triple"]
+        assert hit.text == f"{subject} | {relation} | {obj}" and hit.mode == "triples"
+        assert hit.metadata["doc_ids"] and all(d in graph.store for d in hit.metadata["doc_ids"])
+        assert hit.doc_id.startswith("t")
+    assert "journal of psychotherapy integration" in result.hits[0].text
+
+
+def test_hybrid_is_the_rrf_of_passage_and_graph_lists(musique):
+    graph, _, questions = musique
+    passage, graph_source = GraphPassageSource(graph), GraphSource(graph)
+    hybrid = HybridSource(passage, graph_source)
+    query = [questions[1].question]
+    [result] = hybrid.search(query, k=3)
+    expected = rrf([passage.search(query, 6)[0].hits, graph_source.search(query, 6)[0].hits], k=60, top=3)
+    assert [h.doc_id for h in result.hits] == [h.doc_id for h in expected]
+    assert [h.score for h in result.hits] == pytest.approx([h.score for h in expected])
+    assert {h.mode for h in result.hits} == {"hybrid"} and result.source == "hybrid"
+    assert set(questions[1].supporting_doc_ids) & {h.doc_id for h in result.hits}
+
+
+def test_recognition_filter_keeps_only_facts_the_model_chose(musique):
+    graph, _, questions = musique
+    query = questions[0].question
+    candidates = GraphSource(graph).search([query], 5)[0].metadata["facts"]
+    chosen = candidates[1]["triple"]
+    model = ScriptedModel([json.dumps({"fact": [chosen, ["invented", "fact", "here"]]})])
+    [result] = GraphSource(graph, recognition_model=model).search([query], 5)
+    assert [f["triple"] for f in result.metadata["facts"]] == [chosen]
+    assert result.metadata["recognition"]["after"] == 1 and result.metadata["recognition"]["call"]["prompt_tokens"] > 0
+    # nothing relevant -> dense fallback; unreadable output -> fail open (all candidates kept)
+    [empty] = GraphSource(graph, recognition_model=ScriptedModel(['{"fact": []}'])).search([query], 5)
+    assert empty.metadata["fallback"] == "dense" and len(empty.hits) == 5
+    [garbled] = GraphSource(graph, recognition_model=ScriptedModel(["no idea"])).search([query], 5)
+    assert garbled.metadata["fallback"] is None and garbled.metadata["recognition"]["error"]
+    assert len(garbled.metadata["facts"]) == 5
+
+
+class FixedExtractor:
+    """Test double: records written by hand for a handful of passages."""
+
+    identity = "fixed:v1"
+
+    def __init__(self, by_title: dict[str, tuple[list[str], list[tuple[str, str, str]]]]) -> None:
+        self.by_title = by_title
+        self.asked: list[str] = []
+
+    def extract(self, docs):
+        self.asked += [d.title for d in docs]
+        return [
+            OpenIERecord(doc_id=d.doc_id, passage=d.passage, entities=self.by_title[d.title][0], triples=self.by_title[d.title][1])
+            for d in docs
+        ]
+
+
+KINGS = {
+    "Lothair II": (["Lothair II", "Lotharingia"], [("Lothair II", "king of", "Lotharingia")]),
+    "Teutberga": (["Teutberga", "Boso the Elder"], [("Teutberga", "daughter of", "Boso the Elder"), ("Teutberga", "married", "Lothair II")]),
+    "Ermengarde": (["Ermengarde of Tours"], [("Ermengarde of Tours", "married", "Emperor Lothair I")]),
+    "Waldrada": (["King Lothair II", "Waldrada"], [("Waldrada", "mistress of", "King Lothair II")]),
+}
+
+
+def test_incremental_add_links_only_new_entities(home, tmp_path):
+    docs = [Document.make(t, f"A passage about {t}.") for t in KINGS]
+    store = DocStore(docs[:3])
+    extractor = FixedExtractor(KINGS)
+    graph = GraphIndex.build(store, tmp_path / "graph", IndexSettings(), extractor=extractor)
+    old_entities = graph.n_entities
+    old_synonyms = dict(graph.data.synonym_edges)
+    old_facts = list(graph.data.facts)
+    assert extractor.asked == ["Lothair II", "Teutberga", "Ermengarde"]
+
+    new = store.add(docs[3:])
+    graph.add(new, tmp_path / "graph", extractor=extractor)
+    assert extractor.asked[3:] == ["Waldrada"]  # old passages are never re-extracted
+    assert graph.data.facts[: len(old_facts)] == old_facts
+    added = {e: w for e, w in graph.data.synonym_edges.items() if e not in old_synonyms}
+    assert all(max(e) >= old_entities for e in added)  # every new synonym edge touches a new entity
+    assert {e: graph.data.synonym_edges[e] for e in old_synonyms} == old_synonyms
+    lothair, king = graph.entity_row("Lothair II"), graph.entity_row("King Lothair II")
+    assert (min(lothair, king), max(lothair, king)) in added
+    # persisted: a reload sees the same graph, and retrieval reaches the new passage through the synonym
+    loaded = GraphIndex.load(tmp_path / "graph", store, graph.settings)
+    assert loaded.stats() == graph.stats()
+    [result] = GraphSource(loaded).search(["Who was the mistress of King Lothair II?"], 2)
+    assert result.hits[0].title == "Waldrada"
+
+
+def test_no_facts_falls_back_to_dense(home, tmp_path):
+    docs = [Document.make(t, f"A passage about {t}.") for t in ("Alpha river", "Beta mountain", "Gamma lake")]
+    empty = {d.title: ([], []) for d in docs}
+    graph = GraphIndex.build(DocStore(docs), tmp_path / "graph", IndexSettings(), extractor=FixedExtractor(empty))
+    [result] = GraphSource(graph).search(["Which mountain?"], 2)
+    assert result.metadata["fallback"] == "dense"
+    assert result.hits[0].title == "Beta mountain" and len(result.hits) == 2
+    assert TriplesSource(graph).search(["Which mountain?"], 2)[0].hits == []
