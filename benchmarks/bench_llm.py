@@ -10,7 +10,9 @@ Prints a markdown table; every number is the median over ``--repeat`` runs.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 import time
 
 from routerag.llm.base import GenerationParams, Message
@@ -35,7 +37,8 @@ def _question(n_passages: int) -> list[Message]:
 def bench(model: LlamaCppModel, repeat: int, passages: int) -> dict[str, float]:
     convo = _question(passages)
     prefill_rate, decode_rate, cold_ms, warm_ms, reused, new_tokens, prompt_tokens = [], [], [], [], [], [], []
-    for _ in range(repeat):
+    for i in range(repeat):
+        print(f"  run {i + 1}/{repeat}", file=sys.stderr, flush=True)
         model.reset()
         model.chat(convo, GenerationParams(max_tokens=1))
         s = model.last_stats
@@ -50,8 +53,13 @@ def bench(model: LlamaCppModel, repeat: int, passages: int) -> dict[str, float]:
 
         # a trajectory: turn 1 searches, turn 2 continues with the retrieved information appended
         turn1 = convo + [Message(role="assistant", content="<think>I need the river.</think>\n<search>")]
-        turn2 = convo + [Message(role="assistant", content=turn1[-1].content + "river through Paris</search>\n"
-                                 f"<information>{PASSAGE}</information>\n<think>")]
+        turn2 = convo + [
+            Message(
+                role="assistant",
+                content=turn1[-1].content + "river through Paris</search>\n"
+                f"<information>{PASSAGE}</information>\n<think>",
+            )
+        ]
         model.reset()
         model.chat(turn1, GenerationParams(max_tokens=8, stop=["</search>"]), continue_final=True)
         model.chat(turn2, GenerationParams(max_tokens=1), continue_final=True)
@@ -87,10 +95,16 @@ def main() -> None:
         start = time.perf_counter()
         model = LlamaCppModel(path, n_ctx=2048, n_threads=threads)
         load_s = time.perf_counter() - start
+        print(f"threads={threads}: loaded in {load_s:.2f} s", file=sys.stderr, flush=True)
         rows.append((threads, load_s, bench(model, args.repeat, args.passages)))
         del model
-    print(f"model: {path.name}; median of {args.repeat}\n")
-    print("| threads | load s | prompt tok | prefill tok/s | decode tok/s | turn 2 new/reused tok | turn 2 prefill cold ms | turn 2 prefill warm ms |")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"model: {path.name}; median of {args.repeat}; load average at the end {load:.1f} on {os.cpu_count()} cores\n"
+    )
+    print(
+        "| threads | load s | prompt tok | prefill tok/s | decode tok/s | turn 2 new/reused tok | turn 2 prefill cold ms | turn 2 prefill warm ms |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for threads, load_s, r in rows:
         print(

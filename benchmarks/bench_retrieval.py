@@ -12,6 +12,7 @@ Prints markdown tables.
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import shutil
 import statistics
@@ -31,9 +32,12 @@ _CHILD = textwrap.dedent(
     step, directory, arg = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
     t0 = time.perf_counter()
     if step == "first":
+        from routerag.config import load_config
         from routerag.corpus.loaders import load_corpus
         from routerag.index.bundle import build_index
-        build_index(load_corpus(arg).docs, directory, components=[sys.argv[4]])
+        from routerag.index.settings import IndexSettings
+        settings = load_config(IndexSettings, None, sys.argv[5:])
+        build_index(load_corpus(arg).docs, directory, settings, components=[sys.argv[4]])
     elif step == "more":
         from routerag.index.bundle import load_index
         load_index(directory).add_component(arg)
@@ -77,10 +81,13 @@ def _available_components(wanted: list[str]) -> list[str]:
     return out
 
 
-def build_components(corpus: Path, directory: Path, components: list[str]) -> list[dict]:
+def build_components(corpus: Path, directory: Path, components: list[str], overrides: list[str] = ()) -> list[dict]:
     rows = []
     for i, name in enumerate(components):
-        stats = _child("first", str(directory), str(corpus), name) if i == 0 else _child("more", str(directory), name)
+        if i == 0:
+            stats = _child("first", str(directory), str(corpus), name, *overrides)
+        else:
+            stats = _child("more", str(directory), name)
         rows.append({"component": name, **stats})
     return rows
 
@@ -152,10 +159,18 @@ def latency(sources, queries: list[str], modes: list[str], k: int = 5, batch: in
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--components", default="dense,bm25,graph", help="components to build (graph only if installed)")
+    parser.add_argument("--wiki-components", default=None, help="components for 2Wiki if different (e.g. dense,bm25)")
     parser.add_argument("--workdir", type=Path, default=None, help="where to build (default: a temp dir, removed)")
     parser.add_argument("--latency-queries", type=int, default=200)
     parser.add_argument("--skip-musique", action="store_true")
+    parser.add_argument("--reuse", action="store_true", help="reuse indexes already built in --workdir (no build rows)")
+    parser.add_argument("--torch-threads", type=int, default=None, help="torch.set_num_threads for the query side")
     args = parser.parse_args()
+    print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs\n")
+    if args.torch_threads:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
 
     from routerag.corpus.datasets import data_root
     from routerag.corpus.loaders import load_corpus, load_questions
@@ -165,11 +180,14 @@ def main() -> None:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="routerag-bench-"))
     components = _available_components([c for c in args.components.split(",") if c])
     wiki_dir = workdir / "2wiki"
-    shutil.rmtree(wiki_dir, ignore_errors=True)
+    reuse = args.reuse and (wiki_dir / "manifest.json").is_file()
+    if not reuse:
+        shutil.rmtree(wiki_dir, ignore_errors=True)
     corpus = data / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
     print(f"## 2WikiMultihopQA ({len(load_corpus(corpus).docs)} passages)\n")
 
-    builds = build_components(corpus, wiki_dir, components)
+    wiki_components = _available_components(args.wiki_components.split(",")) if args.wiki_components else components
+    builds = [] if reuse else build_components(corpus, wiki_dir, wiki_components)
     print("| component | build wall s | process CPU s | peak RSS GiB |\n|---|---:|---:|---:|")
     for row in builds:
         print(f"| {row['component']} | {row['seconds']:.1f} | {row.get('cpu_s', float('nan')):.1f} | {row['peak_gib']:.2f} |")
@@ -201,8 +219,12 @@ def main() -> None:
     if not args.skip_musique:
         mu = data / "musique_train100"
         mu_dir = workdir / "musique"
-        shutil.rmtree(mu_dir, ignore_errors=True)
-        mu_builds = build_components(mu / "musique_train_corpus.json", mu_dir, components)
+        mu_reuse = args.reuse and (mu_dir / "manifest.json").is_file()
+        if not mu_reuse:
+            shutil.rmtree(mu_dir, ignore_errors=True)
+        openie = [p.name for p in mu.glob("openie_*.json")]
+        mu_overrides = ["graph.extractor=precomputed", f"graph.openie_file={mu / openie[0]}"] if openie else []
+        mu_builds = [] if mu_reuse else build_components(mu / "musique_train_corpus.json", mu_dir, components, mu_overrides)
         mu_sources = load_index(mu_dir).sources()
         mu_questions = load_questions(mu / "musique_train.json", dataset="musique")
         mu_recall = support_recall(mu_sources, mu_questions, mu_sources.names())
@@ -212,8 +234,10 @@ def main() -> None:
         build_s = {row["component"]: row["seconds"] for row in mu_builds}
         for mode in mu_sources.names():
             need = {"passage": "dense", "bm25": "bm25"}.get(mode, "graph")
-            print(f"| {mode} | {mu_recall[mode][2]:.3f} | {mu_recall[mode][5]:.3f} | {build_s.get(need, 0):.1f} |")
+            built = f"{build_s[need]:.1f}" if need in build_s else "(reused)"
+            print(f"| {mode} | {mu_recall[mode][2]:.3f} | {mu_recall[mode][5]:.3f} | {built} |")
 
+    print(f"\nload average at end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print(f"\ntargets: build <= {TARGETS['build_s']:.0f} s, peak <= {TARGETS['peak_gib']} GiB, "
           f"load <= {TARGETS['load_s']} s, passage p50 <= {TARGETS['p50_ms']} ms, batching >= {TARGETS['batch_speedup']}x")
     if args.workdir is None:

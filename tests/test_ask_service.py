@@ -174,7 +174,7 @@ def test_retrieval_api_is_mounted(client):
     assert r.status_code == 200 and r.json()["results"]["bm25"][0]["hits"][0]["title"] == "Teutberga"
 
 
-def test_cli_serve_with_a_scripted_model(index_dir):
+def test_cli_serve_with_a_scripted_model(index_dir, tmp_path):
     """`routerag serve DIR --model-set backend=scripted ...` in a subprocess, asked over HTTP."""
     sock = bind_socket()
     port = sock.getsockname()[1]
@@ -183,7 +183,7 @@ def test_cli_serve_with_a_scripted_model(index_dir):
     proc = subprocess.Popen(
         [sys.executable, "-c", code, "serve", str(index_dir), "--port", str(port),
          "--model-set", "backend=scripted", "--model-set", 'scripted_outputs=["Lothair II"]'],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ, ROUTERAG_HOME=str(tmp_path)),
     )
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as c:

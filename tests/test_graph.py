@@ -194,8 +194,35 @@ def test_incremental_add_links_only_new_entities(home, tmp_path):
 def test_no_facts_falls_back_to_dense(home, tmp_path):
     docs = [Document.make(t, f"A passage about {t}.") for t in ("Alpha river", "Beta mountain", "Gamma lake")]
     empty = {d.title: ([], []) for d in docs}
-    graph = GraphIndex.build(DocStore(docs), tmp_path / "graph", IndexSettings(), extractor=FixedExtractor(empty))
+
+    class FailingOnGamma(FixedExtractor):
+        def extract(self, docs):
+            return [r.model_copy(update={"error": "ner: no JSON"}) if r.passage.startswith("Gamma") else r for r in super().extract(docs)]
+
+    graph = GraphIndex.build(DocStore(docs), tmp_path / "graph", IndexSettings(), extractor=FailingOnGamma(empty))
+    assert graph.stats()["extraction_errors"] == 1
+    assert GraphIndex.load(tmp_path / "graph", graph.store, graph.settings).stats() == graph.stats()  # errors persist
     [result] = GraphSource(graph).search(["Which mountain?"], 2)
     assert result.metadata["fallback"] == "dense"
     assert result.hits[0].title == "Beta mountain" and len(result.hits) == 2
     assert TriplesSource(graph).search(["Which mountain?"], 2)[0].hits == []
+
+
+def test_bundle_with_a_spacy_graph_mounts_graph_hybrid_and_triples(home, tmp_path):
+    from routerag.corpus.loaders import load_corpus
+    from routerag.index.bundle import build_index, load_index
+
+    corpus = {d.title: d for d in load_corpus(data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json").docs}
+    docs = [corpus[t] for t in ("Lothair II", "Teutberga", "Ermengarde of Tours", "Etan Boritzer")]
+    build_index(docs[:3], tmp_path / "idx", components=["graph"])
+    bundle = load_index(tmp_path / "idx")
+    sources = bundle.sources()
+    assert {"graph", "hybrid", "triples"} <= set(sources.names())
+    response = sources.search(["Who was the mother of Lothair II?"], 2, ["graph", "hybrid", "triples"])
+    assert response.results["graph"][0].hits[0].title in {"Lothair II", "Ermengarde of Tours"}
+    assert all(len(response.results[name][0].hits) == 2 for name in ("graph", "hybrid", "triples"))
+    assert bundle.add_documents(docs[3:]) == docs[3:]
+    reloaded = load_index(tmp_path / "idx")
+    assert reloaded.component("graph").n_passages == 4
+    hits = reloaded.sources().search_one("Which writer was born in 1950?", 1, "graph").hits
+    assert hits[0].title == "Etan Boritzer"

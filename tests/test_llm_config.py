@@ -30,7 +30,11 @@ def test_environment_fills_what_is_not_explicit(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("ROUTERAG_BASE_URL", "http://127.0.0.1:8000/v1")
     cfg = ModelConfig().resolved()
     assert (cfg.backend, cfg.model, cfg.base_url, cfg.concurrency) == (
-        "openai", "Qwen/Qwen2.5-7B-Instruct", "http://127.0.0.1:8000/v1", 8)
+        "openai",
+        "Qwen/Qwen2.5-7B-Instruct",
+        "http://127.0.0.1:8000/v1",
+        8,
+    )
     explicit = ModelConfig(model="my.gguf", backend="llamacpp").resolved()
     assert (explicit.model, explicit.backend) == ("my.gguf", "llamacpp")
 

@@ -35,7 +35,9 @@ def test_answers_a_one_line_prompt(model) -> None:
 
 
 def test_max_tokens_gives_length(model) -> None:
-    response = model.chat([Message(role="user", content="Count from 1 to 50, separated by commas.")], GenerationParams(max_tokens=3))
+    response = model.chat(
+        [Message(role="user", content="Count from 1 to 50, separated by commas.")], GenerationParams(max_tokens=3)
+    )
     assert response.finish_reason == "length"
     assert response.usage.completion_tokens == 3
 
@@ -58,7 +60,13 @@ def test_continue_final_continues_the_assistant_text(model) -> None:
 def test_second_turn_reuses_the_prompt_prefix(model) -> None:
     first = Q + [Message(role="assistant", content="<think>The question asks for a capital.</think>\n<search>")]
     model.chat(first, GenerationParams(max_tokens=6, stop=["</search>"]), continue_final=True)
-    grown = first[:-1] + [Message(role="assistant", content=first[-1].content + "capital of France</search>\n<information>Paris is the capital of France.</information>\n")]
+    grown = first[:-1] + [
+        Message(
+            role="assistant",
+            content=first[-1].content
+            + "capital of France</search>\n<information>Paris is the capital of France.</information>\n",
+        )
+    ]
     model.chat(grown, GenerationParams(max_tokens=6), continue_final=True)
     stats = model.last_stats
     assert stats is not None

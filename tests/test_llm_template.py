@@ -74,14 +74,17 @@ def test_gguf_reader_reads_scalars_strings_and_requested_arrays(tmp_path: Path) 
         return struct.pack("<Q", len(text)) + text.encode()
 
     tokens = struct.pack("<IQ", 8, 3) + s("<s>") + s("</s>") + s("hi")
-    path = _gguf(tmp_path / "m.gguf", [
-        ("general.name", 8, s("tiny")),
-        ("tokenizer.ggml.tokens", 9, tokens),
-        ("tokenizer.ggml.scores", 9, struct.pack("<IQ", 6, 3) + struct.pack("<3f", 0, 0, 0)),
-        ("tokenizer.ggml.bos_token_id", 4, struct.pack("<I", 0)),
-        ("tokenizer.ggml.eos_token_id", 4, struct.pack("<I", 1)),
-        ("tokenizer.chat_template", 8, s(CHATML)),
-    ])
+    path = _gguf(
+        tmp_path / "m.gguf",
+        [
+            ("general.name", 8, s("tiny")),
+            ("tokenizer.ggml.tokens", 9, tokens),
+            ("tokenizer.ggml.scores", 9, struct.pack("<IQ", 6, 3) + struct.pack("<3f", 0, 0, 0)),
+            ("tokenizer.ggml.bos_token_id", 4, struct.pack("<I", 0)),
+            ("tokenizer.ggml.eos_token_id", 4, struct.pack("<I", 1)),
+            ("tokenizer.chat_template", 8, s(CHATML)),
+        ],
+    )
     meta = read_gguf_metadata(path)
     assert meta["general.name"] == "tiny" and "tokenizer.ggml.tokens" not in meta
     assert gguf_chat_template(path) == (CHATML, "<s>", "</s>")
@@ -109,7 +112,8 @@ def test_bundled_qwen_template_renders_chatml() -> None:
     assert source and eos == "<|im_end|>"
     template = ChatTemplate(source, bos, eos)
     assert template.render(CONVO) == (
-        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWho wrote Hamlet?<|im_end|>\n<|im_start|>assistant\n"
+        "<|im_start|>system\nBe brief.<|im_end|>\n"
+        "<|im_start|>user\nWho wrote Hamlet?<|im_end|>\n<|im_start|>assistant\n"
     )
     # no system message: Qwen's template inserts its default one
     assert template.render(CONVO[1:]).startswith("<|im_start|>system\nYou are Qwen")

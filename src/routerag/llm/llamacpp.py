@@ -36,7 +36,7 @@ class GenerationStats:
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
     n = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x != y:
             break
         n += 1
@@ -85,7 +85,9 @@ class LlamaCppModel:
         source = chat_template or self._llm.metadata.get("tokenizer.chat_template")
         if not source:
             raise ModelError(f"{path} carries no chat template; set chat_format to a Jinja template file")
-        self.template = ChatTemplate(source, self._token_text(self._llm.token_bos()), self._token_text(self._llm.token_eos()))
+        self.template = ChatTemplate(
+            source, self._token_text(self._llm.token_bos()), self._token_text(self._llm.token_eos())
+        )
         self._lock = threading.Lock()
         self.last_stats: GenerationStats | None = None
         self._valid_grammars: set[str] = set()
@@ -139,6 +141,7 @@ class LlamaCppModel:
 
         start = time.perf_counter()
         with self._lock:
+            locked = time.perf_counter()  # prefill is timed from here, not from waiting on the lock
             llm = self._llm
             tokens = self.tokenize(prompt)
             room = self.n_ctx - len(tokens)
@@ -189,9 +192,9 @@ class LlamaCppModel:
             first = first_token_at or end
             self.last_stats = GenerationStats(
                 prompt_tokens=len(tokens),
-                reused_prompt_tokens=min(reused, len(tokens)),
+                reused_prompt_tokens=min(reused, len(tokens) - 1),  # a full match still replays one token
                 completion_tokens=len(completion),
-                prefill_ms=(first - start) * 1000.0,
+                prefill_ms=(first - locked) * 1000.0,
                 decode_ms=(end - first) * 1000.0,
             )
         return ChatResponse(
@@ -209,4 +212,6 @@ def from_config(config: ModelConfig) -> LlamaCppModel:
 
     path = resolve_model_file(config.model or "")
     template = config.chat_format.read_text(encoding="utf-8") if config.chat_format else None
-    return LlamaCppModel(path, n_ctx=config.n_ctx, n_threads=config.n_threads, chat_template=template, name=config.model)
+    return LlamaCppModel(
+        path, n_ctx=config.n_ctx, n_threads=config.n_threads, chat_template=template, name=config.model
+    )

@@ -74,13 +74,19 @@ class OpenAICompatModel:
         except ImportError as exc:  # pragma: no cover - openai is a dependency
             raise ModelError("the openai backend needs the openai package: pip install openai") from exc
         self._openai = openai
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=1)
+        self._client = openai.OpenAI(
+            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=1
+        )
         self.base_url = base_url
         self._model = model
         self.template = template
         if completions_endpoint and template is None:
-            raise ModelError("completions_endpoint=True needs a chat template (set chat_format, or model to a local GGUF)")
-        self.continue_mode: ContinueMode = "completions" if template is not None and completions_endpoint is not False else "chat-prefix"
+            raise ModelError(
+                "completions_endpoint=True needs a chat template (set chat_format, or model to a local GGUF)"
+            )
+        self.continue_mode: ContinueMode = (
+            "completions" if template is not None and completions_endpoint is not False else "chat-prefix"
+        )
         self._may_fall_back = completions_endpoint is None
         self._lock = threading.Lock()
 
@@ -145,7 +151,9 @@ class OpenAICompatModel:
             except ModelError as exc:
                 if not self._may_fall_back or "answered 404" not in str(exc):
                     raise
-                log.warning("%s has no /completions endpoint; continuing assistant messages via chat instead", self.base_url)
+                log.warning(
+                    "%s has no /completions endpoint; continuing assistant messages via chat instead", self.base_url
+                )
                 self.continue_mode = "chat-prefix"
         return self._chat(messages, params)
 
@@ -155,7 +163,9 @@ class OpenAICompatModel:
 
     def _complete(self, prompt: str, params: GenerationParams) -> ChatResponse:
         start = time.perf_counter()
-        result = self._call(lambda: self._client.completions.create(model=self.model, prompt=prompt, **self._sampling(params)))
+        result = self._call(
+            lambda: self._client.completions.create(model=self.model, prompt=prompt, **self._sampling(params))
+        )
         choice = result.choices[0]
         text = choice.text or ""
         response = self._response(text, choice, result.usage, params, start)
@@ -177,7 +187,9 @@ class OpenAICompatModel:
         end-of-turn. Exact for greedy decoding; for sampled text the likeliest explanation."""
         longest = max(len(s) for s in stops)
         probe = self._call(
-            lambda: self._client.completions.create(model=self.model, prompt=prefix, max_tokens=min(16, longest + 2), temperature=0.0)
+            lambda: self._client.completions.create(
+                model=self.model, prompt=prefix, max_tokens=min(16, longest + 2), temperature=0.0
+            )
         )
         continuation = probe.choices[0].text or ""
         for stop in sorted(stops, key=len, reverse=True):
@@ -192,7 +204,9 @@ class OpenAICompatModel:
     def _chat(self, messages: list[Message], params: GenerationParams) -> ChatResponse:
         start = time.perf_counter()
         payload = [{"role": m.role, "content": m.content} for m in messages]
-        result = self._call(lambda: self._client.chat.completions.create(model=self.model, messages=payload, **self._sampling(params)))
+        result = self._call(
+            lambda: self._client.chat.completions.create(model=self.model, messages=payload, **self._sampling(params))
+        )
         choice = result.choices[0]
         return self._response(choice.message.content or "", choice, result.usage, params, start)
 

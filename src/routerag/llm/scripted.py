@@ -82,8 +82,7 @@ class ScriptedModel:
             if self._next >= len(self.outputs):
                 if not self.cycle or not self.outputs:
                     raise ModelError(
-                        f"ScriptedModel ran out of outputs after {self._next} call(s); "
-                        "give more outputs or cycle=True"
+                        f"ScriptedModel ran out of outputs after {self._next} call(s); give more outputs or cycle=True"
                     )
                 self._next = 0
             text = self.outputs[self._next]

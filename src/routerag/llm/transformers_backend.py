@@ -48,7 +48,9 @@ def pick_device(device: str) -> str:
 class TransformersModel:
     """Chat with a transformers causal LM (batch size one, thread-safe by a lock)."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, name: str = "transformers", chat_template: str | None = None) -> None:
+    def __init__(
+        self, model: Any, tokenizer: Any, *, name: str = "transformers", chat_template: str | None = None
+    ) -> None:
         source = chat_template or getattr(tokenizer, "chat_template", None)
         if not source:
             raise ModelError(f"tokenizer of {name} has no chat template; set chat_format")
@@ -107,7 +109,11 @@ class TransformersModel:
             raise ModelError("cannot generate from an empty prompt")
         device = next(self.model.parameters()).device
         sampled = params.temperature > 0
-        with self._lock, torch.inference_mode(), torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        with (
+            self._lock,
+            torch.inference_mode(),
+            torch.random.fork_rng(devices=[device] if device.type == "cuda" else []),
+        ):
             if params.seed is not None:
                 torch.manual_seed(params.seed)
             cache = None

@@ -36,7 +36,7 @@ class RunRequest(BaseModel):
                                                  description="configurations to compare on the same questions")
 
     @model_validator(mode="after")
-    def _one_question_source(self) -> "RunRequest":
+    def _one_question_source(self) -> RunRequest:
         if (self.questions is None) == (self.dataset is None):
             raise ValueError("give either questions or dataset")
         return self

@@ -6,6 +6,7 @@ from __future__ import annotations
 import anyio
 from fastapi import APIRouter, File, Form, UploadFile
 from fastapi.responses import JSONResponse
+from pydantic import Field
 
 from routerag.server.retrieval_app import ErrorReply
 from routerag.server.upload_parse import RowError, UploadRejected, check_name, parse_upload
@@ -14,7 +15,7 @@ from routerag.sources.sourceset import SourceSet
 
 
 class UploadErrorReply(ErrorReply):
-    errors: list[RowError] = []
+    errors: list[RowError] = Field(default_factory=list)
 
 
 UPLOAD_ERRORS = {

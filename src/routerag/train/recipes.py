@@ -191,18 +191,24 @@ def make_reward_funcs(schedule: RewardSchedule, *, trace_key: str = "trace") -> 
     return [make(name, i == 0) for i, name in enumerate(names)]
 
 
-def make_rollout_func(env: RouteRAGEnv, tokenizer: Any, temperature: float, seed: int) -> Callable[[list, Any], dict[str, list]]:
-    """TRL ``rollout_func``: one environment episode per prompt entry (already repeated G times)."""
+def make_rollout_func(env: RouteRAGEnv, tokenizer: Any, temperature: float, seed: int, *,
+                      policy: Callable[[list[int], list[str], int], tuple[list[int], list[float]]] | None = None,
+                      ) -> Callable[[list, Any], dict[str, list]]:
+    """TRL ``rollout_func``: one environment episode per prompt entry (already repeated G times).
+    The trainer's current model samples the episodes unless another ``policy`` is given (a
+    generation server, or a scripted policy in tests)."""
     from routerag.train.generation import PolicySampler
 
     state: dict[str, Any] = {}
 
     def rollout_func(prompts: list, trainer: Any) -> dict[str, list]:
-        model = trainer.accelerator.unwrap_model(trainer.model)
-        sampler = state.get("sampler")
-        if sampler is None or sampler.model is not model:
-            sampler = PolicySampler(model, tokenizer, temperature=temperature, seed=seed + trainer.state.global_step)
-            state["sampler"] = sampler
+        sampler = policy
+        if sampler is None:
+            model = trainer.accelerator.unwrap_model(trainer.model)
+            sampler = state.get("sampler")
+            if sampler is None or sampler.model is not model:
+                sampler = PolicySampler(model, tokenizer, temperature=temperature, seed=seed + trainer.state.global_step)
+                state["sampler"] = sampler
         questions = [p if isinstance(p, str) else p[-1]["content"] for p in prompts]
         rollouts = [env.rollout(q, sampler) for q in questions]
         return {

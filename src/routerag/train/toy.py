@@ -86,3 +86,57 @@ def tiny_qwen2(vocab_size: int, *, layers: int = 2, hidden: int = 64, heads: int
         tie_word_embeddings=True, **overrides,
     )
     return Qwen2ForCausalLM(config)
+
+
+# ---------------------------------------------------------------- the toy learning run
+
+
+def toy_env_config(**overrides: Any) -> Any:
+    """Routing-only episodes: one search whose mode the policy writes after the prefilled
+    ``<search> [``; the first hit's title is the answer."""
+    from routerag.train.env import EnvConfig
+
+    values: dict[str, Any] = dict(
+        k=1, max_turns=1, allowed_modes=["passage", "graph"], reader="top_hit_title", prompt_template=TOY_PROMPT,
+        assistant_prefix=TOY_PREFIX, max_new_tokens_per_turn=6, max_completion_tokens=64,
+    )
+    values.update(overrides)
+    return EnvConfig(**values)
+
+
+def toy_cold_start_rows(questions: list[Question], codec: Any, *, seed: int = 0, copies: int = 4) -> list[dict[str, list[int]]]:
+    """SFT rows teaching the action format with a mode drawn at random (independent of the
+    question): the cold-started policy follows the protocol but routes at chance."""
+    import random
+
+    from routerag.train.golden import GoldenTrajectory
+    from routerag.train.recipes import sft_rows
+    from routerag.trace import Segment
+
+    rng = random.Random(seed)
+    trajectories = []
+    for _ in range(copies):
+        for q in questions:
+            mode = rng.choice(["passage", "graph"])
+            trajectories.append(GoldenTrajectory(
+                qid=q.qid, dataset="toy", question=q.question, answers=q.answers, source="toy",
+                segments=[Segment(kind="prompt", text=TOY_PROMPT.format(question=q.question) + TOY_PREFIX),
+                          Segment(kind="model", text=f"{mode}] </search>")],
+            ))
+    rows = sft_rows(trajectories, codec, 128)
+    return [{"input_ids": r["input_ids"][:-1], "labels": r["labels"][:-1]} for r in rows]  # no EOS: the env stops at </search>
+
+
+def evaluate_routing(env: Any, questions: list[Question], generate: Any) -> dict[str, float]:
+    """Greedy episodes over ``questions``: EM, share routed to the gold mode, and format."""
+    from routerag.eval.metrics import exact_match
+
+    em = routed = fmt = 0.0
+    for q in questions:
+        r = env.rollout(q, generate)
+        em += exact_match(r.trace.answer, q.answers)
+        step = r.trace.search_steps[0] if r.trace.search_steps else None
+        routed += float(step is not None and step.metadata.get("mode") == q.metadata.get("gold_mode"))
+        fmt += float(step is not None and not step.format_error or (step is not None and step.format_error == "empty_query"))
+    n = max(len(questions), 1)
+    return {"em": em / n, "routing_accuracy": routed / n, "format": fmt / n}

@@ -63,17 +63,21 @@ def record_from_entry(entry: dict[str, Any], doc_id: str) -> OpenIERecord:
         passage=entry["passage"],
         entities=clean_entities(entry.get("extracted_entities", [])),
         triples=clean_triples(entry.get("extracted_triples", [])),
+        error=entry["error"] if isinstance(entry.get("error"), str) else None,
     )
 
 
 def entry_from_record(record: OpenIERecord) -> dict[str, Any]:
-    return {
+    entry: dict[str, Any] = {
         "idx": record.key,
         "doc_id": record.doc_id,
         "passage": record.passage,
         "extracted_entities": list(record.entities),
         "extracted_triples": [list(t) for t in record.triples],
     }
+    if record.error:
+        entry["error"] = record.error
+    return entry
 
 
 class OpenIECache:

@@ -74,7 +74,9 @@ export class ParamsForm {
       const field = { name, el, dflt, isSource, value: () => el.value };
       field.refresh = () => {
         const current = el.value || dflt;
-        const options = isSource ? [...new Set([dflt, ...this.sourceNames].filter(Boolean))] : choices;
+        // a source field offers the mounted sources only (its default when mounted, first)
+        const mounted = this.sourceNames.length ? this.sourceNames : [dflt];
+        const options = isSource ? [...new Set([dflt, ...mounted].filter((o) => o && mounted.includes(o)))] : choices;
         el.replaceChildren(...options.map((o) => h("option", { value: o, text: o })));
         el.value = options.includes(current) ? current : options[0];
       };

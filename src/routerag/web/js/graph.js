@@ -12,19 +12,20 @@ function short(text, n = 28) {
   return text.length > n ? text.slice(0, n - 1) + "…" : text;
 }
 
-export function graphView(source, meta) {
+export function graphView(source, meta, titles = new Map()) {
   const seeds = (meta.seeds || []).slice(0, 8);
   const tops = (meta.top_nodes || []).slice(0, 8);
   const rowH = 26;
   const height = Math.max(seeds.length, tops.length, 1) * rowH + 30;
-  const width = 560;
+  const width = 760;
+  const [sx, tx] = [250, 470];
   const maxTop = Math.max(...tops.map((t) => t.score), 1e-9);
   const maxSeed = Math.max(...seeds.map((t) => t.weight), 1e-9);
   const svg = s("svg", { viewBox: `0 0 ${width} ${height}`, width, height, class: "graph", role: "img",
     "aria-label": `graph retrieval of ${source}: seed entities and top PPR nodes` });
-  svg.append(s("text", { x: 10, y: 14, class: "gh" }, "seed entities"), s("text", { x: 330, y: 14, class: "gh" }, "top PPR nodes"));
-  const seedPos = seeds.map((_, i) => [150, 30 + i * rowH + rowH / 2]);
-  const topPos = tops.map((_, i) => [330, 30 + i * rowH + rowH / 2]);
+  svg.append(s("text", { x: 10, y: 14, class: "gh" }, "seed entities"), s("text", { x: tx - 10, y: 14, class: "gh" }, "top PPR nodes"));
+  const seedPos = seeds.map((_, i) => [sx, 30 + i * rowH + rowH / 2]);
+  const topPos = tops.map((_, i) => [tx, 30 + i * rowH + rowH / 2]);
   // edges: each seed to the top nodes that name the same entity, else faintly to all
   seeds.forEach((seed, i) => {
     tops.forEach((top, j) => {
@@ -37,14 +38,15 @@ export function graphView(source, meta) {
     const [x, y] = seedPos[i];
     svg.append(s("circle", { cx: x, cy: y, r: 4 + 6 * (seed.weight / maxSeed), class: "node seed" },
       s("title", {}, `${seed.node} (weight ${seed.weight.toFixed(3)})`)));
-    svg.append(s("text", { x: x - 12, y: y + 4, "text-anchor": "end", class: "nl" }, short(seed.node)));
+    svg.append(s("text", { x: x - 12, y: y + 4, "text-anchor": "end", class: "nl" }, short(seed.node, 36)));
   });
   tops.forEach((top, j) => {
     const [x, y] = topPos[j];
     svg.append(s("circle", { cx: x, cy: y, r: 4 + 6 * (top.score / maxTop), class: `node ${top.kind === "passage" ? "passage" : "entity"}` },
-      s("title", {}, `${top.kind}: ${top.node} (PPR ${top.score.toFixed(4)})`)));
-    svg.append(s("text", { x: x + 12, y: y + 4, class: "nl" }, `${short(top.node, 30)} · ${top.score.toFixed(3)}`));
+      s("title", {}, `${top.kind}: ${titles.get(top.node) || top.node} (PPR ${top.score.toFixed(4)})`)));
+    const name = top.kind === "passage" ? `¶ ${titles.get(top.node) || top.node}` : top.node;
+    svg.append(s("text", { x: x + 12, y: y + 4, class: "nl" }, `${short(name, 32)} · ${top.score.toFixed(3)}`));
   });
   return h("figure", { class: "graphfig", "data-testid": "graph-view" }, svg,
-    h("figcaption", { text: `${source}: ${seeds.length} seed entities → ${tops.length} top PPR nodes${meta.fallback ? ` (fallback: ${meta.fallback})` : ""}` }));
+    h("figcaption", { text: `${source}: ${seeds.length} seed entities → ${tops.length} top PPR nodes (thick line: a seed that is itself a top node; thin lines: PPR mass spreads from the seed set, they are not KG edges)${meta.fallback ? ` (fallback: ${meta.fallback})` : ""}` }));
 }

@@ -50,12 +50,14 @@ function hitTable(hits, kept) {
 function stepView(step, kept) {
   const calls = step.model_calls;
   const tokens = tokensOf(step);
+  const modelMs = calls.reduce((n, c) => n + c.latency_ms, 0);
+  const ms = step.latency_ms || step.retrieval_ms + modelMs;
   const meta = step.metadata || {};
   const head = h("div", { class: "step-head" },
     h("span", { class: `badge kind-${step.kind}`, text: step.kind }),
     step.sources.length ? h("span", { class: "srcs", text: `→ ${step.sources.join(", ")}` }) : null,
     meta.preferred_source ? h("span", { class: "pref", text: `preferred: ${meta.preferred_source}` }) : null,
-    h("span", { class: "cost", text: `${fmt(step.latency_ms)} ms${step.retrieval_ms ? ` (retrieval ${fmt(step.retrieval_ms)} ms)` : ""} · ${tokens} tok${calls.length ? ` · ${calls.length} call${calls.length > 1 ? "s" : ""}` : ""}` }));
+    h("span", { class: "cost", text: `${fmt(ms)} ms${step.retrieval_ms ? ` (retrieval ${fmt(step.retrieval_ms)} ms)` : ""} · ${tokens} tok${calls.length ? ` · ${calls.length} call${calls.length > 1 ? "s" : ""}` : ""}` }));
   const body = h("div", { class: "step-body" },
     step.reasoning ? h("div", { class: "reasoning" }, h("i", { text: "reasoning " }), step.reasoning) : null,
     step.routing_reason ? h("div", { class: "routing" }, h("i", { text: "why " }), step.routing_reason) : null,
@@ -64,7 +66,7 @@ function stepView(step, kept) {
       `selector ${meta.selector || ""} kept ${step.kept_doc_ids.length} of ${meta.candidates ?? "?"}: `,
       Object.entries(meta.kept_by_source).map(([k, v]) => `${k} ${v}`).join(", ")) : null,
     step.hits.length ? hitTable(step.hits, kept) : null,
-    ...graphMetas(step).map(([source, m]) => graphView(source, m)),
+    ...graphMetas(step).map(([source, m]) => graphView(source, m, new Map(step.hits.map((x) => [x.doc_id, x.title])))),
     step.answer !== null && step.answer !== undefined ? h("div", { class: "answer" }, h("i", { text: "answer " }), step.answer) : null,
     step.format_error ? h("div", { class: "format-error", text: `format error: ${step.format_error}` }) : null);
   return h("li", { class: `step step-${step.kind}`, "data-kind": step.kind }, head, body);
@@ -72,6 +74,7 @@ function stepView(step, kept) {
 
 export function renderTrace(root, trace, { animate = true } = {}) {
   root.replaceChildren();
+  delete root.dataset.done;
   const kept = keptSets(trace.steps);
   const totals = h("div", { class: "totals" },
     h("div", { class: "final", "data-testid": "final-answer" }, h("span", { class: "label", text: "answer" }), h("b", { text: trace.answer || "(none)" })),
@@ -81,12 +84,12 @@ export function renderTrace(root, trace, { animate = true } = {}) {
   const list = h("ol", { class: "steps" });
   root.append(totals, list);
   const views = trace.steps.map((step, i) => stepView(step, kept.get(i)));
-  if (!animate) { list.append(...views); return Promise.resolve(); }
+  if (!animate) { list.append(...views); root.dataset.done = "1"; return Promise.resolve(); }
   // unfold step by step
   return new Promise((resolve) => {
     let i = 0;
     const next = () => {
-      if (i >= views.length) { resolve(); return; }
+      if (i >= views.length) { setTimeout(() => { root.dataset.done = "1"; resolve(); }, 300); return; }
       const v = views[i++];
       v.classList.add("appear");
       list.append(v);

@@ -1,0 +1,312 @@
+"""Golden trajectories for supervised cold starts, and the train/eval overlap check.
+
+Sources, each rendered in the RouteRAG protocol (``<think>``, ``<search> [mode] q </search>``,
+``<information>…</information>``, ``<answer>``) as typed :class:`~routerag.trace.Segment`s, so
+that SFT masks prompt and observation tokens exactly as GRPO does:
+
+* MuSiQue gold decompositions: one search per hop (``#k`` replaced by the k-th hop's answer), the
+  hop's supporting paragraph as the evidence, the hop's answer in the next ``<think>``;
+* HotpotQA supporting facts: one search per supporting title (the question first, then the
+  bridge title), that title's passage as the evidence;
+* R1-Router's released step-wise trajectories: each sub-question a search (text retriever ->
+  ``[passage]``, table retriever -> ``[table]``…), its evidence lines as the observation;
+* rejection sampling of policy rollouts that reach the gold answer (:func:`rejection_sample`).
+
+:func:`r1_router_step_rows` turns the R1-Router trajectories into per-step prompts with their
+gold for Step-GRPO. :func:`check_overlap` keeps training questions out of evaluation sets.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from routerag.corpus.schema import Document, Question
+from routerag.eval.metrics import METRICS
+from routerag.eval.normalize import normalize_answer
+from routerag.sources.base import Hit
+from routerag.strategies.prompts import information_block, routerag_prompt
+from routerag.trace import Segment
+
+ModePolicy = Literal["passage", "bridge-graph"]
+
+
+class GoldenTrajectory(BaseModel):
+    qid: str
+    dataset: str
+    question: str
+    answers: list[str]
+    source: str  # musique | hotpotqa | r1router | rejection
+    segments: list[Segment]
+
+    @property
+    def text(self) -> str:
+        return "".join(s.text for s in self.segments)
+
+    @property
+    def completion(self) -> str:
+        return "".join(s.text for s in self.segments if s.kind != "prompt")
+
+
+class Hop(BaseModel):
+    think: str
+    mode: str
+    query: str
+    evidence: list[Hit] = Field(default_factory=list)
+
+
+def _hit(doc: Document | tuple[str, str], rank: int = 1, source: str = "passage") -> Hit:
+    title, text = (doc.title, doc.text) if isinstance(doc, Document) else doc
+    return Hit(doc_id=f"gold-{rank}", title=title, text=text, score=1.0, source=source, mode=source, rank=rank)
+
+
+def render_routerag(question: str, hops: Sequence[Hop], answer: str, *, final_think: str = "",
+                    prompt_template: str | None = None, few_shot: bool = False) -> list[Segment]:
+    """Segments of one RouteRAG episode (the prompt is the user text, not chat-rendered)."""
+    prompt = prompt_template.format(question=question) if prompt_template else routerag_prompt(question, few_shot=few_shot)
+    segments = [Segment(kind="prompt", text=prompt)]
+
+    def add(kind: str, text: str) -> None:
+        if segments[-1].kind == kind:
+            segments[-1] = Segment(kind=kind, text=segments[-1].text + text)  # type: ignore[arg-type]
+        else:
+            segments.append(Segment(kind=kind, text=text))  # type: ignore[arg-type]
+
+    for hop in hops:
+        add("model", f"<think> {hop.think} </think>\n<search> [{hop.mode}] {hop.query} </search>")
+        add("observation", information_block(hop.evidence))
+    add("model", f"<think> {final_think or 'I have the answer.'} </think>\n<answer> {answer} </answer>")
+    return segments
+
+
+_REF = re.compile(r"#(\d+)")
+
+
+def from_musique(q: Question, docs: dict[str, Document], *, mode_policy: ModePolicy = "bridge-graph", **render: Any) -> GoldenTrajectory | None:
+    """A trajectory from a MuSiQue question's gold decomposition (None when a hop lacks support)."""
+    if not q.decomposition:
+        return None
+    answers: list[str] = []
+    hops: list[Hop] = []
+    for i, sub in enumerate(q.decomposition):
+        if not sub.supporting_doc_ids or sub.supporting_doc_ids[0] not in docs:
+            return None
+        bridge = bool(_REF.search(sub.question))
+        query = _REF.sub(lambda m: answers[int(m.group(1)) - 1] if int(m.group(1)) <= len(answers) else m.group(0), sub.question)
+        think = f"I need to find out: {query}" if i == 0 else f"The answer so far is {answers[-1]}. Next: {query}"
+        mode = "graph" if (mode_policy == "bridge-graph" and bridge) else "passage"
+        hops.append(Hop(think=think, mode=mode, query=query, evidence=[_hit(docs[sub.supporting_doc_ids[0]])]))
+        answers.append(sub.answer)
+    segments = render_routerag(q.question, hops, q.answer, final_think=f"The answer is {answers[-1]}.", **render)
+    return GoldenTrajectory(qid=q.qid, dataset=q.dataset, question=q.question, answers=q.answers, source="musique", segments=segments)
+
+
+def from_hotpotqa(q: Question, docs: dict[str, Document], *, mode_policy: ModePolicy = "bridge-graph", **render: Any) -> GoldenTrajectory | None:
+    """A trajectory from a HotpotQA question's supporting facts: the question, then each further
+    supporting title, is searched; that title's passage is the evidence."""
+    titles = q.metadata.get("supporting_titles") or []
+    by_title = {d.title: d for d in (docs[i] for i in q.supporting_doc_ids if i in docs)}
+    if not titles or any(t not in by_title for t in titles):
+        return None
+    hops = []
+    for i, title in enumerate(titles):
+        query = q.question if i == 0 else title
+        mode = "graph" if (mode_policy == "bridge-graph" and i > 0) else "passage"
+        think = "I need evidence for the question." if i == 0 else f"The evidence points to {title}; I should look it up."
+        hops.append(Hop(think=think, mode=mode, query=query, evidence=[_hit(by_title[title])]))
+    segments = render_routerag(q.question, hops, q.answer, **render)
+    return GoldenTrajectory(qid=q.qid, dataset=q.dataset, question=q.question, answers=q.answers, source="hotpotqa", segments=segments)
+
+
+# ---------------------------------------------------------------- R1-Router
+
+R1_ROUTER_MODES = {"text retriever": "passage", "table retriever": "table", "text image retriever": "image"}
+_EVIDENCE = re.compile(r"^(ter|tar|tir)-(\d+):\s?(.*)$")
+
+
+def r1_router_path() -> Path:
+    from routerag.corpus.datasets import data_root
+
+    return data_root() / "r1router" / "stepgrpo_valid.jsonl"
+
+
+def read_r1_router(path: str | Path | None = None) -> list[dict[str, Any]]:
+    with Path(path or r1_router_path()).open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def _evidence_lines(problem: str) -> list[tuple[str, str]]:
+    body = problem.split("\n\n\n Give me the answer")[0]
+    head, _, rest = body.partition("table retriever:")
+    lines = (rest or head).split("\n")
+    out = []
+    for line in lines:
+        m = _EVIDENCE.match(line.strip())
+        if m:
+            out.append(("", m.group(3)))
+    return out
+
+
+def _origin_question(problem: str) -> str:
+    m = re.search(r"Origin question:\s*(.*)", problem)
+    return m.group(1).strip() if m else problem.strip()
+
+
+def from_r1_router(record: dict[str, Any], index: int, **render: Any) -> GoldenTrajectory | None:
+    """A released R1-Router trajectory rendered in the RouteRAG protocol (text -> [passage],
+    table -> [table], text-image -> [image])."""
+    steps = record.get("steps") or []
+    if not steps or steps[0].get("step_type") != "ret":
+        return None
+    question = _origin_question(steps[0]["problem"])
+    hops: list[Hop] = []
+    pending: Hop | None = None
+    final: list[str] = []
+    for st in steps:
+        if st["step_type"] == "ret":
+            ans = st["answer"]
+            query = str(ans.get("query", "")).strip()
+            retriever = (ans.get("retriever") or ["none"])[0].lower()
+            if query.lower() in {"none", ""} or retriever == "none":
+                pending = None
+                continue
+            think = "I need to find out: " + query if not hops else f"{hops[-1].think.split(': ', 1)[-1]} is settled. Next: {query}"
+            pending = Hop(think=think, mode=R1_ROUTER_MODES.get(retriever, "passage"), query=query)
+        elif pending is not None:
+            pending.evidence = [_hit(line, i + 1) for i, line in enumerate(_evidence_lines(st["problem"]))]
+            hops.append(pending)
+            pending = None
+        else:
+            final = [str(a) for a in st["answer"]] if isinstance(st["answer"], list) else [str(st["answer"])]
+    if not final or not hops:
+        return None
+    segments = render_routerag(question, hops, final[0], **render)
+    return GoldenTrajectory(qid=f"r1router-{index}", dataset="r1router", question=question, answers=final,
+                            source="r1router", segments=segments)
+
+
+def r1_router_step_rows(path: str | Path | None = None, *, limit: int | None = None) -> list[dict[str, Any]]:
+    """Per-step Step-GRPO prompts of the R1-Router trajectories: ``prompt`` (system + user chat
+    messages), ``answers`` (the step's gold answers) and ``step`` (JSON: step type and gold)."""
+    rows: list[dict[str, Any]] = []
+    for record in read_r1_router(path):
+        steps = record.get("steps") or []
+        last_ans = max((i for i, s in enumerate(steps) if s["step_type"] == "ans"), default=-1)
+        for i, st in enumerate(steps):
+            prompt = [{"role": "system", "content": st["system"]}, {"role": "user", "content": st["problem"]}]
+            if st["step_type"] == "ret":
+                ans = st["answer"]
+                extra = {"step_type": "ret", "gold_query": str(ans.get("query", "")).strip(),
+                         "gold_retriever": (ans.get("retriever") or ["none"])[0]}
+                golds: list[str] = [extra["gold_query"]]
+            else:
+                answer = st["answer"]
+                golds = [str(a) for a in answer] if isinstance(answer, list) else [str(answer).strip()]
+                extra = {"step_type": "final" if i == last_ans else "ans", "gold_answer": golds[0]}
+            rows.append({"prompt": prompt, "answers": golds, "step": json.dumps(extra)})
+        if limit is not None and len(rows) >= limit:
+            break
+    return rows[:limit] if limit is not None else rows
+
+
+# ---------------------------------------------------------------- collections
+
+
+def golden_trajectories(sources: Iterable[str], *, exclude_eval: Sequence[str] = ("2wiki",),
+                        mode_policy: ModePolicy = "bridge-graph", **render: Any) -> list[GoldenTrajectory]:
+    """Golden trajectories from the named sources, minus those overlapping ``exclude_eval``."""
+    from routerag.corpus.datasets import load_dataset
+
+    out: list[GoldenTrajectory] = []
+    for name in sources:
+        if name in {"musique", "hotpotqa"}:
+            data = load_dataset(name)
+            docs = {d.doc_id: d for d in data.documents()}
+            build = from_musique if name == "musique" else from_hotpotqa
+            out += [t for q in data.questions if (t := build(q, docs, mode_policy=mode_policy, **render)) is not None]
+        elif name == "r1router":
+            out += [t for i, r in enumerate(read_r1_router()) if (t := from_r1_router(r, i, **render)) is not None]
+        else:
+            raise ValueError(f"unknown golden source {name!r}; valid: musique, hotpotqa, r1router")
+    if exclude_eval:
+        as_questions = [Question(qid=t.qid, question=t.question, answers=t.answers, dataset=t.dataset) for t in out]
+        bad = set(check_overlap(as_questions, exclude_eval).overlapping)
+        out = [t for t in out if t.qid not in bad]
+    return out
+
+
+def rejection_sample(env: Any, questions: Sequence[Question], generate: Callable, *, samples: int = 4,
+                     metric: str = "em", threshold: float = 1.0) -> list[GoldenTrajectory]:
+    """Roll each question out ``samples`` times; keep the first episode whose answer reaches the
+    gold (``metric >= threshold``) and that followed the protocol."""
+    from routerag.train.rewards import followed_protocol
+
+    scorer = METRICS.get(metric)
+    kept = []
+    for q in questions:
+        for _ in range(samples):
+            r = env.rollout(q, generate)
+            if r.trace.answer and followed_protocol(r.trace) and scorer(r.trace.answer, q.answers) >= threshold:
+                prompt_user = env.config.prompt_template.format(question=q.question) if env.config.prompt_template \
+                    else routerag_prompt(q.question, few_shot=env.config.few_shot)
+                segments = [Segment(kind="prompt", text=prompt_user + env.config.assistant_prefix), *r.trace.segments[1:]]
+                kept.append(GoldenTrajectory(qid=q.qid, dataset=q.dataset, question=q.question, answers=q.answers,
+                                             source="rejection", segments=segments))
+                break
+    return kept
+
+
+# ---------------------------------------------------------------- overlap with evaluation sets
+
+
+def question_key(question: str, answer: str) -> str:
+    """Normalised question text + normalised answer."""
+    return f"{normalize_answer(question)}||{normalize_answer(answer)}"
+
+
+class OverlapReport(BaseModel):
+    n_train: int
+    n_eval: int
+    overlapping: list[str]  # training qids that occur in an evaluation set
+    reasons: dict[str, str] = Field(default_factory=dict)  # qid -> "question+answer" | "id"
+
+    @property
+    def clean(self) -> bool:
+        return not self.overlapping
+
+
+def check_overlap(train: Sequence[Question], eval_sets: Sequence[str] | Sequence[Question]) -> OverlapReport:
+    """Training questions that also occur in the evaluation sets: same normalised question and
+    answer (any alias pair), or the same question id (MuSiQue ids). ``eval_sets`` are dataset
+    names or questions."""
+    eval_questions: list[Question] = []
+    for item in eval_sets:
+        if isinstance(item, Question):
+            eval_questions.append(item)
+        else:
+            from routerag.corpus.datasets import load_dataset
+
+            eval_questions += load_dataset(item).questions
+    keys = {question_key(q.question, a) for q in eval_questions for a in (q.answers or [""])}
+    ids = {q.qid for q in eval_questions}
+    overlapping: list[str] = []
+    reasons: dict[str, str] = {}
+    for q in train:
+        if any(question_key(q.question, a) in keys for a in (q.answers or [""])):
+            overlapping.append(q.qid)
+            reasons[q.qid] = "question+answer"
+        elif q.qid in ids:
+            overlapping.append(q.qid)
+            reasons[q.qid] = "id"
+    return OverlapReport(n_train=len(train), n_eval=len(eval_questions), overlapping=overlapping, reasons=reasons)
+
+
+def assert_disjoint(train: Sequence[Question], eval_sets: Sequence[str] | Sequence[Question]) -> None:
+    report = check_overlap(train, eval_sets)
+    if report.overlapping:
+        raise ValueError(f"{len(report.overlapping)} training questions overlap evaluation data: {report.overlapping[:5]}")
