@@ -199,6 +199,24 @@ def test_cli_serve_with_a_scripted_model(index_dir, tmp_path):
                 time.sleep(0.2)
             r = c.post("/v1/ask", json={"question": "Who was Teutberga married to?", **VANILLA})
             assert r.status_code == 200 and r.json()["answer"] == "Lothair II"
+            page = c.get("/")  # the web UI is served too
+            assert page.status_code == 200 and "/ui/js/main.js" in page.text
+            assert c.get("/ui/js/main.js").headers["content-type"].startswith("text/javascript")
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_comparison_run_can_be_cancelled_and_reports_what_finished(client):
+    questions = [{"question": f"question {i} about Lothair", "answers": ["Lothair II"]} for i in range(30)]
+    configs = [{"strategy": "vanilla", "params": {"source": "bm25", "k": k}} for k in (1, 2)]
+    run_id = client.post("/v1/runs", json={"questions": questions, "configs": configs}).json()["run_id"]
+    time.sleep(0.2)
+    client.delete(f"/v1/runs/{run_id}")
+    status = _wait(client, run_id)
+    assert status["state"] == "cancelled" and status["done"] + status["skipped"] == 60 and status["skipped"] > 0
+    report = client.get(f"/v1/runs/{run_id}/report").json()
+    assert [s["label"] for s in report["summaries"]] == ["vanilla", "vanilla #2"]
+    assert sum(s["n_done"] for s in report["summaries"]) == status["done"]
+    unanswered = [a for q in report["questions"] for a in q["answers"] if a["prediction"] is None]
+    assert len(unanswered) == status["skipped"]

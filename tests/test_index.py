@@ -170,6 +170,13 @@ def test_corrupt_files_refused(built, tmp_path):
     with pytest.raises(IndexError_, match=r"dense/faiss.index: corrupt FAISS index"):
         load_index(directory)
     load_index(directory, components=["bm25"])  # the other component still opens
+    data_file = directory / "bm25" / "bm25s" / "data.csc.index.npy"
+    np.save(data_file, np.load(data_file)[:10], allow_pickle=False)
+    with pytest.raises(IndexError_, match=r"bm25/bm25s: corrupt BM25 arrays \(data has 10 entries"):
+        load_index(directory, components=["bm25"])
+    (directory / "bm25" / "bm25s" / "vocab.index.json").write_text('{"a": ')
+    with pytest.raises(IndexError_, match=r"bm25/bm25s: corrupt BM25 arrays \(JSONDecodeError"):
+        load_index(directory, components=["bm25"])
 
     lines = (built / "docs.jsonl").read_text().splitlines()
     (directory / "docs.jsonl").write_text("\n".join(lines[:3] + ["{not json"] + lines[4:]) + "\n")

@@ -91,3 +91,13 @@ def test_index_add(index_dir, corpus_files, tmp_path):
     record = corpus_files[2][43]
     result = runner.invoke(app, ["retrieve", str(target), record["title"], "--json", "-k", "1"])
     assert json.loads(result.stdout)["results"]["bm25"][0]["hits"][0]["title"] == record["title"]
+
+
+def test_index_named_dataset(tmp_path):
+    out = tmp_path / "demo"
+    result = runner.invoke(app, ["index", "demo", "--out", str(out), "--components", "bm25", "--set", "bm25.k1=1.2"])
+    assert result.exit_code == 0, result.output
+    assert "dataset demo" in result.output and "(bm25)" in result.output
+    assert "k1: 1.2" in (out / "config.resolved.yaml").read_text()
+    result = runner.invoke(app, ["index", "no-such-dataset", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 1 and "unknown dataset 'no-such-dataset'; valid:" in result.output

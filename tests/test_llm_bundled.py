@@ -117,3 +117,4 @@ def test_real_bundled_model_assembles_and_verifies(tmp_path: Path, monkeypatch: 
     with open(path, "rb") as handle:
         assert handle.read(4) == b"GGUF"
     assert is_assembled(path, REAL.sha256, REAL.size)
+    path.unlink()  # 491 MB: do not leave it in pytest's kept temp dirs

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from pydantic import BaseModel
 
 pytest.importorskip("trl")
 
@@ -16,7 +17,7 @@ from routerag.corpus.schema import Document  # noqa: E402
 from routerag.train import recipes  # noqa: E402
 from routerag.train.config import TrainConfig  # noqa: E402
 from routerag.train.env import EnvConfig, HFCodec, RouteRAGEnv  # noqa: E402
-from routerag.train.rewards import two_stage_schedule  # noqa: E402
+from routerag.train.rewards import REWARDS, RewardSchedule, RewardSpec, Stage, WeightedReward, two_stage_schedule  # noqa: E402
 from routerag.train.toy import bm25_sourceset, tiny_qwen2  # noqa: E402
 
 DOCS = [
@@ -45,7 +46,7 @@ def config(tmp_path, **grpo) -> TrainConfig:
                   use_cpu=True, save_steps=1, seed=0, torch_threads=1)
     values.update(grpo)
     return TrainConfig(output_dir=str(tmp_path), model={"name": "tiny", "chat_template": False}, grpo=values,
-                       env=EnvConfig(k=1, max_turns=2, max_new_tokens_per_turn=8, max_completion_tokens=96,
+                       env=EnvConfig(k=1, max_turns=2, max_new_tokens_per_turn=8, max_completion_tokens=240,
                                      max_observation_tokens=48, prompt_template="Question: {question}\n"),
                        switch_step=1)
 
@@ -65,6 +66,19 @@ def record_losses(trainer):
     return seen
 
 
+class AnswerLengthParams(BaseModel):
+    pass
+
+
+def answer_length(samples, params):
+    """A plugin reward that varies even for a random policy (EM of a random model is always 0,
+    which gives GRPO no advantage and no gradient)."""
+    return [min(len(s.trace.answer), 40) / 40 for s in samples]
+
+
+REWARDS.register("test_answer_length", RewardSpec("test_answer_length", answer_length, AnswerLengthParams, "test"), replace=True)
+
+
 def test_grpo_with_the_sampled_policy_changes_parameters(setup, tmp_path):
     tok, sources, base = setup
     model = copy.deepcopy(base)
@@ -72,7 +86,8 @@ def test_grpo_with_the_sampled_policy_changes_parameters(setup, tmp_path):
     env = RouteRAGEnv(sources, HFCodec(tok, chat_template=False), cfg.env)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     rows = [{"prompt": QUESTION, "answers": ["Paris"]}]
-    trainer = recipes.grpo_trainer(cfg, model, tok, rows, recipes.make_reward_funcs(two_stage_schedule(1)), tmp_path,
+    schedule = RewardSchedule(stages=[Stage(name="s", rewards=[WeightedReward(name="em"), WeightedReward(name="test_answer_length")])])
+    trainer = recipes.grpo_trainer(cfg, model, tok, rows, recipes.make_reward_funcs(schedule), tmp_path,
                                    rollout_func=recipes.make_rollout_func(env, tok, 1.0, 0))
     seen = record_losses(trainer)
     trainer.train()
@@ -83,6 +98,7 @@ def test_grpo_with_the_sampled_policy_changes_parameters(setup, tmp_path):
     records = recipes.read_metrics(tmp_path / recipes.METRICS_FILE)
     assert [r["step"] for r in records if "reward" in r] == [1, 2]
     assert all("env/retrieval_turns" in r and "completions/mean_length" in r for r in records if "reward" in r)
+    assert any(r.get("reward_std", 0) > 0 for r in records)
     assert (tmp_path / "checkpoint-2").is_dir()
 
 
@@ -136,14 +152,14 @@ def test_logged_components_and_env_mask_with_a_scripted_policy(setup, tmp_path):
     assert step2["rewards/accuracy_efficiency/mean"] == pytest.approx(0.7419, abs=1e-3)
     assert step2["raw/accuracy_efficiency"] == pytest.approx(sum(expected) / 4, abs=1e-4)
     # observation tokens (evidence blocks) have tool_mask 0 in the loss; model tokens 1
+    # (TRL shuffles the generation batch before the loss, so rows are matched as a multiset)
     for out, batch in zip(captured, seen):
         assert batch["tool_mask"] is not None
-        for env_mask, tool_mask, comp_mask in zip(out["env_mask"], batch["tool_mask"], batch["completion_mask"]):
-            n = len(env_mask)
-            assert tool_mask[:n] == env_mask
-            assert 0 in env_mask and sum(comp_mask[:n]) == n
-            weights = [t * c for t, c in zip(tool_mask, comp_mask)]
-            assert sum(weights) == sum(env_mask)
+        used = [tuple(t * c for t, c in zip(tm, cm)) for tm, cm in zip(batch["tool_mask"], batch["completion_mask"])]
+        expected_rows = [tuple(m) for m in out["env_mask"]]
+        width = len(used[0])
+        assert sorted(used) == sorted(r + (0,) * (width - len(r)) for r in expected_rows)
+        assert sum(0 in r for r in expected_rows) == 3  # three episodes searched: evidence tokens weigh 0
     assert all(math.isfinite(b["loss"]) for b in seen)
 
 

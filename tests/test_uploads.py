@@ -244,14 +244,18 @@ def test_concurrent_jobs_from_two_clients(server):
 
 def test_sources_and_runs_survive_a_restart(client, sources, settings):
     """A second server on the same data directory serves the uploaded sources and the finished runs."""
+    assert upload(client, "kept", NOTES_CSV).status_code == 202 and wait_ready(client, "kept")["state"] == "ready"
+    run = client.post("/v1/runs", json={"questions": [{"question": "Who discovered Zorblax?"}],
+                                        "strategy": "vanilla", "params": {"source": "kept", "k": 1}, "sources": ["kept"]})
+    _wait_run(client, run.json()["run_id"])
     before = {r["run_id"] for r in client.get("/v1/runs").json() if r["finished_at"] is not None}
-    assert before
+    assert run.json()["run_id"] in before
     with BackgroundServer(create_app(ScriptedModel(responder), sources, settings)) as again, \
             httpx.Client(base_url=again.url, timeout=30, headers={"X-API-Key": KEY}) as c:
         assert before <= {r["run_id"] for r in c.get("/v1/runs").json()}
-        run_id = sorted(before)[0]
+        run_id = min(before)
         assert c.get(f"/v1/runs/{run_id}/report").json()["status"]["run_id"] == run_id
-        assert c.get("/v1/sources/notes").json()["state"] == "ready"
+        assert c.get("/v1/sources/kept").json()["state"] == "ready"
         body = {"question": "Who discovered Zorblax?", "strategy": "vanilla",
-                "params": {"source": "notes", "k": 1}, "sources": ["notes"]}
+                "params": {"source": "kept", "k": 1}, "sources": ["kept"]}
         assert c.post("/v1/ask", json=body).json()["answer"] == "Ada Quill"

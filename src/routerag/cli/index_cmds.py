@@ -30,7 +30,7 @@ def _split(values: list[str] | None) -> list[str]:
 
 
 def _load_documents(corpus: str, fmt: str) -> list["Document"]:
-    """A corpus file, or the name of a registered dataset."""
+    """A corpus file, or a registered dataset name (every document of every source it has)."""
     path = Path(corpus)
     if path.exists():
         from routerag.corpus.loaders import load_corpus
@@ -38,23 +38,20 @@ def _load_documents(corpus: str, fmt: str) -> list["Document"]:
         loaded = load_corpus(path, fmt)
         typer.echo(loaded.report.summary(), err=True)
         return loaded.docs
+    from routerag.corpus.datasets import DataNotFoundError, load_dataset
+    from routerag.registry import UnknownNameError
+
     try:
-        from routerag.corpus import datasets
-    except ImportError as exc:  # pragma: no cover - the package always ships it
-        _fail(f"cannot load datasets: {exc}")
-    loader = getattr(datasets, "load_dataset", None)
-    if loader is None:
-        _fail(f"{corpus}: no such file (named datasets are not available in this build)")
-    try:
-        dataset = loader(corpus)
-    except KeyError as exc:
+        dataset = load_dataset(corpus)
+    except UnknownNameError as exc:
         _fail(f"{corpus}: no such file, and {exc}")
-    docs = getattr(dataset, "docs", None)
-    if docs is None:
-        docs = getattr(dataset, "corpus", None)
-    if docs is None:
+    except DataNotFoundError as exc:
+        _fail(str(exc))
+    docs = dataset.documents()
+    if not docs:
         _fail(f"dataset {corpus!r} has no documents")
-    return list(docs)
+    typer.echo(f"dataset {dataset.name}: {len(docs)} documents", err=True)
+    return docs
 
 
 @app.command("index")

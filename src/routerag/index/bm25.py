@@ -53,6 +53,25 @@ class BM25Tokenizer:
         )
 
 
+def _shape_problem(retriever) -> str | None:
+    """Why the loaded CSC score matrix is inconsistent, or None (cheap checks, no full scan)."""
+    scores = retriever.scores
+    data, indices, indptr = scores["data"], scores["indices"], scores["indptr"]
+    n_terms = len(retriever.vocab_dict)
+    if data.ndim != 1 or indices.ndim != 1 or indptr.ndim != 1 or len(data) != len(indices):
+        return f"data has {len(data)} entries and indices {len(indices)}"
+    scored_terms = n_terms - 1 if "" in retriever.vocab_dict else n_terms  # bm25s appends an unscored "" token
+    if len(indptr) != scored_terms + 1:
+        return f"indptr has {len(indptr)} entries for {scored_terms} vocabulary terms"
+    if len(indptr) and (indptr[0] != 0 or indptr[-1] != len(data) or np.any(np.diff(indptr) < 0)):
+        return "indptr is not a valid offset array"
+    if len(indices) and (indices.min() < 0 or indices.max() >= scores["num_docs"]):
+        return "a document index is out of range"
+    if set(retriever.vocab_dict.values()) != set(range(n_terms)):
+        return "vocabulary ids are not 0..n-1"
+    return None
+
+
 def _tokenizer_params(settings: BM25Settings) -> dict:
     return settings.model_dump()
 
@@ -134,6 +153,9 @@ class BM25Index:
         n = int(retriever.scores.get("num_docs", -1))
         if n != len(store) or n != manifest.n_docs:
             raise IndexError_(f"{arrays}: holds {n} documents, the manifest says {manifest.n_docs}, the store {len(store)}")
+        problem = _shape_problem(retriever)
+        if problem:
+            raise IndexError_(f"{arrays}: corrupt BM25 arrays ({problem}); rebuild it")
         return cls(store, settings, retriever, manifest)
 
     def add(self, new_docs: list["Document"], directory: Path) -> None:

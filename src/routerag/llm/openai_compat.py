@@ -56,6 +56,10 @@ def _matched_stop(choice: Any, stops: list[str]) -> str | None:
     return None
 
 
+class EndpointNotFoundError(ModelError):
+    """The server answered 404 (for instance a chat-only server asked for ``/completions``)."""
+
+
 class OpenAICompatModel:
     """A model behind an OpenAI-compatible endpoint."""
 
@@ -113,6 +117,8 @@ class OpenAICompatModel:
             return fn()
         except openai.APIConnectionError as exc:
             raise ModelError(f"cannot reach {self.base_url}: {exc}") from exc
+        except openai.NotFoundError as exc:
+            raise EndpointNotFoundError(f"{self.base_url} answered 404: {exc.message}") from exc
         except openai.APIStatusError as exc:
             raise ModelError(f"{self.base_url} answered {exc.status_code}: {exc.message}") from exc
 
@@ -148,8 +154,8 @@ class OpenAICompatModel:
             prompt = self.template.render(messages, continue_final=continue_final)
             try:
                 return self._complete(prompt, params)
-            except ModelError as exc:
-                if not self._may_fall_back or "answered 404" not in str(exc):
+            except EndpointNotFoundError:
+                if not self._may_fall_back:
                     raise
                 log.warning(
                     "%s has no /completions endpoint; continuing assistant messages via chat instead", self.base_url

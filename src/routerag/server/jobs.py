@@ -208,7 +208,6 @@ class RunManager:
         self._finish_one(run, c, position, record)
 
     def _finish_one(self, run: _Run, c: int, position: int, record: QuestionRecord | None) -> None:
-        finished = False
         with self._lock:
             s = run.status
             if record is None:
@@ -217,24 +216,27 @@ class RunManager:
                 run.records[c][position] = record
                 s.done += 1
                 s.errors += record.error is not None
-            if s.done + s.skipped == s.total:
-                s.state = "cancelled" if run.cancel.is_set() and s.skipped else "done"
-                s.finished_at = time.time()
-                finished = True
+            last = s.done + s.skipped == s.total
+            if last:
+                final = s.model_copy(update={"state": "cancelled" if run.cancel.is_set() and s.skipped else "done",
+                                             "finished_at": time.time()})
+        if last:
+            # saved before it is published, so a client that sees it finished also finds it on disk
+            self._persist(run, final)
+            with self._lock:
+                run.status.state, run.status.finished_at = final.state, final.finished_at
                 self._evict()
-        if finished:
-            self._persist(run)
 
     # ------------------------------------------------------------------ persistence
-    def _persist(self, run: _Run) -> None:
+    def _persist(self, run: _Run, status: RunStatus) -> None:
         if self._store is None:
             return
-        with self._lock:
-            payload = _Persisted(status=run.status, questions=run.questions, records=run.records).model_dump_json()
+        # the last answer is in: nothing of this run changes any more, so no lock is needed
+        payload = _Persisted(status=status, questions=run.questions, records=run.records).model_dump_json()
         try:
-            atomic_write_text(self._store / f"{run.status.run_id}.json", payload)
+            atomic_write_text(self._store / f"{status.run_id}.json", payload)
         except OSError:
-            log.exception("cannot save run %s", run.status.run_id)
+            log.exception("cannot save run %s", status.run_id)
 
     def _load(self) -> None:
         assert self._store is not None

@@ -35,6 +35,9 @@ export class ParamsForm {
     for (const [name, prop] of Object.entries(props)) {
       const kind = kindOf(prop);
       const field = this.field(name, prop, kind);
+      const touch = () => { field.touched = true; };
+      field.el.addEventListener("input", touch);
+      field.el.addEventListener("change", touch);
       this.fields.push(field);
       const label = h("label", { class: "param", title: prop.description || "" },
         h("span", { class: "pname", text: name }), field.el);
@@ -87,10 +90,12 @@ export class ParamsForm {
     return { name, el, dflt, value: () => (el.value === "" && dflt === null ? null : el.value) };
   }
 
-  // The params to send: only those that differ from the schema's defaults.
+  // The params to send: the ones the user changed (and source fields, whose default may not be
+  // mounted), when they differ from the schema's defaults.
   values() {
     const out = {};
     for (const f of this.fields) {
+      if (!f.touched && !f.isSource) continue;
       const v = f.value();
       if (JSON.stringify(v) !== JSON.stringify(f.dflt) && v !== undefined) out[f.name] = v;
     }
@@ -100,6 +105,7 @@ export class ParamsForm {
   set(name, value) {
     const f = this.fields.find((x) => x.name === name);
     if (!f) return;
+    f.touched = true;
     if (f.el.type === "checkbox") f.el.checked = Boolean(value);
     else f.el.value = typeof value === "object" ? JSON.stringify(value) : value;
   }

@@ -104,6 +104,7 @@ async function doAsk() {
   state.running = true;
   updateRunButton();
   $("#trace").replaceChildren();
+  delete $("#trace").dataset.done;
   $("#live").replaceChildren();
   try {
     await api.stream("/v1/ask/stream", { question, ...config }, (name, data) => {
@@ -112,6 +113,7 @@ async function doAsk() {
     });
   } catch (err) {
     banner(`ask failed: ${err.message}`);
+    $("#trace").dataset.done = "1";
   } finally {
     state.running = false;
     updateRunButton();
