@@ -61,7 +61,10 @@ def load_causal_lm(model: str, *, dtype: str = "auto", device: str = "cpu") -> A
     import torch
     from transformers import AutoModelForCausalLM
 
-    torch_dtype = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+    dtypes = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if dtype not in dtypes:
+        raise ModelError(f"unknown dtype {dtype!r}; valid: {', '.join(dtypes)}")
+    torch_dtype = dtypes[dtype]
     if torch_dtype is None:
         torch_dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     gguf = gguf_file_for(model)
