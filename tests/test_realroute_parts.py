@@ -307,3 +307,17 @@ def test_a_plan_unrelated_to_the_question_is_rejected():
     plan = parse_plan(copied, "Which drug treats a urinary tract infection in pregnancy?", 4)
     assert [s.query for s in plan.subqueries] == ["Which drug treats a urinary tract infection in pregnancy?"]
     assert "share no word" in plan.format_error
+
+
+def test_replies_cut_short_are_recovered_field_by_field():
+    # observed with the bundled 0.5B model: JSON cut off by the generation limit
+    cut = '{"answer": "Ciprofloxacin", "reason": "The passage says \\"take it\\" for the def'
+    sub, err = parse_subanswer(cut)
+    assert (sub.answer, sub.success) == ("Ciprofloxacin", False) and "recovered" in err
+    route = parse_route('{"source": "law", "med": "Ciprofloxacin", "reason": "used for infecti', ["law", "med"])
+    assert route.source == "law" and route.reason == "used for infecti" and "recovered" in route.format_error
+    fused = parse_fusion("{'answer': '1970', 'reason': 'q2 says", "fallback")
+    assert fused.answer == "1970" and not fused.used_fallback and fused.format_error
+    attempts = [Attempt(query="q", source="law", answer=SubAnswer())]
+    reflection = parse_reflection('{"query": "better q", "source": "med", "reason": "the', attempts, ["law", "med"])
+    assert (reflection.query, reflection.source) == ("better q", "med") and "broken JSON" in reflection.format_error

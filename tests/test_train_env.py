@@ -147,3 +147,15 @@ def test_env_does_not_import_trl():
     code = "import sys, routerag.train.env, routerag.train.rewards; print('trl' in sys.modules, 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[0] == "False"
+
+
+def test_strict_modes_makes_an_untagged_search_invalid(tokenizer, sources):
+    codec = HFCodec(tokenizer, chat_template=False)
+    cfg = EnvConfig(k=1, max_turns=1, allowed_modes=["passage", "graph"], reader="top_hit_title",
+                    prompt_template="Question: {question}\n", assistant_prefix="<search> [", strict_modes=True)
+    env = RouteRAGEnv(sources, codec, cfg)
+    r = env.rollout("Who directed Polish-Russian War?", scripted(codec, ["pass] </search>"]))
+    assert r.trace.steps[0].kind == "format_error" and "unknown_mode:pass" in r.trace.steps[0].format_error
+    assert r.trace.retrieval_turns == 0 and r.trace.answer == ""
+    ok = env.rollout("Who directed Polish-Russian War?", scripted(codec, ["passage] </search>"]))
+    assert ok.trace.retrieval_turns == 1 and ok.trace.answer == "Polish-Russian War (film)"

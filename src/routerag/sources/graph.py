@@ -111,10 +111,10 @@ class GraphSource:
         g = self.graph
         if vectors is None:
             vectors = g.embed_queries(queries)
-        dense = vectors @ g.data.passage_vecs.T  # (B, N)
+        dense = np.ascontiguousarray((g.data.passage_vecs @ vectors.T).T)  # (B, N); this operand order is faster for small B
         dense_norm = min_max(dense) if g.n_passages else dense
         n_facts = len(g.data.facts)
-        fact_scores = vectors @ g.data.fact_vecs.T if n_facts else np.zeros((len(queries), 0))
+        fact_scores = np.ascontiguousarray((g.data.fact_vecs @ vectors.T).T) if n_facts else np.zeros((len(queries), 0))
         fact_norm = min_max(fact_scores) if n_facts else fact_scores
 
         out: list[tuple[list[Hit], dict[str, Any]] | None] = [None] * len(queries)
@@ -220,7 +220,7 @@ class GraphPassageSource:
         queries = check_queries(queries)
         k = check_k(k)
         with Stopwatch() as sw:
-            scores = self.graph.embed_queries(queries) @ self.graph.data.passage_vecs.T
+            scores = (self.graph.data.passage_vecs @ self.graph.embed_queries(queries).T).T
             ranked = [top_rows(scores[i], k) for i in range(len(queries))]
         store = self.graph.store
         results = []

@@ -48,7 +48,7 @@ class TriplesSource:
         g = self.graph
         with Stopwatch() as sw:
             if g.data.facts:
-                scores = g.embed_queries(queries) @ g.data.fact_vecs.T
+                scores = (g.data.fact_vecs @ g.embed_queries(queries).T).T
                 ranked = [top_rows(scores[i], k) for i in range(len(queries))]
             else:
                 scores, ranked = None, [[] for _ in queries]

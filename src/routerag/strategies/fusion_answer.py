@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel
 
 from routerag.llm.base import Message
-from routerag.strategies.json_output import as_text, extract_json
+from routerag.strategies.json_output import as_text, extract_json, partial_object
 from routerag.strategies.subanswer import SubAnswer
 
 
@@ -58,9 +58,12 @@ def last_hop_answer(hops: Sequence[Hop]) -> str:
 
 def parse_fusion(text: str, fallback: str) -> Fusion:
     value = extract_json(text, want=dict)
+    error = None
+    if value is None and (partial := partial_object(text)) and as_text(partial.get("answer")):
+        value, error = partial, "fusion reply is broken JSON; fields recovered"
     if value is None:
         return Fusion(answer=fallback, used_fallback=True, format_error="fusion reply is not JSON; used the last-hop answer")
     answer = as_text(value.get("answer") or value.get("final_answer"))
     if not answer:
         return Fusion(answer=fallback, used_fallback=True, format_error="fusion answer is empty; used the last-hop answer")
-    return Fusion(answer=answer, reason=as_text(value.get("reason")))
+    return Fusion(answer=answer, reason=as_text(value.get("reason")), format_error=error)

@@ -83,6 +83,28 @@ def extract_json(text: str, *, want: type | tuple[type, ...] = (dict, list)) -> 
     return None
 
 
+_FIELD = re.compile(r'["\']([A-Za-z_]+)["\']\s*:\s*(?:"((?:[^"\\]|\\.)*)"?|\'([^\']*)\'?|(-?\d+(?:\.\d+)?|true|false|True|False))')
+
+
+def partial_object(text: str) -> dict[str, Any] | None:
+    """Flat ``"key": value`` pairs from a JSON object cut short (generation limit) or otherwise
+    broken; ``None`` when there are none. A string value cut off mid-way is kept as far as it goes."""
+    fields: dict[str, Any] = {}
+    for match in _FIELD.finditer(_THINK.sub("", text)):
+        key, dq, sq, literal = match.groups()
+        if key in fields:
+            continue
+        if literal is not None:
+            fields[key] = json.loads(literal.lower()) if literal.lower() in ("true", "false") else float(literal)
+        else:
+            raw = dq if dq is not None else sq
+            try:
+                fields[key] = json.loads(f'"{raw}"')
+            except json.JSONDecodeError:
+                fields[key] = raw
+    return fields or None
+
+
 def as_bool(value: Any) -> bool:
     """``1``/``true``/``"yes"``/``"1"`` -> True; everything else False."""
     if isinstance(value, bool):

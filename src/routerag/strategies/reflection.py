@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel
 
 from routerag.llm.base import Message
-from routerag.strategies.json_output import as_text, extract_json
+from routerag.strategies.json_output import as_text, extract_json, partial_object
 from routerag.strategies.source_routing import ROUTE_QUERY_CHARS, match_source, render_profiles
 from routerag.strategies.subanswer import SubAnswer
 
@@ -67,11 +67,13 @@ def parse_reflection(text: str, attempts: Sequence[Attempt], names: Sequence[str
     tried = [a.source for a in attempts]
     untried = next((n for n in names if n not in tried), last.source)
     value = extract_json(text, want=dict)
+    problems = []
+    if value is None and (value := partial_object(text)) is not None:
+        problems.append("broken JSON")
     if value is None:
         return Reflection(
             query=last.query, source=untried, reason="fallback", format_error="reflection reply is not JSON"
         )
-    problems = []
     query = as_text(value.get("query") or value.get("rewritten_query"))
     if not query:
         problems.append("no query")
@@ -81,5 +83,5 @@ def parse_reflection(text: str, attempts: Sequence[Attempt], names: Sequence[str
     if source is None:
         problems.append(f"unknown source {raw_source!r}")
         source = untried
-    error = f"reflection reply: {', '.join(problems)}; fell back" if problems else None
+    error = f"reflection reply: {', '.join(problems)}; recovered" if problems else None
     return Reflection(query=query, source=source, reason=as_text(value.get("reason")), format_error=error)

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel
 
 from routerag.llm.base import Message
-from routerag.strategies.json_output import as_text, extract_json
+from routerag.strategies.json_output import as_text, extract_json, partial_object
 
 
 class RouteDecision(BaseModel):
@@ -64,11 +64,14 @@ def parse_route(text: str, names: Sequence[str], avoid: Sequence[str] = ()) -> R
     if not names:
         raise ValueError("routing needs at least one source")
     value = extract_json(text, want=dict)
+    broken = None
+    if value is None and (value := partial_object(text)) is not None:
+        broken = "routing reply is broken JSON; fields recovered"
     if value is not None:
         raw_source = as_text(value.get("source") or value.get("route") or value.get("name"))
         chosen = match_source(raw_source, names) if raw_source else None
         if chosen is not None:
-            return RouteDecision(source=chosen, reason=as_text(value.get("reason")))
+            return RouteDecision(source=chosen, reason=as_text(value.get("reason")), format_error=broken)
     chosen = match_source(text, names)
     if chosen is not None:
         return RouteDecision(source=chosen, reason=text.strip()[:300], format_error="routing reply was not JSON")

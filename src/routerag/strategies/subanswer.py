@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 from pydantic import BaseModel
 
 from routerag.llm.base import Message
 from routerag.sources.base import Hit
-from routerag.strategies.json_output import as_bool, as_text, extract_json
+from routerag.strategies.json_output import as_bool, as_text, extract_json, partial_object
 
 
 class SubAnswer(BaseModel):
@@ -52,6 +54,10 @@ def answer_messages(query: str, evidence: str, main_question: str | None = None)
 def parse_subanswer(text: str) -> tuple[SubAnswer, str | None]:
     """The parsed answer and a format error (``None`` when the reply was valid JSON)."""
     value = extract_json(text, want=dict)
+    if value is None and (partial := partial_object(text)) and "answer" in partial:
+        # a reply cut short has usually lost "success" (the last field): unconfirmed, so reflect
+        sub, _ = parse_subanswer(json.dumps({"success": 0, **partial}))
+        return sub, "answer reply is broken JSON; fields recovered"
     if value is None:
         plain = text.strip().splitlines()[0].strip() if text.strip() else ""
         short = plain if 0 < len(plain) <= 200 else ""

@@ -118,6 +118,11 @@ class EnvConfig(BaseModel):
     assistant_prefix: str = Field(
         default="", description="text placed at the start of the assistant turn (prompt side, e.g. '<think>'); parsed with the first turn"
     )
+    strict_modes: bool = Field(
+        default=False,
+        description="a search without a known mode tag is an invalid action (no retrieval) instead of going to default_mode; "
+        "keeps malformed tags from being rewarded",
+    )
     reader: Literal["policy", "top_hit_title"] = Field(
         default="policy",
         description="who answers when the budget is spent: the policy (forced '<answer>' turn) or, for routing-only "
@@ -260,8 +265,15 @@ class RouteRAGEnv:
                 trace.answer = action.answer
                 finished = "answer"
                 break
-            if action.kind == "search":
-                plan = router(action, text)
+            plan = router(action, text) if action.kind == "search" else None
+            if plan is not None and cfg.strict_modes and any(
+                e == "missing_mode" or e.startswith("unknown_mode") for e in plan.errors
+            ):
+                errors = "; ".join(action.errors + plan.errors)
+                add_step(trace, "format_error", format_error=errors, observation=INVALID_ACTION, **common)
+                episode.add_observation(INVALID_ACTION)
+                continue
+            if plan is not None:
                 mode = next(m for m, s in cfg.mode_sources.items() if s == plan.sources[0])
                 errors = action.errors + plan.errors
                 step = retrieve_step(

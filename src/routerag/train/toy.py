@@ -98,26 +98,23 @@ def toy_env_config(**overrides: Any) -> Any:
 
     values: dict[str, Any] = dict(
         k=1, max_turns=1, allowed_modes=["passage", "graph"], reader="top_hit_title", prompt_template=TOY_PROMPT,
-        assistant_prefix=TOY_PREFIX, max_new_tokens_per_turn=6, max_completion_tokens=64,
+        assistant_prefix=TOY_PREFIX, max_new_tokens_per_turn=6, max_completion_tokens=96, strict_modes=True,
     )
     values.update(overrides)
     return EnvConfig(**values)
 
 
-def toy_cold_start_rows(questions: list[Question], codec: Any, *, seed: int = 0, copies: int = 4) -> list[dict[str, list[int]]]:
-    """SFT rows teaching the action format with a mode drawn at random (independent of the
-    question): the cold-started policy follows the protocol but routes at chance."""
-    import random
-
+def toy_cold_start_rows(questions: list[Question], codec: Any, *, copies: int = 1) -> list[dict[str, list[int]]]:
+    """SFT rows teaching the action format with both modes for every question: the cold-started
+    policy follows the protocol but routes at chance (p = 1/2 per question, so a GRPO group of
+    samples differs and carries a learning signal)."""
     from routerag.train.golden import GoldenTrajectory
     from routerag.train.recipes import sft_rows
     from routerag.trace import Segment
 
-    rng = random.Random(seed)
     trajectories = []
     for _ in range(copies):
-        for q in questions:
-            mode = rng.choice(["passage", "graph"])
+        for q, mode in ((q, m) for q in questions for m in ("passage", "graph")):
             trajectories.append(GoldenTrajectory(
                 qid=q.qid, dataset="toy", question=q.question, answers=q.answers, source="toy",
                 segments=[Segment(kind="prompt", text=TOY_PROMPT.format(question=q.question) + TOY_PREFIX),
@@ -140,3 +137,37 @@ def evaluate_routing(env: Any, questions: list[Question], generate: Any) -> dict
         fmt += float(step is not None and not step.format_error or (step is not None and step.format_error == "empty_query"))
     n = max(len(questions), 1)
     return {"em": em / n, "routing_accuracy": routed / n, "format": fmt / n}
+
+
+def run_toy_learning(out_dir: str | Path, *, sft_steps: int = 100, grpo_steps: int = 30, sft_lr: float = 1e-2,
+                     grpo_lr: float = 3e-3, num_generations: int = 4, batch: int = 32, seed: int = 0,
+                     threads: int | None = 1) -> dict[str, Any]:
+    """Cold start (format, chance routing) then GRPO with the EM reward on the toy routing task,
+    through the real environment and TRL. Returns greedy routing before and after GRPO and the
+    metrics file of the GRPO phase."""
+    from routerag.train import recipes
+    from routerag.train.config import TrainConfig
+    from routerag.train.env import HFCodec, RouteRAGEnv
+    from routerag.train.generation import PolicySampler
+
+    out = Path(out_dir)
+    cfg = TrainConfig(
+        output_dir=str(out), model={"name": "tiny", "chat_template": False}, data={"dataset": "toy", "eval_sets": []},
+        sources={"toy": True}, env=toy_env_config(),
+        grpo={"num_generations": num_generations, "per_device_train_batch_size": batch, "max_steps": grpo_steps,
+              "learning_rate": grpo_lr, "beta": 0.0, "use_cpu": True, "save_steps": max(grpo_steps, 1), "seed": seed,
+              "torch_threads": threads},
+        sft={"per_device_train_batch_size": 8, "max_steps": sft_steps, "learning_rate": sft_lr},
+        switch_step=10_000,  # EM only: the task is about routing, not cost
+    )
+    recipes._start(cfg)
+    tokenizer = recipes.load_tokenizer_for(cfg.model)
+    model = recipes.load_policy(cfg.model, tokenizer, seed=seed)
+    sources, questions = toy_routing_task(out / "sources")
+    env = RouteRAGEnv(sources, HFCodec(tokenizer, chat_template=False), cfg.env)
+    sft = recipes.run_sft(cfg, model, tokenizer, toy_cold_start_rows(questions, env.codec), out / "sft")
+    before = evaluate_routing(env, questions, PolicySampler(sft.model, tokenizer, temperature=0))
+    trainer = recipes.run_grpo(cfg, sft.model, tokenizer, env, questions, recipes.default_schedule(cfg), out / "grpo")
+    after = evaluate_routing(env, questions, PolicySampler(trainer.model, tokenizer, temperature=0))
+    return {"before": before, "after": after, "metrics": str(out / "grpo" / recipes.METRICS_FILE),
+            "steps": int(trainer.state.global_step)}
