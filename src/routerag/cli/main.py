@@ -12,6 +12,7 @@ COMMAND_MODULES = [
     "routerag.cli.server_cmds",  # serve-retrieval, serve
     "routerag.cli.eval_cmds",  # eval, report
     "routerag.cli.ask_cmds",  # ask, demo
+    "routerag.cli.train_cmds",  # train, export-verl
 ]
 
 
