@@ -45,7 +45,7 @@ def igraph_ppr(graph: "igraph.Graph", reset: np.ndarray, damping: float) -> np.n
 class PowerPPR:
     """Batched PPR by power iteration: ``p <- (1-d) r + d (W D^-1 p + dangling(p) r)``."""
 
-    def __init__(self, n: int, edges: np.ndarray, weights: np.ndarray, damping: float, tol: float = 1e-8, max_iter: int = 100) -> None:
+    def __init__(self, n: int, edges: np.ndarray, weights: np.ndarray, damping: float, tol: float = 1e-8, max_iter: int | None = None) -> None:
         from scipy import sparse
 
         if not 0 < damping < 1:
@@ -67,7 +67,10 @@ class PowerPPR:
         self.n = n
         self.damping = damping
         self.tol = tol
-        self.max_iter = max_iter
+        # the error shrinks by a factor ``damping`` per iteration (it can oscillate on bipartite
+        # graphs), so the iterations needed grow with the damping: size the cap from it
+        needed = int(np.ceil(np.log(tol) / np.log(damping))) + 10
+        self.max_iter = max_iter if max_iter is not None else min(10_000, max(100, needed))
 
     def run(self, resets: np.ndarray) -> np.ndarray:
         """``resets`` is ``(n,)`` or ``(n, batch)``; returns scores of the same shape, columns sum to 1."""
