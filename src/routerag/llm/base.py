@@ -44,6 +44,14 @@ class ModelError(RuntimeError):
     """A backend failed (server unreachable, model file missing, ...)."""
 
 
+def check_conversation(messages: list[Message], continue_final: bool) -> None:
+    """The checks every backend applies before it answers a conversation."""
+    if not messages:
+        raise ModelError("chat() needs at least one message")
+    if continue_final and messages[-1].role != "assistant":
+        raise ModelError("continue_final=True needs the last message to be the assistant's")
+
+
 @runtime_checkable
 class ChatModel(Protocol):
     """``chat`` answers a conversation. With ``continue_final=True`` the last message must be

@@ -31,7 +31,7 @@ import threading
 import time
 from typing import Any, Literal
 
-from routerag.llm.base import ChatResponse, GenerationParams, Message, ModelError, Usage
+from routerag.llm.base import ChatResponse, GenerationParams, Message, ModelError, Usage, check_conversation
 from routerag.llm.config import ModelConfig
 from routerag.llm.template import ChatTemplate
 
@@ -145,10 +145,7 @@ class OpenAICompatModel:
         continue_final: bool = False,
     ) -> ChatResponse:
         params = params or GenerationParams()
-        if not messages:
-            raise ModelError("chat() needs at least one message")
-        if continue_final and messages[-1].role != "assistant":
-            raise ModelError("continue_final=True needs the last message to be the assistant's")
+        check_conversation(messages, continue_final)
         if self.continue_mode == "completions":
             assert self.template is not None
             prompt = self.template.render(messages, continue_final=continue_final)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from routerag.llm.base import ChatResponse, GenerationParams, Message, ModelError, Usage
+from routerag.llm.base import ChatResponse, GenerationParams, Message, ModelError, Usage, check_conversation
 from routerag.llm.config import ModelConfig
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -97,10 +97,7 @@ class ScriptedModel:
         continue_final: bool = False,
     ) -> ChatResponse:
         params = params or GenerationParams()
-        if not messages:
-            raise ModelError("chat() needs at least one message")
-        if continue_final and messages[-1].role != "assistant":
-            raise ModelError("continue_final=True needs the last message to be the assistant's")
+        check_conversation(messages, continue_final)
         start = time.perf_counter()
         with self._lock:
             self.calls.append(ScriptedCall(list(messages), params, continue_final))
