@@ -20,13 +20,14 @@ from pathlib import Path
 
 import httpx
 
+from routerag.corpus.datasets import data_root
 from routerag.server.retrieval_app import create_retrieval_app
 from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServerSettings
 from routerag.sources.base import RetrievalRequest
 from routerag.sources.sourceset import SourceSet
 
-DEFAULT_CORPUS = Path("/work/shared/data/2wikimultihopqa/2wikimultihopqa_corpus.json")
+DEFAULT_CORPUS = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
 DEFAULT_QUESTIONS = DEFAULT_CORPUS.with_name("2wikimultihopqa_questions.jsonl")
 
 

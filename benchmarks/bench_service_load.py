@@ -20,9 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from routerag.corpus.datasets import data_root
+
 import httpx
 
-CORPUS = Path("/work/shared/data/2wikimultihopqa/2wikimultihopqa_corpus.json")
+CORPUS = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
 
 
 def percentile(values: list[float], q: float) -> float:

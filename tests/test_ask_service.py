@@ -13,13 +13,14 @@ from pathlib import Path
 import httpx
 import pytest
 
+from routerag.corpus.datasets import data_root
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
 from routerag.server.serving import BackgroundServer, bind_socket
 from routerag.server.settings import ServiceSettings
 from routerag.trace import Trace
 
-CORPUS = Path("/work/shared/data/2wikimultihopqa/2wikimultihopqa_corpus.json")
+CORPUS = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
 if not CORPUS.is_file():
     CORPUS = Path(__file__).resolve().parents[2] / "shared/data/2wikimultihopqa/2wikimultihopqa_corpus.json"
 KEY = "ask-key"

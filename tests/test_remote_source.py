@@ -14,6 +14,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
+from routerag.corpus.datasets import data_root
 from routerag.server.retrieval_app import create_retrieval_app
 from routerag.server.serving import BackgroundServer, bind_socket
 from routerag.server.settings import ServerSettings
@@ -27,7 +28,7 @@ from routerag.sources.remote import (
 )
 from routerag.sources.sourceset import SourceSet
 
-CORPUS = Path("/work/shared/data/2wikimultihopqa/2wikimultihopqa_corpus.json")
+CORPUS = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
 if not CORPUS.is_file():
     CORPUS = Path(__file__).resolve().parents[2] / "shared/data/2wikimultihopqa/2wikimultihopqa_corpus.json"
 KEY = "remote-test-key"

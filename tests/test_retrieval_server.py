@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from routerag.corpus.datasets import data_root
 from routerag.server.retrieval_app import create_retrieval_app
 from routerag.server.searchr1_adapter import TagRouter, parse_mode_tags
 from routerag.server.serving import BackgroundServer
@@ -19,7 +20,7 @@ from routerag.server.settings import SearchR1Settings, ServerSettings
 from routerag.sources.base import MAX_BATCH, MAX_K, MAX_QUERY_CHARS, QueryResult, RetrievalResponse, rank_hits
 from routerag.sources.sourceset import SourceSet
 
-CORPUS = Path("/work/shared/data/2wikimultihopqa/2wikimultihopqa_corpus.json")
+CORPUS = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
 if not CORPUS.is_file():  # the shared data lives next to the repository on our machines
     CORPUS = Path(__file__).resolve().parents[2] / "shared/data/2wikimultihopqa/2wikimultihopqa_corpus.json"
 API_KEY = "test-key-123"

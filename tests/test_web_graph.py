@@ -5,6 +5,8 @@ server; a graph retrieval's seed entities and top PPR nodes are drawn as an SVG 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,9 @@ CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="no Chromium at /usr/bin/chromium for the browser tests")
 playwright_api = pytest.importorskip("playwright.sync_api", reason="the playwright python package is not installed")
 
-IMG = Path(__file__).resolve().parents[1] / "docs" / "img"
+# screenshots go to a scratch folder; ROUTERAG_SCREENSHOT_DIR=docs/img refreshes the docs' images
+IMG = Path(os.environ.get("ROUTERAG_SCREENSHOT_DIR") or Path(tempfile.gettempdir()) / "routerag-screenshots")
+IMG.mkdir(parents=True, exist_ok=True)
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 MUSIQUE = "musique_train100"

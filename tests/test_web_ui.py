@@ -6,11 +6,14 @@ docs/img/."""
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import re
 from pathlib import Path
 
 import pytest
 
+from routerag.corpus.datasets import data_root
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
 from routerag.server.serving import BackgroundServer
@@ -21,10 +24,10 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="no Chromium at /u
 playwright_api = pytest.importorskip("playwright.sync_api", reason="the playwright python package is not installed")
 
 ROOT = Path(__file__).resolve().parents[1]
-IMG = ROOT / "docs" / "img"
-CORPUS = Path("/work/shared/data/2wikimultihopqa/2wikimultihopqa_corpus.json")
-if not CORPUS.is_file():
-    CORPUS = ROOT.parent / "shared/data/2wikimultihopqa/2wikimultihopqa_corpus.json"
+# screenshots go to a scratch folder; ROUTERAG_SCREENSHOT_DIR=docs/img refreshes the docs' images
+IMG = Path(os.environ.get("ROUTERAG_SCREENSHOT_DIR") or Path(tempfile.gettempdir()) / "routerag-screenshots")
+IMG.mkdir(parents=True, exist_ok=True)
+CORPUS = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 NOTES_CSV = (
