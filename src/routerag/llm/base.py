@@ -67,3 +67,20 @@ class ChatModel(Protocol):
         *,
         continue_final: bool = False,
     ) -> ChatResponse: ...
+
+
+class RenderedChatModel:
+    """Mixin for backends that render the conversation with a chat template (``self.template``)
+    and continue the raw prompt (``self.complete``): llama.cpp and transformers."""
+
+    def render(self, messages: list[Message], *, continue_final: bool = False) -> str:
+        return self.template.render(messages, continue_final=continue_final)  # type: ignore[attr-defined]
+
+    def chat(
+        self,
+        messages: list[Message],
+        params: GenerationParams | None = None,
+        *,
+        continue_final: bool = False,
+    ) -> ChatResponse:
+        return self.complete(self.render(messages, continue_final=continue_final), params)  # type: ignore[attr-defined]

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from routerag.llm.base import ChatResponse, GenerationParams, Message, ModelError, Usage
+from routerag.llm.base import ChatResponse, GenerationParams, ModelError, RenderedChatModel, Usage
 from routerag.llm.config import ModelConfig, available_cores
 from routerag.llm.template import ChatTemplate
 
@@ -53,7 +53,7 @@ def find_stop(text: str, stops: list[str], start: int) -> tuple[int, str] | None
     return best
 
 
-class LlamaCppModel:
+class LlamaCppModel(RenderedChatModel):
     """A GGUF model run by llama.cpp in this process."""
 
     def __init__(
@@ -121,18 +121,6 @@ class LlamaCppModel:
     def tokenize(self, text: str) -> list[int]:
         """Token ids of a raw prompt (special tokens such as ``<|im_start|>`` are recognised)."""
         return self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)
-
-    def render(self, messages: list[Message], *, continue_final: bool = False) -> str:
-        return self.template.render(messages, continue_final=continue_final)
-
-    def chat(
-        self,
-        messages: list[Message],
-        params: GenerationParams | None = None,
-        *,
-        continue_final: bool = False,
-    ) -> ChatResponse:
-        return self.complete(self.render(messages, continue_final=continue_final), params)
 
     def complete(self, prompt: str, params: GenerationParams | None = None) -> ChatResponse:
         """Continue a raw, already rendered prompt."""

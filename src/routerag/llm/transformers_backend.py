@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from routerag.llm.base import ChatResponse, GenerationParams, Message, ModelError, Usage
+from routerag.llm.base import ChatResponse, GenerationParams, ModelError, RenderedChatModel, Usage
 from routerag.llm.config import ModelConfig
 from routerag.llm.llamacpp import find_stop
 from routerag.llm.template import ChatTemplate
@@ -45,7 +45,7 @@ def pick_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-class TransformersModel:
+class TransformersModel(RenderedChatModel):
     """Chat with a transformers causal LM (batch size one, thread-safe by a lock)."""
 
     def __init__(
@@ -69,18 +69,6 @@ class TransformersModel:
         self.eos_token_ids = sorted(eos)
         self._lock = threading.Lock()
         self._warned_grammar = False
-
-    def render(self, messages: list[Message], *, continue_final: bool = False) -> str:
-        return self.template.render(messages, continue_final=continue_final)
-
-    def chat(
-        self,
-        messages: list[Message],
-        params: GenerationParams | None = None,
-        *,
-        continue_final: bool = False,
-    ) -> ChatResponse:
-        return self.complete(self.render(messages, continue_final=continue_final), params)
 
     def complete(self, prompt: str, params: GenerationParams | None = None) -> ChatResponse:
         """Continue a raw, already rendered prompt."""
