@@ -51,8 +51,8 @@ def test_batched_columns_equal_single_runs(case):
     solver = PowerPPR(n, edges, weights, damping)
     other = np.roll(reset, 1)
     batch = solver.run(np.stack([reset, other], axis=1))
-    np.testing.assert_allclose(batch[:, 0], solver.run(reset), atol=1e-7)  # columns iterate until the slowest converges
-    np.testing.assert_allclose(batch[:, 1], solver.run(other), atol=1e-7)  # columns iterate until the slowest converges
+    np.testing.assert_allclose(batch[:, 0], solver.run(reset), atol=2 * solver.tol)  # columns iterate until the slowest converges
+    np.testing.assert_allclose(batch[:, 1], solver.run(other), atol=2 * solver.tol)  # columns iterate until the slowest converges
 
 
 def test_seed_gets_more_mass_than_an_unreachable_node():

