@@ -29,14 +29,22 @@ DEFAULT_STRATEGIES = (
 )
 
 
-def run_strategy(strategy: str, args: argparse.Namespace) -> float:
-    out = args.runs / f"{args.dataset}-{strategy}"
+# ``STRATEGY+VARIANT`` entries run a strategy with options on (e.g. ``routerag+grammar``)
+VARIANTS = {"grammar": ["params.grammar=true"], "few-shot": ["params.few_shot=true"]}
+
+
+def run_strategy(entry: str, args: argparse.Namespace) -> float:
+    out = args.runs / f"{args.dataset}-{entry}"
+    strategy, *variants = entry.split("+")
     cmd = [
         sys.executable, "-m", "routerag.cli.main", "eval",
         "--dataset", args.dataset, "--strategy", strategy, "--limit", str(args.limit),
         "--out", str(out), "--no-progress",
-        "--set", f"components={args.components}",
+        "--set", f"components={args.components}", "--set", f"label={entry}",
     ]
+    for variant in variants:
+        for override in VARIANTS[variant]:
+            cmd += ["--set", override]
     for override in args.set:
         cmd += ["--set", override]
     started = time.perf_counter()
@@ -67,7 +75,7 @@ def table(runs: list[Path]) -> str:
         by = summary.get("calls_by_source") or summary.get("calls_by_mode") or {}
         calls = ", ".join(f"{k} {v / n:.1f}" for k, v in sorted(by.items())) or "0"
         lines.append(
-            f"| {summary['strategy']} | {summary['n_done']} | {summary['metrics'].get('em', 0):.2f} "
+            f"| {summary['label']} | {summary['n_done']} | {summary['metrics'].get('em', 0):.2f} "
             f"| {summary['metrics'].get('f1', 0):.2f} | {cost['latency_ms'] / 1000:.1f} | {cost['model_ms'] / 1000:.1f} "
             f"| {cost['retrieval_ms'] / 1000:.2f} | {cost['model_calls']:.1f} | {cost['prompt_tokens']:.0f} "
             f"| {cost['completion_tokens']:.0f} | {calls} | {cost['format_error_rate']:.2f} |"

@@ -28,11 +28,15 @@ def main() -> None:
     parser.add_argument("--grpo-lr", type=float, default=3e-3)
     parser.add_argument("--num-generations", type=int, default=4)
     parser.add_argument("--batch", type=int, default=32, help="completions per step (questions per step x G)")
+    parser.add_argument("--loss-type", default="grpo", help="TRL loss aggregation: grpo, dapo, dr_grpo, bnpo")
+    parser.add_argument("--scale-rewards", default="group", help="group (GRPO), batch, none (Dr. GRPO)")
+    parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--png", default=str(Path(__file__).resolve().parents[1] / "docs" / "img" / "train_toy_routing.png"))
     args = parser.parse_args()
     t0 = time.perf_counter()
     result = run_toy_learning(args.out, sft_steps=args.sft_steps, grpo_steps=args.grpo_steps, grpo_lr=args.grpo_lr,
-                              num_generations=args.num_generations, batch=args.batch)
+                              num_generations=args.num_generations, batch=args.batch, loss_type=args.loss_type,
+                              scale_rewards=args.scale_rewards, temperature=args.temperature)
     rewards = [r["reward"] for r in read_metrics(result["metrics"]) if "reward" in r]
     k = max(len(rewards) // 5, 1)
     result.update(first_steps_reward=sum(rewards[:k]) / k, last_steps_reward=sum(rewards[-k:]) / k,

@@ -280,3 +280,18 @@ def test_judge_metric_is_recorded(tmp_path) -> None:
     run_evaluation(SPEC, questions()[:2], factory(), tmp_path / "run", judge=judge)
     recs = lines(tmp_path / "run")
     assert all(r["metrics"]["judge"] == 1.0 and r["judge_raw"] == "yes" for r in recs)
+
+
+def test_a_dataset_with_released_openie_builds_its_graph_from_it():
+    from routerag.corpus.datasets import load_dataset
+    from routerag.eval.config import EvalConfig
+    from routerag.eval.setup import index_settings_for
+
+    musique = load_dataset("musique")
+    assert musique.openie_path is not None
+    settings = index_settings_for(musique, EvalConfig(dataset="musique"))
+    assert settings.graph.extractor == "precomputed" and settings.graph.openie_file == str(musique.openie_path)
+    chosen = EvalConfig.model_validate({"dataset": "musique", "index": {"graph": {"extractor": "spacy"}}})
+    assert index_settings_for(musique, chosen).graph.extractor == "spacy"  # an explicit choice wins
+    wiki = load_dataset("2wiki")
+    assert index_settings_for(wiki, EvalConfig(dataset="2wiki")).graph.extractor == "spacy"

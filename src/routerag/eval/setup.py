@@ -16,6 +16,7 @@ from routerag.eval.config import EvalConfig
 from routerag.eval.metrics import METRICS
 from routerag.eval.provenance import collect_versions, files_sha256, fingerprint
 from routerag.eval.runner import RunSpec, StrategyFactory
+from routerag.index.settings import IndexSettings
 from routerag.paths import cache_dir
 from routerag.strategies import STRATEGIES, StrategyContext
 from routerag.strategies.base import Strategy
@@ -40,6 +41,16 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "dataset"
 
 
+def index_settings_for(dataset: Dataset, config: EvalConfig) -> IndexSettings:
+    """The configured index settings, except that a dataset shipping its own OpenIE (MuSiQue's
+    gpt-3.5-turbo extraction) builds its graph from it unless the configuration names an extractor."""
+    graph = config.index.graph
+    if dataset.openie_path is None or "extractor" in graph.model_fields_set or graph.openie_file:
+        return config.index
+    graph = graph.model_copy(update={"extractor": "precomputed", "openie_file": str(dataset.openie_path)})
+    return config.index.model_copy(update={"graph": graph})
+
+
 def _index_root(dataset: Dataset, config: EvalConfig) -> Path:
     from routerag.index.manifest import corpus_hash
 
@@ -48,7 +59,7 @@ def _index_root(dataset: Dataset, config: EvalConfig) -> Path:
         {
             "corpus": corpus_hash(d.doc_id for d in docs),
             "sources": sorted(dataset.sources),
-            "index": config.index.model_dump(mode="json"),
+            "index": index_settings_for(dataset, config).model_dump(mode="json"),
             "components": sorted(config.components),
             "source_mode": config.source_mode if dataset.multisource else None,
         }
@@ -72,7 +83,8 @@ def build_sources(dataset: Dataset, config: EvalConfig):
         return sources, [root / c.name / "manifest.json" for c in corpora]
     from routerag.index.bundle import build_index, load_index
 
-    bundle = load_index(root, config.index) if root.is_dir() else build_index(dataset.corpus, root, config.index, config.components)
+    settings = index_settings_for(dataset, config)
+    bundle = load_index(root, settings) if root.is_dir() else build_index(dataset.corpus, root, settings, config.components)
     return bundle.sources(config.modes), [root / "manifest.json"]
 
 

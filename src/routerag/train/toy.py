@@ -141,7 +141,8 @@ def evaluate_routing(env: Any, questions: list[Question], generate: Any) -> dict
 
 def run_toy_learning(out_dir: str | Path, *, sft_steps: int = 100, grpo_steps: int = 30, sft_lr: float = 1e-2,
                      grpo_lr: float = 3e-3, num_generations: int = 4, batch: int = 32, seed: int = 0,
-                     threads: int | None = 1) -> dict[str, Any]:
+                     threads: int | None = 1, loss_type: str = "grpo", scale_rewards: str = "group",
+                     temperature: float = 1.0) -> dict[str, Any]:
     """Cold start (format, chance routing) then GRPO with the EM reward on the toy routing task,
     through the real environment and TRL. Returns greedy routing before and after GRPO and the
     metrics file of the GRPO phase."""
@@ -156,7 +157,8 @@ def run_toy_learning(out_dir: str | Path, *, sft_steps: int = 100, grpo_steps: i
         sources={"toy": True}, env=toy_env_config(),
         grpo={"num_generations": num_generations, "per_device_train_batch_size": batch, "max_steps": grpo_steps,
               "learning_rate": grpo_lr, "beta": 0.0, "use_cpu": True, "save_steps": max(grpo_steps, 1), "seed": seed,
-              "torch_threads": threads},
+              "torch_threads": threads, "loss_type": loss_type, "scale_rewards": scale_rewards,
+              "temperature": temperature},
         sft={"per_device_train_batch_size": 8, "max_steps": sft_steps, "learning_rate": sft_lr},
         switch_step=10_000,  # EM only: the task is about routing, not cost
     )

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The first results table (issue 5): every run of docs/results, resumable, in parallel lanes.
+#   LANES=2 THREADS=1 bash scripts/first_results.sh          # run (or resume) everything, then report
+#   ONLY=law-med bash scripts/first_results.sh               # only the jobs whose run name contains it
+# Each job is `routerag eval` into runs/results/<dataset>-<strategy>; an interrupted job resumes
+# where it stopped. With the embedded 0.5B model on 2 CPU cores a lane answers a multi-turn
+# question in 10-40 s, so the whole table takes many hours: stop it any time and run it again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LANES=${LANES:-2}
+THREADS=${THREADS:-1}
+OUT=${OUT:-runs/results}
+ONLY=${ONLY:-}
+mkdir -p "$OUT"
+
+jobs() {
+  # law-med: hard routing vs retrieve-then-verify with Adaptive Cap (routing accuracy, tokens)
+  for s in hard-route realroute; do echo "law-med $s 50"; done
+  # MuSiQue-100: 50 evenly spaced questions; graph from the released OpenIE
+  for s in direct vanilla routerag routerag-passage routerag-graph routerag-hybrid graphrag-r1 r1-router ircot hard-route realroute; do
+    echo "musique $s 50"
+  done
+  # 2Wiki: 100 evenly spaced of the 1,000
+  for s in direct vanilla routerag routerag-passage routerag-graph routerag-hybrid graphrag-r1 r1-router ircot hard-route realroute; do
+    echo "2wiki $s 100"
+  done
+}
+
+run_one() {
+  local dataset=$1 strategy=$2 limit=$3
+  local components="[dense,bm25,graph]"
+  [ "$dataset" = "law-med" ] && components="[dense]"
+  routerag eval --dataset "$dataset" --strategy "$strategy" --limit "$limit" --out "$OUT/$dataset-$strategy" \
+    --no-progress --set "components=$components" --set "model.n_threads=$THREADS" \
+    > "$OUT/$dataset-$strategy.log" 2>&1 || echo "FAILED: $dataset $strategy (see $OUT/$dataset-$strategy.log)"
+  echo "done: $dataset $strategy"
+}
+export -f run_one
+export OUT THREADS
+
+jobs | grep -- "$ONLY" | xargs -P "$LANES" -L 1 bash -c 'run_one "$@"' _
+routerag report "$OUT"/*/ --out docs/results
