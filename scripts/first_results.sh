@@ -14,16 +14,14 @@ ONLY=${ONLY:-}
 mkdir -p "$OUT"
 
 jobs() {
-  # law-med: hard routing vs retrieve-then-verify with Adaptive Cap (routing accuracy, tokens)
-  for s in hard-route realroute; do echo "law-med $s 50"; done
-  # MuSiQue-100: 50 evenly spaced questions; graph from the released OpenIE
-  for s in direct vanilla routerag routerag-passage routerag-graph routerag-hybrid graphrag-r1 r1-router ircot hard-route realroute; do
-    echo "musique $s 50"
-  done
-  # 2Wiki: 100 evenly spaced of the 1,000
-  for s in direct vanilla routerag routerag-passage routerag-graph routerag-hybrid graphrag-r1 r1-router ircot hard-route realroute; do
-    echo "2wiki $s 100"
-  done
+  # cheapest first, so that an interrupted session leaves whole rows rather than many partial ones
+  local cheap="direct vanilla ircot graphrag-r1 routerag routerag-passage routerag-graph routerag-hybrid"
+  local dear="r1-router hard-route realroute"
+  for s in $cheap; do echo "musique $s 50"; done      # MuSiQue-100: 50 evenly spaced, released OpenIE graph
+  for s in $cheap; do echo "2wiki $s 100"; done       # 2Wiki: 100 evenly spaced of the 1,000
+  for s in hard-route realroute; do echo "law-med $s 50"; done   # hard routing vs Adaptive Cap (~200 s/question)
+  for s in $dear; do echo "musique $s 50"; done
+  for s in $dear; do echo "2wiki $s 100"; done
 }
 
 run_one() {

@@ -244,3 +244,16 @@ def test_embedder_precision_is_configurable_and_interchangeable():
     np.testing.assert_allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)
     assert np.all(np.sum(a * b, axis=1) > 0.995)
     assert resolve_dtype("float32") == "float32" and resolve_dtype("auto") in {"float32", "bfloat16"}
+
+
+def test_direct_query_path_equals_sentence_transformers_encode():
+    from routerag.index.embedder import FAST_PATH_MAX, EmbedderConfig, build_embedder
+
+    embedder = build_embedder(EmbedderConfig(dtype="float32"))
+    assert embedder._fast is not None  # MiniLM is Transformer -> mean pooling -> normalize
+    texts = ["Who directed Aas Ka Panchhi?", "Phoolwari", "a much longer query " * 20]
+    direct = embedder.encode(texts, is_query=True)
+    reference = embedder.model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    np.testing.assert_allclose(direct, reference, atol=1e-5)
+    many = [f"question number {i}" for i in range(FAST_PATH_MAX + 1)]  # the library path
+    np.testing.assert_allclose(embedder.encode(many)[:3], embedder.encode(many[:3]), atol=1e-5)

@@ -88,6 +88,7 @@ class SentenceTransformerEmbedder:
             import torch
 
             self.model.to(torch.bfloat16)
+        self._fast = _mean_pooling_parts(self.model)
         dim_of = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(dim_of())
         self.identity = f"sentence-transformers:{config.model}"
@@ -96,6 +97,8 @@ class SentenceTransformerEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         prefix = self.config.query_prefix if is_query else self.config.passage_prefix
+        if self._fast is not None and len(texts) <= FAST_PATH_MAX:
+            return self._encode_direct([prefix + t for t in texts])
         vectors = self.model.encode(
             [prefix + t for t in texts],
             batch_size=self.config.batch_size,
@@ -106,6 +109,51 @@ class SentenceTransformerEmbedder:
         if self.dtype != "float32":  # bf16 normalisation leaves norms off 1 by ~0.3%
             return _normalise(vectors)
         return np.ascontiguousarray(vectors, dtype=np.float32)
+
+    def _encode_direct(self, texts: list[str]) -> np.ndarray:
+        """Tokenizer -> transformer -> masked mean -> L2 norm, without ``SentenceTransformer.encode``'s
+        per-call bookkeeping (sorting, batching, device moves): ~2.5 ms of a ~9 ms single query on
+        2 CPU cores. Only used for models that are exactly that pipeline (see ``_mean_pooling_parts``)."""
+        import torch
+
+        tokenizer, transformer, max_length = self._fast
+        encoded = tokenizer(texts, truncation=True, max_length=max_length)
+        order = sorted(range(len(texts)), key=lambda i: len(encoded["input_ids"][i]))
+        pooled = np.empty((len(texts), self.dim), dtype=np.float32)
+        # length-sorted chunks: short queries are not padded to the longest of the whole batch
+        for start in range(0, len(order), DIRECT_CHUNK):
+            rows = order[start : start + DIRECT_CHUNK]
+            chunk = tokenizer.pad({key: [encoded[key][i] for i in rows] for key in encoded}, return_tensors="pt")
+            with torch.inference_mode():
+                hidden = transformer(**chunk).last_hidden_state.float()
+            mask = chunk["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            pooled[rows] = ((hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)).numpy()
+        return _normalise(pooled)
+
+
+# batches up to this size take the direct path (queries); bigger ones go through
+# ``SentenceTransformer.encode``, whose length-sorted batching pads less
+FAST_PATH_MAX = 32
+DIRECT_CHUNK = 8
+
+
+def _mean_pooling_parts(model: object) -> tuple[object, object, int] | None:
+    """(tokenizer, transformer, max_length) when ``model`` is Transformer -> mean Pooling
+    [-> Normalize] (all-MiniLM-L6-v2 and most sentence-transformers models), else None."""
+    modules = list(model)  # a SentenceTransformer is a torch Sequential of its modules
+    names = [type(m).__name__ for m in modules]
+    if names not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+        return None
+    transformer, pooling = modules[0], modules[1]
+    if getattr(pooling, "pooling_mode", None) != "mean" or not getattr(pooling, "include_prompt", True):
+        return None
+    if getattr(transformer, "do_lower_case", False) or not hasattr(transformer, "auto_model"):
+        return None
+    tokenizer = getattr(model, "tokenizer", None)
+    max_length = getattr(model, "max_seq_length", None)
+    if tokenizer is None or not isinstance(max_length, int):
+        return None
+    return tokenizer, transformer.auto_model, max_length
 
 
 class OpenAIEmbedder:

@@ -65,6 +65,7 @@ class GRPOSpec(BaseModel):
     num_generations: int = Field(default=5, ge=2, description="group size G (RouteRAG: n_agent=5)")
     per_device_train_batch_size: int = Field(default=5, ge=1, description="completions per device per step (a multiple of G)")
     gradient_accumulation_steps: int = Field(default=1, ge=1, description="micro-batches per optimiser step")
+    optim: str = Field(default="adamw_torch", description="transformers optimiser name (adamw_torch, sgd, ...)")
     max_steps: int = Field(default=40, ge=1, description="optimiser steps (RouteRAG: 40, switch at 20)")
     learning_rate: float = Field(default=1e-6, gt=0.0, description="AdamW learning rate (RouteRAG: 1e-6 full fine-tuning)")
     beta: float = Field(default=0.001, ge=0.0, description="KL coefficient to the reference policy (RouteRAG: 0.001); 0 loads no reference")

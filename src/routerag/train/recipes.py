@@ -341,6 +341,7 @@ def _grpo_args(cfg: TrainConfig, out_dir: Path) -> Any:
         num_generations=g.num_generations,
         max_steps=g.max_steps,
         learning_rate=g.learning_rate,
+        optim=g.optim,
         beta=g.beta,
         temperature=g.temperature,
         loss_type=g.loss_type,
