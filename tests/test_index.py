@@ -257,3 +257,41 @@ def test_direct_query_path_equals_sentence_transformers_encode():
     np.testing.assert_allclose(direct, reference, atol=1e-5)
     many = [f"question number {i}" for i in range(FAST_PATH_MAX + 1)]  # the library path
     np.testing.assert_allclose(embedder.encode(many)[:3], embedder.encode(many[:3]), atol=1e-5)
+
+
+def test_cached_index_builds_once_under_concurrent_callers(tmp_path):
+    """Parallel evaluation lanes over one dataset: one builds, the others wait and load it."""
+    import threading
+
+    from routerag.corpus.schema import Document
+    from routerag.index import bundle as bundle_mod
+
+    docs = [Document(doc_id=f"d{i}", title=f"T{i}", text=f"passage number {i} about topic {i % 3}") for i in range(20)]
+    target = tmp_path / "idx"
+    builds = []
+    real_build = bundle_mod.build_index
+
+    def counting_build(*args, **kwargs):
+        builds.append(1)
+        return real_build(*args, **kwargs)
+
+    bundle_mod.build_index = counting_build
+    try:
+        results, errors = [], []
+
+        def lane():
+            try:
+                results.append(bundle_mod.cached_index(docs, target, components=["bm25"]))
+            except Exception as exc:  # pragma: no cover - the assertion below reports it
+                errors.append(exc)
+
+        threads = [threading.Thread(target=lane) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        bundle_mod.build_index = real_build
+    assert not errors
+    assert len(builds) == 1
+    assert [len(b.store) for b in results] == [20, 20, 20]

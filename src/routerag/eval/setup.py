@@ -81,10 +81,10 @@ def build_sources(dataset: Dataset, config: EvalConfig):
         corpora = [NamedCorpus(name=s.name, profile=s.profile, docs=s.docs) for s in dataset.sources.values()]
         sources = multi_source_set(corpora, root, config.index, mode=config.source_mode)
         return sources, [root / c.name / "manifest.json" for c in corpora]
-    from routerag.index.bundle import build_index, load_index
+    from routerag.index.bundle import cached_index
 
     settings = index_settings_for(dataset, config)
-    bundle = load_index(root, settings) if root.is_dir() else build_index(dataset.corpus, root, settings, config.components)
+    bundle = cached_index(dataset.corpus, root, settings, config.components)
     return bundle.sources(config.modes), [root / "manifest.json"]
 
 

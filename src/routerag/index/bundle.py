@@ -240,3 +240,21 @@ def load_index(
 def read_bundle_manifest(directory: str | Path) -> Manifest:
     """The bundle's manifest alone (cheap: no documents or vectors are read)."""
     return read_manifest(Path(directory), kind=BUNDLE_KIND)
+
+
+def cached_index(
+    docs: Iterable[Document],
+    directory: str | Path,
+    settings: IndexSettings | None = None,
+    components: Sequence[str] = DEFAULT_COMPONENTS,
+) -> IndexBundle:
+    """Load the bundle at ``directory``, building it first if it does not exist. Concurrent
+    callers (parallel evaluation lanes over one dataset) serialise on a lock file beside it, so
+    the index is built once and the others load it."""
+    from routerag.paths import exclusive
+
+    directory = Path(directory)
+    with exclusive(directory.with_name(f".{directory.name}.lock")):
+        if directory.is_dir():
+            return load_index(directory, settings)
+        return build_index(docs, directory, settings, components)

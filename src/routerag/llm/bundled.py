@@ -9,19 +9,18 @@ temporary file, checks size and sha256 while writing, and renames the result int
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
 import logging
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from routerag.config import atomic_write_text
 from routerag.llm.base import ModelError
-from routerag.paths import cache_dir
+from routerag.paths import cache_dir, exclusive
 
 log = logging.getLogger(__name__)
 
@@ -126,22 +125,6 @@ def find_parts(spec: BundledSpec) -> list[Path]:
     return parts
 
 
-@contextlib.contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
-    """An advisory inter-process lock (POSIX), so two processes do not join the same file twice."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - non-POSIX
-        yield
-        return
-    with open(lock_path, "a+b") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _sidecar(target: Path) -> Path:
     return target.with_name(target.name + ".sha256")
 
@@ -176,7 +159,7 @@ def assemble(parts: Sequence[Path], target: Path, *, sha256: str | None, size: i
     if not parts:
         raise BundledModelError("no parts to assemble")
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _exclusive(target.with_name(target.name + ".lock")):
+    with exclusive(target.with_name(target.name + ".lock")):
         if is_assembled(target, sha256, size):
             return target
         total = sum(p.stat().st_size for p in parts)

@@ -75,18 +75,20 @@ def open_corpus_bundle(
     """Load ``ROOT/<name>`` if it was built over exactly these documents, else build it.
     An existing bundle over other documents is refused unless ``rebuild``."""
     from routerag.index.bundle import build_index, load_index, read_bundle_manifest
+    from routerag.paths import exclusive
 
     directory = Path(root) / corpus.name
-    if directory.exists():
-        manifest = read_bundle_manifest(directory)
-        same = manifest.corpus_hash == corpus_hash(DocStore(corpus.docs).ids())
-        if same and all(c in manifest.components for c in components):
-            return load_index(directory, settings, components)
-        if not rebuild:
-            raise IndexError_(
-                f"{directory}: built over other documents or components {manifest.components}; pass rebuild=True"
-            )
-    return build_index(corpus.docs, directory, settings, components, overwrite=True)
+    with exclusive(directory.with_name(f".{directory.name}.lock")):
+        if directory.exists():
+            manifest = read_bundle_manifest(directory)
+            same = manifest.corpus_hash == corpus_hash(DocStore(corpus.docs).ids())
+            if same and all(c in manifest.components for c in components):
+                return load_index(directory, settings, components)
+            if not rebuild:
+                raise IndexError_(
+                    f"{directory}: built over other documents or components {manifest.components}; pass rebuild=True"
+                )
+        return build_index(corpus.docs, directory, settings, components, overwrite=True)
 
 
 def multi_source_set(
