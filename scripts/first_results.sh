@@ -17,8 +17,11 @@ jobs() {
   # cheapest first, so that an interrupted session leaves whole rows rather than many partial ones
   local cheap="direct vanilla ircot graphrag-r1 routerag routerag-passage routerag-graph routerag-hybrid"
   local dear="r1-router hard-route realroute"
-  for s in $cheap; do echo "musique $s 50"; done      # MuSiQue-100: 50 evenly spaced, released OpenIE graph
-  for s in $cheap; do echo "2wiki $s 100"; done       # 2Wiki: 100 evenly spaced of the 1,000
+  # the two datasets interleaved: one lane builds the 2Wiki index while the other builds MuSiQue's
+  for s in $cheap; do
+    echo "2wiki $s 100"       # 2Wiki: 100 evenly spaced of the 1,000
+    echo "musique $s 50"      # MuSiQue-100: 50 evenly spaced, released OpenIE graph
+  done
   for s in hard-route realroute; do echo "law-med $s 50"; done   # hard routing vs Adaptive Cap (~200 s/question)
   for s in $dear; do echo "musique $s 50"; done
   for s in $dear; do echo "2wiki $s 100"; done
