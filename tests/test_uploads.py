@@ -7,28 +7,18 @@ from __future__ import annotations
 import json
 import threading
 import time
-from pathlib import Path
 
 import httpx
 import pytest
+from conftest import NOTES_CSV
 
-from routerag.corpus.datasets import data_root
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
 from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServiceSettings
 from routerag.server.upload_parse import UploadSettings
 
-CORPUS = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
-if not CORPUS.is_file():
-    CORPUS = Path(__file__).resolve().parents[2] / "shared/data/2wikimultihopqa/2wikimultihopqa_corpus.json"
 KEY = "upload-key"
-NOTES_CSV = (
-    "title,text\n"
-    "Zorblax,\"Zorblax is a fictional moon of Neptune discovered by Ada Quill in 2031.\"\n"
-    "Ada Quill,Ada Quill is an astronomer born in Leeds who found the moon Zorblax.\n"
-    "Leeds,Leeds is a city in West Yorkshire.\n"
-)
 
 
 def responder(messages, params, continue_final) -> str:
@@ -37,17 +27,6 @@ def responder(messages, params, continue_final) -> str:
     if "fictional moon of Neptune" in context:
         return "Ada Quill"
     return "Lothair II" if "Lothair II" in context else "unknown"
-
-
-@pytest.fixture(scope="module")
-def sources(tmp_path_factory):
-    from routerag.corpus.schema import Document
-    from routerag.index.bundle import build_index, load_index
-
-    rows = json.loads(CORPUS.read_text(encoding="utf-8"))[:50]
-    directory = tmp_path_factory.mktemp("up-idx") / "bundle"
-    build_index([Document.make(r["title"], r["text"]) for r in rows], directory, components=("bm25",))
-    return load_index(directory).sources()
 
 
 @pytest.fixture(scope="module")

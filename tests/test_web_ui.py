@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import NOTES_CSV
 
-from routerag.corpus.datasets import data_root
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
 from routerag.server.serving import BackgroundServer
@@ -27,15 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # screenshots go to a scratch folder; ROUTERAG_SCREENSHOT_DIR=docs/img refreshes the docs' images
 IMG = Path(os.environ.get("ROUTERAG_SCREENSHOT_DIR") or Path(tempfile.gettempdir()) / "routerag-screenshots")
 IMG.mkdir(parents=True, exist_ok=True)
-CORPUS = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-NOTES_CSV = (
-    "title,text\n"
-    "Zorblax,\"Zorblax is a fictional moon of Neptune discovered by Ada Quill in 2031.\"\n"
-    "Ada Quill,Ada Quill is an astronomer born in Leeds who found the moon Zorblax.\n"
-    "Leeds,Leeds is a city in West Yorkshire.\n"
-)
 BAD_CSV = "title,text\nok,fine\nblank,\n"
 
 
@@ -59,17 +52,6 @@ def responder(messages, params, continue_final) -> str:
     if "fictional moon of Neptune" in context:
         return "Ada Quill"
     return "Lothair II" if "Lothair II" in context else "unknown"
-
-
-@pytest.fixture(scope="module")
-def sources(tmp_path_factory):
-    from routerag.corpus.schema import Document
-    from routerag.index.bundle import build_index, load_index
-
-    rows = json.loads(CORPUS.read_text(encoding="utf-8"))[:50]
-    directory = tmp_path_factory.mktemp("ui-idx") / "bundle"
-    build_index([Document.make(r["title"], r["text"]) for r in rows], directory, components=("bm25",))
-    return load_index(directory).sources()
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,31 @@
+"""Fixtures shared by the service tests (HTTP API and browser UI)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from routerag.corpus.datasets import data_root
+
+# a tiny custom source that the 2Wiki slice knows nothing about, uploaded by the service tests
+NOTES_CSV = (
+    "title,text\n"
+    "Zorblax,\"Zorblax is a fictional moon of Neptune discovered by Ada Quill in 2031.\"\n"
+    "Ada Quill,Ada Quill is an astronomer born in Leeds who found the moon Zorblax.\n"
+    "Leeds,Leeds is a city in West Yorkshire.\n"
+)
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    """BM25 over the first 50 real 2Wiki passages: one fresh SourceSet per test module (the
+    service tests mount uploaded sources into it)."""
+    from routerag.corpus.schema import Document
+    from routerag.index.bundle import build_index, load_index
+
+    corpus = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
+    rows = json.loads(corpus.read_text(encoding="utf-8"))[:50]
+    directory = tmp_path_factory.mktemp("svc-idx") / "bundle"
+    build_index([Document.make(r["title"], r["text"]) for r in rows], directory, components=("bm25",))
+    return load_index(directory).sources()
