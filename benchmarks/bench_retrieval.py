@@ -24,7 +24,7 @@ import textwrap
 import time
 from pathlib import Path
 
-TARGETS = {"build_s": 300.0, "peak_gib": 2.0, "load_s": 3.0, "p50_ms": 10.0, "batch_speedup": 3.0}
+TARGETS = {"build_s": 300.0, "peak_gib": 2.0, "load_s": 3.0, "p50_ms": 10.0, "batch_speedup": 3.0, "graph_p50_ms": 30.0}
 
 _CHILD = textwrap.dedent(
     """
@@ -182,6 +182,27 @@ def latency(sources, queries: list[str], modes: list[str], k: int = 5, batch: in
     return out
 
 
+def print_targets(builds: list[dict], load: dict, lat: dict[str, dict[str, float]]) -> None:
+    """The 2Wiki targets, measured against their limits (a reused index has no build rows)."""
+    rows = []
+    if builds:
+        total = sum(b["seconds"] for b in builds)
+        rows.append(("whole build (" + " + ".join(b["component"] for b in builds) + ") s", total, TARGETS["build_s"], total <= TARGETS["build_s"]))
+        peak = max(max(b["peak_gib"], b.get("worker_peak_gib", 0.0)) for b in builds)
+        rows.append(("peak RSS per process GiB", peak, TARGETS["peak_gib"], peak <= TARGETS["peak_gib"]))
+    rows.append(("load_index + mount s", load["load_s"], TARGETS["load_s"], load["load_s"] <= TARGETS["load_s"]))
+    if "passage" in lat:
+        p50, speedup = lat["passage"]["p50_ms"], lat["passage"]["speedup"]
+        rows.append(("passage p50 single ms", p50, TARGETS["p50_ms"], p50 <= TARGETS["p50_ms"]))
+        rows.append(("passage batch speed-up x", speedup, TARGETS["batch_speedup"], speedup >= TARGETS["batch_speedup"]))
+    if "graph" in lat:
+        p50 = lat["graph"]["p50_ms"]
+        rows.append(("graph p50 single ms (no recognition filter)", p50, TARGETS["graph_p50_ms"], p50 <= TARGETS["graph_p50_ms"]))
+    print("\n| 2Wiki target | measured | limit | met |\n|---|---:|---:|---|")
+    for name, value, limit, met in rows:
+        print(f"| {name} | {value:.2f} | {limit:g} | {'yes' if met else 'NO'} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--components", default="dense,bm25,graph", help="components to build (graph only if installed)")
@@ -262,8 +283,7 @@ def main() -> None:
         print_builds(mu_builds)
 
     print(f"\nload average at end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    print(f"\ntargets: build <= {TARGETS['build_s']:.0f} s, peak <= {TARGETS['peak_gib']} GiB, "
-          f"load <= {TARGETS['load_s']} s, passage p50 <= {TARGETS['p50_ms']} ms, batching >= {TARGETS['batch_speedup']}x")
+    print_targets(builds, load, lat)
     if args.workdir is None:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -259,6 +259,28 @@ def test_direct_query_path_equals_sentence_transformers_encode():
     np.testing.assert_allclose(embedder.encode(many)[:3], embedder.encode(many[:3]), atol=1e-5)
 
 
+def test_bulk_path_equals_the_query_path_and_keeps_torch_threads():
+    """Index builds embed through length-sorted chunks on one single-threaded worker per torch
+    thread: same vectors as the query path, duplicates embedded once, torch's thread count kept."""
+    import torch
+
+    from routerag.index.embedder import BULK_CHUNK, FAST_PATH_MAX, EmbedderConfig, build_embedder
+
+    embedder = build_embedder(EmbedderConfig(dtype="float32", passage_prefix="passage: "))
+    texts = [f"('entity {i}', 'relation', '{'object ' * (i % 7)}')" for i in range(BULK_CHUNK * 2 + 5)]
+    texts += texts[:3]  # duplicates
+    assert len(texts) > FAST_PATH_MAX
+    threads = torch.get_num_threads()
+    bulk = embedder.encode(texts)
+    assert torch.get_num_threads() == threads
+    pieces = np.concatenate([embedder.encode(texts[i : i + 8]) for i in range(0, len(texts), 8)])
+    np.testing.assert_allclose(bulk, pieces, atol=1e-5)
+    np.testing.assert_array_equal(bulk[-3:], bulk[:3])
+    np.testing.assert_allclose(np.linalg.norm(bulk, axis=1), 1.0, atol=1e-5)
+    reference = embedder.model.encode(["passage: " + t for t in texts[:40]], normalize_embeddings=True)
+    np.testing.assert_allclose(embedder.encode(texts[:40]), reference, atol=1e-5)
+
+
 def test_cached_index_builds_once_under_concurrent_callers(tmp_path):
     """Parallel evaluation lanes over one dataset: one builds, the others wait and load it."""
     import threading

@@ -118,10 +118,12 @@ class GraphSource:
         dense_norm = min_max(dense) if g.n_passages else dense
         n_facts = len(g.data.facts)
         fact_scores = np.ascontiguousarray((g.data.fact_vecs @ vectors.T).T) if n_facts else np.zeros((len(queries), 0))
-        fact_norm = min_max(fact_scores) if n_facts else fact_scores
+        # min-max normalisation needs only each row's extremes: only the kept facts are normalised
+        fact_low = fact_scores.min(axis=1).astype(np.float64) if n_facts else np.zeros(len(queries))
+        fact_span = fact_scores.max(axis=1).astype(np.float64) - fact_low if n_facts else np.zeros(len(queries))
 
         out: list[tuple[list[Hit], dict[str, Any]] | None] = [None] * len(queries)
-        resets: list[np.ndarray] = []
+        seeds_of: list[tuple[np.ndarray, np.ndarray]] = []
         pending: list[tuple[int, dict[str, Any]]] = []
         for i, query in enumerate(queries):
             meta: dict[str, Any] = {"fallback": None}
@@ -135,25 +137,35 @@ class GraphSource:
                     "call": result.call.model_dump() if result.call else None,
                 }
                 candidates = candidates[result.kept]
+            raw = fact_scores[i, candidates].astype(np.float64)
+            weights = (raw - fact_low[i]) / fact_span[i] if fact_span[i] > 0 else np.ones(len(candidates))
             meta["facts"] = [
-                {"triple": list(g.data.facts[f]), "score": float(fact_scores[i, f]), "weight": float(fact_norm[i, f])}
-                for f in candidates
+                {"triple": list(g.data.facts[f]), "score": float(s), "weight": float(w)}
+                for f, s, w in zip(candidates.tolist(), raw.tolist(), weights.tolist())
             ]
-            entity_weights = self._entity_weights(candidates, fact_norm[i])
+            entities, entity_weights = self._entity_weights(candidates, weights)
             if not entity_weights.any():
                 meta["fallback"] = "dense"
                 rows = top_rows(dense[i], k)
                 out[i] = (self._hits(rows, dense[i][rows], dense[i]), meta)
                 continue
-            seeds = top_rows(entity_weights, N_DISPLAY)
+            order = np.lexsort((entities, -entity_weights))[:N_DISPLAY]  # best first, ties: lower row first
             meta["seeds"] = [
-                {"node": g.data.entities[e], "weight": float(entity_weights[e])} for e in seeds if entity_weights[e] > 0
+                {"node": g.data.entities[e], "weight": float(w)}
+                for e, w in zip(entities[order].tolist(), entity_weights[order].tolist())
+                if w > 0
             ]
-            resets.append(np.concatenate([entity_weights, dense_norm[i] * self.passage_node_weight]))
+            seeds_of.append((entities, entity_weights))
             pending.append((i, meta))
 
         if pending:
-            scores = self._ppr(np.stack(resets, axis=1))  # (n_nodes, B')
+            # reset vectors: the seed entities' weights, and every passage's dense prior
+            resets = np.zeros((g.n_nodes, len(pending)))
+            for column, ((i, _), (entities, entity_weights)) in enumerate(zip(pending, seeds_of)):
+                resets[entities, column] = entity_weights
+                np.multiply(dense_norm[i], self.passage_node_weight, out=resets[g.n_entities :, column])
+            # one query: a 1-d vector (sparse matrix-vector products); several: one batch
+            scores = self._ppr(resets[:, 0]).reshape(-1, 1) if len(pending) == 1 else self._ppr(resets)
             for column, (i, meta) in enumerate(pending):
                 node_scores = scores[:, column]
                 passage_scores = node_scores[g.n_entities :]
@@ -168,24 +180,28 @@ class GraphSource:
         return [o for o in out if o is not None]
 
     # ---------------------------------------------------------------- helpers
-    def _entity_weights(self, facts: np.ndarray, fact_norm: np.ndarray) -> np.ndarray:
-        g = self.graph
-        total = np.zeros(g.n_entities)
-        count = np.zeros(g.n_entities)
+    def _entity_weights(self, facts: np.ndarray, fact_weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The seed entities of the kept ``facts`` (their subjects and objects) and their reset
+        weights: each fact's weight / the entity's passage count, averaged over the facts naming
+        it. Sorted by entity row; only the touched entities, not a vector over all of them."""
         if len(facts) == 0:
-            return total
-        doc_count = np.maximum(g.entity_doc_count, 1.0)
-        for f in facts:
-            for ent in g.fact_entities[f]:
-                total[ent] += fact_norm[f] / doc_count[ent]
-                count[ent] += 1
-        return np.divide(total, count, out=np.zeros_like(total), where=count > 0)
+            return np.zeros(0, np.int64), np.zeros(0)
+        g = self.graph
+        ends = g.fact_entities[facts].reshape(-1)  # subject, object of fact 0, then of fact 1, ...
+        shares = np.repeat(fact_weights, 2) / np.maximum(g.entity_doc_count[ends], 1.0)
+        entities, slot = np.unique(ends, return_inverse=True)
+        total = np.zeros(len(entities))
+        np.add.at(total, slot, shares)  # in fact order, like a loop over the facts
+        return entities, total / np.bincount(slot, minlength=len(entities))
 
     def _ppr(self, resets: np.ndarray) -> np.ndarray:
+        """PPR scores for ``(n_nodes,)`` or ``(n_nodes, batch)`` reset weights, same shape."""
         damping = self.graph.settings.graph.damping
         if self.ppr == "igraph":
             from routerag.index.ppr import igraph_ppr
 
+            if resets.ndim == 1:
+                return igraph_ppr(self.graph.graph, resets, damping)
             return np.stack([igraph_ppr(self.graph.graph, resets[:, j], damping) for j in range(resets.shape[1])], axis=1)
         return self.graph.power_ppr.run(resets)
 
