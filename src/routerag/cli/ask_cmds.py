@@ -79,13 +79,17 @@ def demo(
     config: Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML configuration (EvalConfig shape)")] = None,
     set_: Annotated[list[str], typer.Option("--set", help="override: key.path=value (repeatable)")] = [],
     as_json: Annotated[bool, typer.Option("--json", help="print one Trace JSON per line")] = False,
+    policy: Annotated[bool, typer.Option("--policy/--untrained", help="routerag on the bundled 0.5B: apply the shipped SFT policy adapter (default) or run the untrained model")] = True,
 ) -> None:
     """Answer a handful of real multi-hop questions from the bundled demo data with the bundled
     model: builds (first run) or loads the demo index, then shows each routing trace and its cost."""
     from routerag.corpus.datasets import load_dataset
     from routerag.eval.metrics import exact_match, token_f1
+    from routerag.llm.config import with_default_policy
 
     cfg = _eval_config(config, set_, strategy=strategy, dataset="demo", components=DEMO_COMPONENTS)
+    if policy:
+        cfg = cfg.model_copy(update={"model": with_default_policy(cfg.model, cfg.strategy)})
     data = load_dataset(cfg.dataset, n_questions=questions)
     with console.status("loading the demo index and the bundled model (first run: builds the index, joins the model)…"):
         context = _context(cfg, None)

@@ -18,7 +18,7 @@ def _fail(message: str, code: int = 1) -> NoReturn:
 
 @app.command("train")
 def train_command(
-    recipe: str = typer.Argument(..., help="routerag-two-stage | graphrag-r1 | r1-router-step"),
+    recipe: str = typer.Argument(..., help="routerag-two-stage | graphrag-r1 | r1-router-step | routerag-sft"),
     config: Path = typer.Option(None, "--config", help="a YAML file of TrainConfig (see configs/train/)"),
     overrides: list[str] = typer.Option(None, "--set", help="override a setting: key.path=value (repeatable), e.g. grpo.max_steps=10"),
     out: Path = typer.Option(None, "--out", "-o", help="run directory (default: the config's output_dir); an existing one is resumed"),
@@ -75,3 +75,22 @@ def export_verl_command(
         questions = [q for q in questions if q.qid not in bad]
     path = export_parquet(questions, out, dataset, split=split)
     typer.echo(f"wrote {len(questions)} rows to {path} ({dropped} dropped as overlapping {', '.join(exclude)})")
+
+
+@app.command("export-lora-gguf")
+def export_lora_gguf_command(
+    adapter: Path = typer.Argument(..., help="a saved PEFT LoRA adapter directory (adapter_config.json + adapter_model.safetensors)"),
+    out: Path = typer.Option(..., "--out", "-o", help="adapter GGUF to write"),
+    base: str = typer.Option("bundled:qwen2.5-coder-0.5b", "--base", help="the base model's GGUF (a path or bundled: name) the adapter was trained on"),
+    dtype: str = typer.Option("f16", "--dtype", help="f16 | f32"),
+) -> None:
+    """Export a PEFT LoRA adapter as a llama.cpp LoRA adapter GGUF (for --set model.lora_path=...)."""
+    from routerag.llm.base import ModelError
+    from routerag.llm.resolve import resolve_model_file
+    from routerag.train.export_gguf import LoraExportError, export_lora_gguf
+
+    try:
+        info = export_lora_gguf(adapter, resolve_model_file(base), out, dtype=dtype)
+    except (LoraExportError, ModelError) as exc:
+        _fail(str(exc))
+    typer.echo(f"wrote {info.path}: {info.tensors} tensors, rank {info.rank}, alpha {info.alpha:g}, {info.architecture}")

@@ -24,6 +24,29 @@ ENV_BASE_URL = "ROUTERAG_BASE_URL"
 ENV_BACKEND = "ROUTERAG_BACKEND"
 DEFAULT_MODEL = BUNDLED_PREFIX + DEFAULT_BUNDLED
 
+BUNDLED_POLICY = "routerag-sft-qwen2.5-coder-0.5b"
+"""The shipped RouteRAG policy adapter for the bundled 0.5B (``data/policies/<name>/adapter.gguf``)."""
+
+
+def bundled_policy_path(name: str = BUNDLED_POLICY) -> Path:
+    """The llama.cpp LoRA adapter GGUF of a policy shipped inside the package."""
+    from importlib.resources import files
+
+    path = Path(str(files("routerag") / "data" / "policies" / name / "adapter.gguf"))
+    if not path.is_file():
+        raise FileNotFoundError(f"no shipped policy {name!r} (expected {path})")
+    return path
+
+
+def with_default_policy(config: ModelConfig, strategy: str) -> ModelConfig:
+    """``config`` with the shipped RouteRAG policy adapter when it runs the ``routerag`` strategy
+    on the bundled 0.5B through llama.cpp and names no adapter of its own; else unchanged."""
+    resolved = config.resolved()
+    if strategy != "routerag" or config.lora_path is not None or resolved.backend != "llamacpp" or resolved.model != DEFAULT_MODEL:
+        return config
+    return config.model_copy(update={"lora_path": bundled_policy_path()})
+
+
 _DEFAULT_CONCURRENCY: dict[str, int] = {"llamacpp": 1, "openai": 8, "transformers": 1, "scripted": 8}
 
 
@@ -56,6 +79,14 @@ class ModelConfig(BaseModel):
     n_ctx: int = Field(default=4096, ge=256, le=131_072, description="context window (llama.cpp)")
     n_threads: int | None = Field(
         default=None, ge=1, description="CPU threads (llama.cpp, transformers); None: all available cores"
+    )
+    lora_path: Path | None = Field(
+        default=None,
+        description="llamacpp: a llama.cpp LoRA adapter GGUF applied on top of the model (routerag export-lora-gguf "
+        "writes one from a PEFT adapter); it must have been trained on this base model",
+    )
+    lora_scale: float = Field(
+        default=1.0, ge=0.0, le=16.0, description="llamacpp: adapter scale (1 = the trained alpha / r; 0 = off)"
     )
     chat_format: Path | None = Field(
         default=None,
@@ -91,6 +122,8 @@ class ModelConfig(BaseModel):
             raise ValueError(
                 f"unknown backend {backend!r} (from ${ENV_BACKEND}); valid: {', '.join(_DEFAULT_CONCURRENCY)}"
             )
+        if self.lora_path is not None and backend != "llamacpp":
+            raise ValueError(f"lora_path applies to the llamacpp backend only, not {backend!r}")
         if model is None and backend in ("llamacpp", "transformers"):
             model = DEFAULT_MODEL
         return self.model_copy(

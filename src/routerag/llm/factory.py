@@ -29,8 +29,26 @@ BACKENDS.register("scripted", "routerag.llm.scripted:from_config")
 
 
 def model_identity(config: ModelConfig) -> str:
-    """What distinguishes one model's answers from another's, for the response cache."""
-    return "|".join(str(part or "") for part in (config.backend, config.model, config.base_url, config.chat_format))
+    """What distinguishes one model's answers from another's, for the response cache and run
+    fingerprints. A LoRA adapter adds its content hash and scale (nothing is added without one,
+    so identities of adapter-free configurations are unchanged)."""
+    identity = "|".join(str(part or "") for part in (config.backend, config.model, config.base_url, config.chat_format))
+    if config.lora_path is not None:
+        identity += f"|lora={_file_sha256(config.lora_path)[:16]}@{config.lora_scale:g}"
+    return identity
+
+
+def _file_sha256(path: Path) -> str:
+    import hashlib
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"LoRA adapter {path} does not exist")
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def default_cache_path() -> Path:

@@ -18,7 +18,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from routerag.llm.base import ChatResponse, GenerationParams, ModelError, RenderedChatModel, Usage
+from routerag.llm.base import (
+    ChatResponse,
+    GenerationParams,
+    ModelError,
+    RenderedChatModel,
+    Usage,
+)
 from routerag.llm.config import ModelConfig, available_cores
 from routerag.llm.template import ChatTemplate
 
@@ -64,22 +70,35 @@ class LlamaCppModel(RenderedChatModel):
         n_threads: int | None = None,
         chat_template: str | None = None,
         name: str | None = None,
+        lora_path: str | Path | None = None,
+        lora_scale: float = 1.0,
     ) -> None:
         path = Path(model_path)
         if not path.is_file():
             raise ModelError(f"GGUF model file {path} does not exist")
+        lora = None
+        if lora_path is not None:
+            from routerag.train.export_gguf import LoraExportError, check_lora_gguf
+
+            try:
+                lora = check_lora_gguf(lora_path, path)
+            except LoraExportError as exc:
+                raise ModelError(f"LoRA adapter does not fit {path.name}: {exc}") from exc
         try:
             from llama_cpp import Llama
         except ImportError as exc:
             raise ModelError("the llamacpp backend needs llama-cpp-python: pip install llama-cpp-python") from exc
         threads = n_threads or available_cores()
         try:
+            extra = {"lora_path": str(lora_path), "lora_scale": float(lora_scale)} if lora is not None else {}
             self._llm = Llama(
-                model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False
+                model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False, **extra
             )
         except (ValueError, RuntimeError) as exc:
-            raise ModelError(f"llama.cpp could not load {path}: {exc}") from exc
+            raise ModelError(f"llama.cpp could not load {path}{' with ' + str(lora_path) if lora else ''}: {exc}") from exc
         self.path = path
+        self.lora = lora
+        self.lora_scale = lora_scale
         self.name = name or path.name
         self.n_ctx = self._llm.n_ctx()
         source = chat_template or self._llm.metadata.get("tokenizer.chat_template")
@@ -121,6 +140,25 @@ class LlamaCppModel(RenderedChatModel):
     def tokenize(self, text: str) -> list[int]:
         """Token ids of a raw prompt (special tokens such as ``<|im_start|>`` are recognised)."""
         return self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)
+
+    def next_token_logits(self, prompt: str):
+        """The raw next-token logits (numpy float32, vocabulary size) after a rendered prompt;
+        for checks against another implementation (e.g. an exported LoRA adapter vs PEFT).
+        Clears the KV cache."""
+        import ctypes
+
+        import numpy as np
+        from llama_cpp import llama_cpp as capi
+
+        with self._lock:
+            llm = self._llm
+            llm.reset()
+            llm.eval(self.tokenize(prompt))
+            row = capi.llama_get_logits_ith(llm._ctx.ctx, -1)
+            values = ctypes.cast(row, ctypes.POINTER(ctypes.c_float))
+            out = np.ctypeslib.as_array(values, shape=(llm.n_vocab(),)).copy()
+            llm.reset()
+        return out
 
     def complete(self, prompt: str, params: GenerationParams | None = None) -> ChatResponse:
         """Continue a raw, already rendered prompt."""
@@ -201,5 +239,6 @@ def from_config(config: ModelConfig) -> LlamaCppModel:
     path = resolve_model_file(config.model or "")
     template = config.chat_format.read_text(encoding="utf-8") if config.chat_format else None
     return LlamaCppModel(
-        path, n_ctx=config.n_ctx, n_threads=config.n_threads, chat_template=template, name=config.model
+        path, n_ctx=config.n_ctx, n_threads=config.n_threads, chat_template=template, name=config.model,
+        lora_path=config.lora_path, lora_scale=config.lora_scale,
     )

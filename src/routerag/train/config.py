@@ -88,10 +88,33 @@ class SFTSpec(BaseModel):
     sources: list[Literal["musique", "hotpotqa", "r1router"]] = Field(
         default_factory=lambda: ["musique", "hotpotqa"], description="golden trajectory sources"
     )
-    max_steps: int = Field(default=100, ge=1, description="SFT optimiser steps")
+    max_steps: int = Field(default=100, ge=1, description="SFT optimiser steps (ignored when epochs is set)")
+    epochs: float | None = Field(default=None, gt=0.0, description="passes over the trajectories; None: max_steps decides")
     learning_rate: float = Field(default=1e-5, gt=0.0, description="SFT learning rate")
+    lr_scheduler_type: str = Field(default="linear", description="transformers learning-rate schedule (linear, cosine, constant, ...)")
+    warmup_steps: int = Field(default=0, ge=0, description="learning-rate warm-up steps")
     per_device_train_batch_size: int = Field(default=4, ge=1, description="trajectories per step")
+    gradient_accumulation_steps: int = Field(default=1, ge=1, description="micro-batches per optimiser step")
     max_length: int = Field(default=2048, ge=16, description="token limit per trajectory")
+    drop_longer: bool = Field(
+        default=False, description="drop trajectories longer than max_length instead of cutting them (a cut one loses its answer)"
+    )
+    max_examples: int | None = Field(default=None, ge=1, description="keep this many evenly spaced trajectories (None: all)")
+    ground: bool = Field(
+        default=False,
+        description="replace the gold-only evidence of MuSiQue/HotpotQA hops by real top-k retrieval over the dataset's "
+        "evaluation index (same components as routerag eval), keeping the gold paragraph (see golden.Grounder)",
+    )
+    ground_components: list[str] = Field(
+        default_factory=lambda: ["dense", "bm25", "graph"],
+        description="index components of the grounding index (equal to the evaluation's, so the cached index is shared)",
+    )
+    logits_on_labels_only: bool = Field(
+        default=False,
+        description="compute the output layer only where the next token is labelled (same loss; ~25% less compute "
+        "for multi-turn rows whose observations are masked, the saving that makes a CPU run feasible)",
+    )
+    export_gguf: bool = Field(default=True, description="LoRA runs: also write the adapter as a llama.cpp LoRA GGUF (adapter.gguf)")
 
 
 class TrainConfig(BaseModel):

@@ -62,7 +62,85 @@ class Hop(BaseModel):
 
 def _hit(doc: Document | tuple[str, str], rank: int = 1, source: str = "passage") -> Hit:
     title, text = (doc.title, doc.text) if isinstance(doc, Document) else doc
-    return Hit(doc_id=f"gold-{rank}", title=title, text=text, score=1.0, source=source, mode=source, rank=rank)
+    doc_id = doc.doc_id if isinstance(doc, Document) else f"gold-{rank}"
+    return Hit(doc_id=doc_id, title=title, text=text, score=1.0, source=source, mode=source, rank=rank)
+
+
+# ---------------------------------------------------------------- real retrieval as observations
+
+
+class GroundingStats(BaseModel):
+    """How the hops of golden trajectories were grounded in real retrieval."""
+
+    hops: int = 0
+    retrieved: dict[str, int] = Field(default_factory=dict)  # mode -> hops whose gold came back in top k
+    switched: int = 0  # hops whose planned mode missed the gold but another mode found it
+    injected: int = 0  # hops where no mode found the gold: the gold replaced one of the planned mode's hits
+
+    @property
+    def retrieved_total(self) -> int:
+        return sum(self.retrieved.values())
+
+
+def _same_doc(a: Hit, b: Hit) -> bool:
+    return a.doc_id == b.doc_id or (a.title == b.title and a.text.strip()[:200] == b.text.strip()[:200])
+
+
+class Grounder:
+    """Replaces each hop's gold-only evidence by the top-``k`` hits that real retrieval returns
+    for the hop's query, so that SFT observations look like inference observations.
+
+    The query is cleaned exactly as RouteRAG's :class:`~routerag.strategies.routerag.ModeRouter`
+    cleans it. The hop's planned mode is searched first; when its top ``k`` misses the gold
+    paragraph the other modes are tried (the hop's mode tag follows the mode that found it);
+    when none finds it, the gold paragraph replaces one of the planned mode's hits (at a position
+    fixed by the question, not always first), so the trajectory stays answerable."""
+
+    def __init__(self, sources: Any, *, k: int = 3, mode_sources: dict[str, str] | None = None,
+                 modes: Sequence[str] = ("passage", "graph", "hybrid"), max_query_chars: int = 300) -> None:
+        self.sources = sources
+        self.k = k
+        self.mode_sources = mode_sources or {m: m for m in modes}
+        mounted = set(sources.names())
+        self.modes = [m for m in modes if self.mode_sources.get(m) in mounted]
+        if not self.modes:
+            raise ValueError(f"none of the modes {list(modes)} is mounted; mounted: {sorted(mounted)}")
+        self.max_query_chars = max_query_chars
+        self.stats = GroundingStats()
+
+    def _search(self, query: str, mode: str) -> list[Hit]:
+        return list(self.sources.search_one(query, self.k, self.mode_sources[mode]).hits)
+
+    def __call__(self, question: str, hops: Sequence[Hop]) -> list[Hop]:
+        from routerag.strategies.parsing import clean_query
+
+        out: list[Hop] = []
+        for n, hop in enumerate(hops):
+            self.stats.hops += 1
+            gold = hop.evidence[0] if hop.evidence else None
+            query, _ = clean_query(hop.query, question, self.max_query_chars)
+            planned = hop.mode if hop.mode in self.modes else self.modes[0]
+            order = [planned, *(m for m in self.modes if m != planned)]
+            first_hits: list[Hit] | None = None
+            chosen: tuple[str, list[Hit]] | None = None
+            for mode in order:
+                hits = self._search(query, mode)
+                first_hits = hits if first_hits is None else first_hits
+                if gold is None or any(_same_doc(h, gold) for h in hits):
+                    chosen = (mode, hits)
+                    break
+            if chosen is not None:
+                mode, hits = chosen
+                self.stats.retrieved[mode] = self.stats.retrieved.get(mode, 0) + 1
+                self.stats.switched += mode != planned
+            else:
+                mode, hits = planned, list(first_hits or [])
+                at = (len(question) + n) % self.k
+                hits = [h for h in hits if not _same_doc(h, gold)][: self.k - 1]  # type: ignore[arg-type]
+                hits.insert(min(at, len(hits)), gold)  # type: ignore[arg-type]
+                self.stats.injected += 1
+            out.append(hop.model_copy(update={"mode": mode, "query": query, "evidence": hits}))
+        return out
 
 
 def render_routerag(question: str, hops: Sequence[Hop], answer: str, *, final_think: str = "",
@@ -87,7 +165,8 @@ def render_routerag(question: str, hops: Sequence[Hop], answer: str, *, final_th
 _REF = re.compile(r"#(\d+)")
 
 
-def from_musique(q: Question, docs: dict[str, Document], *, mode_policy: ModePolicy = "bridge-graph", **render: Any) -> GoldenTrajectory | None:
+def from_musique(q: Question, docs: dict[str, Document], *, mode_policy: ModePolicy = "bridge-graph",
+                 ground: Grounder | None = None, **render: Any) -> GoldenTrajectory | None:
     """A trajectory from a MuSiQue question's gold decomposition (None when a hop lacks support)."""
     if not q.decomposition:
         return None
@@ -102,11 +181,14 @@ def from_musique(q: Question, docs: dict[str, Document], *, mode_policy: ModePol
         mode = "graph" if (mode_policy == "bridge-graph" and bridge) else "passage"
         hops.append(Hop(think=think, mode=mode, query=query, evidence=[_hit(docs[sub.supporting_doc_ids[0]])]))
         answers.append(sub.answer)
+    if ground is not None:
+        hops = ground(q.question, hops)
     segments = render_routerag(q.question, hops, q.answer, final_think=f"The answer is {answers[-1]}.", **render)
     return GoldenTrajectory(qid=q.qid, dataset=q.dataset, question=q.question, answers=q.answers, source="musique", segments=segments)
 
 
-def from_hotpotqa(q: Question, docs: dict[str, Document], *, mode_policy: ModePolicy = "bridge-graph", **render: Any) -> GoldenTrajectory | None:
+def from_hotpotqa(q: Question, docs: dict[str, Document], *, mode_policy: ModePolicy = "bridge-graph",
+                  ground: Grounder | None = None, **render: Any) -> GoldenTrajectory | None:
     """A trajectory from a HotpotQA question's supporting facts: the question, then each further
     supporting title, is searched; that title's passage is the evidence."""
     titles = q.metadata.get("supporting_titles") or []
@@ -119,6 +201,8 @@ def from_hotpotqa(q: Question, docs: dict[str, Document], *, mode_policy: ModePo
         mode = "graph" if (mode_policy == "bridge-graph" and i > 0) else "passage"
         think = "I need evidence for the question." if i == 0 else f"The evidence points to {title}; I should look it up."
         hops.append(Hop(think=think, mode=mode, query=query, evidence=[_hit(by_title[title])]))
+    if ground is not None:
+        hops = ground(q.question, hops)
     segments = render_routerag(q.question, hops, q.answer, **render)
     return GoldenTrajectory(qid=q.qid, dataset=q.dataset, question=q.question, answers=q.answers, source="hotpotqa", segments=segments)
 
@@ -218,24 +302,34 @@ def r1_router_step_rows(path: str | Path | None = None, *, limit: int | None = N
 
 
 def golden_trajectories(sources: Iterable[str], *, exclude_eval: Sequence[str] = ("2wiki",),
-                        mode_policy: ModePolicy = "bridge-graph", **render: Any) -> list[GoldenTrajectory]:
-    """Golden trajectories from the named sources, minus those overlapping ``exclude_eval``."""
+                        mode_policy: ModePolicy = "bridge-graph", ground: Callable[[str], Grounder] | None = None,
+                        **render: Any) -> list[GoldenTrajectory]:
+    """Golden trajectories from the named sources, minus those overlapping ``exclude_eval``
+    (dataset names, or ``name:N`` for the N evenly spaced questions ``routerag eval --limit N``
+    evaluates). ``ground(dataset_name)`` gives a :class:`Grounder` whose real retrieval replaces
+    the gold-only evidence of MuSiQue / HotpotQA hops (questions are filtered before retrieval)."""
     from routerag.corpus.datasets import load_dataset
 
+    eval_questions = eval_set_questions(exclude_eval) if exclude_eval else []
     out: list[GoldenTrajectory] = []
     for name in sources:
         if name in {"musique", "hotpotqa"}:
             data = load_dataset(name)
             docs = {d.doc_id: d for d in data.documents()}
             build = from_musique if name == "musique" else from_hotpotqa
-            out += [t for q in data.questions if (t := build(q, docs, mode_policy=mode_policy, **render)) is not None]
+            questions = data.questions
+            if eval_questions:
+                bad = set(check_overlap(questions, eval_questions).overlapping)
+                questions = [q for q in questions if q.qid not in bad]
+            grounder = ground(name) if ground is not None else None
+            out += [t for q in questions if (t := build(q, docs, mode_policy=mode_policy, ground=grounder, **render)) is not None]
         elif name == "r1router":
             out += [t for i, r in enumerate(read_r1_router()) if (t := from_r1_router(r, i, **render)) is not None]
         else:
             raise ValueError(f"unknown golden source {name!r}; valid: musique, hotpotqa, r1router")
-    if exclude_eval:
+    if eval_questions:
         as_questions = [Question(qid=t.qid, question=t.question, answers=t.answers, dataset=t.dataset) for t in out]
-        bad = set(check_overlap(as_questions, exclude_eval).overlapping)
+        bad = set(check_overlap(as_questions, eval_questions).overlapping)
         out = [t for t in out if t.qid not in bad]
     return out
 
@@ -273,27 +367,46 @@ class OverlapReport(BaseModel):
     n_train: int
     n_eval: int
     overlapping: list[str]  # training qids that occur in an evaluation set
-    reasons: dict[str, str] = Field(default_factory=dict)  # qid -> "question+answer" | "id"
+    reasons: dict[str, str] = Field(default_factory=dict)  # qid -> "question+answer" | "id" | "hop"
 
     @property
     def clean(self) -> bool:
         return not self.overlapping
 
 
-def check_overlap(train: Sequence[Question], eval_sets: Sequence[str] | Sequence[Question]) -> OverlapReport:
-    """Training questions that also occur in the evaluation sets: same normalised question and
-    answer (any alias pair), or the same question id (MuSiQue ids). ``eval_sets`` are dataset
-    names or questions."""
-    eval_questions: list[Question] = []
+def eval_set_questions(eval_sets: Sequence[str] | Sequence[Question]) -> list[Question]:
+    """Questions of evaluation sets given as dataset names (all questions), ``name:N`` (the N
+    evenly spaced questions that ``routerag eval --dataset name --limit N`` evaluates, i.e.
+    ``load_dataset(name).sample(N)``) or :class:`Question` objects."""
+    from routerag.corpus.datasets import load_dataset
+
+    out: list[Question] = []
     for item in eval_sets:
         if isinstance(item, Question):
-            eval_questions.append(item)
-        else:
-            from routerag.corpus.datasets import load_dataset
+            out.append(item)
+            continue
+        name, _, n = str(item).partition(":")
+        if n and not n.isdigit():
+            raise ValueError(f"evaluation set {item!r}: expected NAME or NAME:N with N a number of questions")
+        data = load_dataset(name)
+        out += (data.sample(int(n)) if n else data).questions
+    return out
 
-            eval_questions += load_dataset(item).questions
+
+def _hop_keys(q: Question) -> set[str]:
+    return {question_key(h.question, h.answer) for h in q.decomposition or [] if h.question and h.answer}
+
+
+def check_overlap(train: Sequence[Question], eval_sets: Sequence[str] | Sequence[Question]) -> OverlapReport:
+    """Training questions that also occur in the evaluation sets: same normalised question and
+    answer (any alias pair), the same question id (MuSiQue ids), or, for decomposed questions,
+    a shared hop (same normalised sub-question and sub-answer: MuSiQue composes its questions
+    from shared single-hop questions). ``eval_sets`` are dataset names, ``name:N`` samples (see
+    :func:`eval_set_questions`) or questions."""
+    eval_questions = eval_set_questions(eval_sets)
     keys = {question_key(q.question, a) for q in eval_questions for a in (q.answers or [""])}
     ids = {q.qid for q in eval_questions}
+    hops = set().union(*(_hop_keys(q) for q in eval_questions)) if eval_questions else set()
     overlapping: list[str] = []
     reasons: dict[str, str] = {}
     for q in train:
@@ -303,6 +416,9 @@ def check_overlap(train: Sequence[Question], eval_sets: Sequence[str] | Sequence
         elif q.qid in ids:
             overlapping.append(q.qid)
             reasons[q.qid] = "id"
+        elif _hop_keys(q) & hops:
+            overlapping.append(q.qid)
+            reasons[q.qid] = "hop"
     return OverlapReport(n_train=len(train), n_eval=len(eval_questions), overlapping=overlapping, reasons=reasons)
 
 

@@ -6,6 +6,8 @@
                          format + PRA, then format + CAF
 ``r1-router-step``       R1-Router Step-GRPO: GRPO over per-step prompts of golden trajectories with
                          the format-gated step reward
+``routerag-sft``         SFT cold start only (RouteRAG protocol, real-retrieval observations), LoRA
+                         exported as a llama.cpp adapter GGUF for the fast backend
 =======================  ==========================================================================
 
 The GRPO recipes hand TRL a ``rollout_func`` that runs :class:`~routerag.train.env.RouteRAGEnv`
@@ -35,6 +37,7 @@ from routerag.config import write_resolved
 from routerag.corpus.schema import Question
 from routerag.registry import Registry
 from routerag.sources.sourceset import SourceSet
+from routerag.trace import Trace
 from routerag.train.config import TrainConfig
 from routerag.train.env import HFCodec, RouteRAGEnv
 from routerag.train.rewards import (
@@ -48,7 +51,6 @@ from routerag.train.rewards import (
     trajectory_cost,
     two_stage_schedule,
 )
-from routerag.trace import Trace
 
 METRICS_FILE = "metrics.jsonl"
 CURVES_FILE = "training_curves.png"
@@ -87,7 +89,20 @@ def load_policy(spec: Any, tokenizer: Any, *, seed: int = 0) -> Any:
     from routerag.llm.transformers_backend import pick_device
 
     model = load_causal_lm(spec.name, dtype=spec.dtype, device=pick_device("auto"))
+    unmark_gguf_quantization(model)
     model.train()
+    return model
+
+
+def unmark_gguf_quantization(model: Any) -> Any:
+    """A model loaded with ``gguf_file=`` holds plain dequantised fp32/bf16 weights, but
+    transformers keeps its GGUF "quantizer" and marks it quantized, and ``Trainer`` then refuses to
+    train it ("QuantizationMethod.GGUF ... do not support training"). Other quantizers are left alone."""
+    quantizer = getattr(model, "hf_quantizer", None)
+    method = str(getattr(getattr(quantizer, "quantization_config", None), "quant_method", "")).lower()
+    if quantizer is None or ("gguf" not in method and "gguf" not in type(quantizer).__name__.lower()):
+        return model
+    quantizer.remove_quantization_config(model)  # transformers' own way: drops hf_quantizer, is_quantized=False
     return model
 
 
@@ -394,6 +409,42 @@ def sft_rows(trajectories: Sequence[Any], codec: HFCodec, max_length: int) -> li
     return rows
 
 
+def masked_loss(model: Any, inputs: dict[str, Any], num_items_in_batch: Any = None) -> Any:
+    """Causal-LM cross-entropy computing logits only at positions whose next token is labelled.
+
+    SFT rows of multi-turn episodes label only the policy's tokens (~10-20% of a row); the
+    152k-vocabulary output layer over every position is a quarter of a 0.5B model's forward
+    cost on CPU. ``logits_to_keep`` (an index tensor) restricts the output layer to the
+    positions that predict a labelled token; the loss equals the full-logits loss."""
+    import torch
+    import torch.nn.functional as F
+
+    labels = inputs["labels"]
+    targets = labels[:, 1:]
+    positions = torch.nonzero((targets != -100).any(dim=0), as_tuple=False).flatten()
+    outputs = model(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"), logits_to_keep=positions)
+    logits = outputs.logits.float()
+    picked = targets[:, positions]
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), picked.reshape(-1), ignore_index=-100, reduction="sum")
+    count = num_items_in_batch if num_items_in_batch is not None else (picked != -100).sum()
+    return loss / count
+
+
+def masked_logits_sft_trainer() -> Any:
+    """``SFTTrainer`` whose loss uses :func:`masked_loss` (no full-vocabulary logits, no entropy /
+    token-accuracy metrics over them)."""
+    from trl import SFTTrainer
+
+    class MaskedLogitsSFTTrainer(SFTTrainer):
+        def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
+                         num_items_in_batch: Any = None) -> Any:
+            # the Trainer divides by the accumulation steps itself unless the model takes loss kwargs
+            loss = masked_loss(model, inputs, num_items_in_batch if self.model_accepts_loss_kwargs else None)
+            return (loss, None) if return_outputs else loss
+
+    return MaskedLogitsSFTTrainer
+
+
 def run_sft(cfg: TrainConfig, model: Any, tokenizer: Any, rows: list[dict[str, list[int]]], out_dir: Path,
             *, max_steps: int | None = None, learning_rate: float | None = None) -> Any:
     """Supervised cold start with TRL's ``SFTTrainer`` on pre-tokenised rows (``input_ids``,
@@ -404,13 +455,18 @@ def run_sft(cfg: TrainConfig, model: Any, tokenizer: Any, rows: list[dict[str, l
 
     s = cfg.sft
     cpu = cfg.grpo.use_cpu or not torch.cuda.is_available()
+    steps = max_steps or (-1 if s.epochs else s.max_steps)
     args = SFTConfig(
         output_dir=str(out_dir),
         per_device_train_batch_size=s.per_device_train_batch_size,
-        max_steps=max_steps or s.max_steps,
+        gradient_accumulation_steps=s.gradient_accumulation_steps,
+        max_steps=steps,
+        num_train_epochs=s.epochs or 1.0,
         learning_rate=learning_rate or s.learning_rate,
+        lr_scheduler_type=s.lr_scheduler_type,
+        warmup_steps=s.warmup_steps,
         logging_steps=cfg.grpo.logging_steps,
-        save_steps=max(max_steps or s.max_steps, 1),
+        save_steps=cfg.grpo.save_steps if steps < 0 else max(steps, 1),
         save_total_limit=1,
         seed=cfg.grpo.seed,
         use_cpu=cpu,
@@ -419,7 +475,8 @@ def run_sft(cfg: TrainConfig, model: Any, tokenizer: Any, rows: list[dict[str, l
         max_length=s.max_length,
         disable_tqdm=True,
     )
-    trainer = SFTTrainer(
+    trainer_cls = masked_logits_sft_trainer() if s.logits_on_labels_only else SFTTrainer
+    trainer = trainer_cls(
         model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
         peft_config=peft_config(cfg), callbacks=[metrics_callback(out_dir / METRICS_FILE)],
     )
@@ -532,6 +589,151 @@ def _step_adapter(fn: Callable[..., list[float]]) -> Callable[..., list[float]]:
 
     reward.__name__ = fn.__name__
     return reward
+
+
+# ---------------------------------------------------------------- routerag-sft
+
+SFT_DATA_FILE = "sft_data.jsonl"
+SFT_STATS_FILE = "sft_data_stats.json"
+ADAPTER_GGUF = "adapter.gguf"
+
+
+def grounding_sources(dataset: str, components: Sequence[str]) -> SourceSet:
+    """The sources ``routerag eval --dataset DATASET --set components=[...]`` mounts (the same
+    cached index, so SFT observations come from the index evaluation searches)."""
+    from routerag.corpus.datasets import load_dataset
+    from routerag.eval.config import EvalConfig
+    from routerag.eval.setup import build_sources
+
+    sources, _ = build_sources(load_dataset(dataset), EvalConfig(dataset=dataset, components=list(components)))
+    return sources
+
+
+def sft_trajectories(cfg: TrainConfig, out: Path) -> list[Any]:
+    """Golden trajectories of ``cfg.sft.sources`` without the evaluation sets' questions,
+    grounded in real retrieval when ``sft.ground``; cached in the run directory
+    (``sft_data.jsonl`` + ``sft_data_stats.json``) so that a resumed run trains on the same data."""
+    from routerag.corpus.sampling import evenly_spaced
+    from routerag.train.golden import (
+        GoldenTrajectory,
+        Grounder,
+        check_overlap,
+        golden_trajectories,
+    )
+
+    path, stats_path = out / SFT_DATA_FILE, out / SFT_STATS_FILE
+    if path.is_file():
+        return [GoldenTrajectory.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    grounders: dict[str, Grounder] = {}
+
+    def ground(name: str) -> Grounder:
+        grounders[name] = Grounder(grounding_sources(name, cfg.sft.ground_components), k=cfg.env.k,
+                                   mode_sources=dict(cfg.env.mode_sources), modes=list(cfg.env.allowed_modes),
+                                   max_query_chars=cfg.env.max_query_chars)
+        return grounders[name]
+
+    trajectories = golden_trajectories(cfg.sft.sources, exclude_eval=cfg.data.eval_sets, ground=ground if cfg.sft.ground else None,
+                                       few_shot=cfg.env.few_shot, prompt_template=cfg.env.prompt_template)
+    questions = [Question(qid=t.qid, question=t.question, answers=t.answers, dataset=t.dataset) for t in trajectories]
+    overlap = check_overlap(questions, cfg.data.eval_sets) if cfg.data.eval_sets else None
+    if overlap is not None and overlap.overlapping:  # golden_trajectories filtered them; this is the recorded proof
+        raise ValueError(f"training trajectories overlap the evaluation sets: {overlap.overlapping[:5]}")
+    built = len(trajectories)
+    trajectories = evenly_spaced(trajectories, cfg.sft.max_examples)
+    stats = {
+        "eval_sets": list(cfg.data.eval_sets),
+        "overlap_checked": overlap.model_dump() if overlap is not None else None,
+        "built": built,
+        "kept": len(trajectories),
+        "by_source": {src: sum(t.source == src for t in trajectories) for src in sorted({t.source for t in trajectories})},
+        "grounding": {name: g.stats.model_dump() for name, g in grounders.items()},
+    }
+    path.write_text("".join(t.model_dump_json() + "\n" for t in trajectories), encoding="utf-8")
+    stats_path.write_text(json.dumps(stats, indent=2), encoding="utf-8")
+    return trajectories
+
+
+def fit_rows(rows: list[dict[str, list[int]]], max_length: int, drop_longer: bool) -> tuple[list[dict[str, list[int]]], int]:
+    """Rows within ``max_length`` (dropping the longer ones when ``drop_longer``) and the number dropped."""
+    if not drop_longer:
+        return rows, 0
+    kept = [r for r in rows if len(r["input_ids"]) <= max_length]
+    return kept, len(rows) - len(kept)
+
+
+def plot_loss(metrics_path: str | Path, png_path: str | Path, *, title: str = "") -> Path | None:
+    """Training loss (and learning rate) of an SFT run against the step."""
+    records = [r for r in read_metrics(metrics_path) if "loss" in r]
+    if not records:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    ax.plot([r["step"] for r in records], [r["loss"] for r in records], marker=".", label="loss (model tokens)")
+    ax.set_xlabel("optimiser step")
+    ax.set_ylabel("loss")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    png_path = Path(png_path)
+    png_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png_path, dpi=110)
+    plt.close(fig)
+    return png_path
+
+
+@RECIPES.register("routerag-sft")
+def routerag_sft(cfg: TrainConfig) -> RunSummary:
+    """SFT cold start of a RouteRAG policy on golden trajectories (prompt and observations
+    masked), LoRA adapter saved with PEFT and, for a GGUF base model, exported as a llama.cpp
+    adapter GGUF (``adapter.gguf``) for ``model.lora_path``."""
+    import time
+
+    out = _start(cfg)
+    tokenizer = load_tokenizer_for(cfg.model)
+    codec = HFCodec(tokenizer, chat_template=cfg.model.chat_template)
+    trajectories = sft_trajectories(cfg, out)
+    rows, dropped = fit_rows(sft_rows(trajectories, codec, 10**9), cfg.sft.max_length, cfg.sft.drop_longer)
+    rows = [{k: v[: cfg.sft.max_length] for k, v in r.items()} for r in rows]
+    if not rows:
+        raise ValueError("no SFT rows left (all trajectories longer than sft.max_length?)")
+    model = load_policy(cfg.model, tokenizer, seed=cfg.grpo.seed)
+    t0 = time.perf_counter()
+    trainer = run_sft(cfg, model, tokenizer, rows, out / "sft")
+    wall = time.perf_counter() - t0
+    final = out / "final"
+    trainer.save_model(str(final))
+    metrics = out / "sft" / METRICS_FILE
+    curves = plot_loss(metrics, out / CURVES_FILE, title=f"{cfg.recipe}: {len(rows)} trajectories")
+    summary: dict[str, Any] = {"rows": len(rows), "dropped_longer": dropped, "train_wall_s": round(wall, 1),
+                               "steps": int(trainer.state.global_step),
+                               "tokens": sum(len(r["input_ids"]) for r in rows),
+                               "loss_tokens": sum(sum(x != -100 for x in r["labels"]) for r in rows)}
+    if cfg.lora.enabled and cfg.sft.export_gguf:
+        base = gguf_base_path(cfg.model.name)
+        if base is not None:
+            from routerag.train.export_gguf import export_lora_gguf
+
+            info = export_lora_gguf(final, base, out / ADAPTER_GGUF, name=f"routerag-sft:{Path(cfg.output_dir).name}")
+            summary["adapter_gguf"] = {**info.model_dump(exclude={"targets"}), "targets": len(info.targets)}
+    (out / "sft_summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    return RunSummary(recipe=cfg.recipe, output_dir=str(out), steps=int(trainer.state.global_step),
+                      metrics_path=str(metrics), curves_path=str(curves) if curves else None,
+                      final_model=str(final), phases=["sft"])
+
+
+def gguf_base_path(name: str) -> Path | None:
+    """The GGUF file behind a ``bundled:`` name or a ``.gguf`` path (None for HF models)."""
+    if name.startswith("bundled:") or name.endswith(".gguf"):
+        from routerag.llm.resolve import resolve_model_file
+
+        return Path(resolve_model_file(name))
+    return None
 
 
 def train(cfg: TrainConfig) -> RunSummary:

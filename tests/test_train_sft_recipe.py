@@ -1,0 +1,88 @@
+"""The routerag-sft recipe's parts: masked-logits loss, grounding of golden hops in real retrieval,
+evaluation-sample exclusion."""
+
+from __future__ import annotations
+
+import pytest
+
+from routerag.corpus.datasets import load_dataset
+from routerag.train.golden import (
+    Grounder,
+    check_overlap,
+    eval_set_questions,
+    from_musique,
+)
+
+
+def test_masked_loss_equals_the_full_logits_loss():
+    torch = pytest.importorskip("torch")
+    from routerag.train.recipes import masked_loss
+    from routerag.train.toy import tiny_qwen2
+
+    model = tiny_qwen2(300, layers=2, hidden=32, heads=4)
+    ids = torch.randint(0, 300, (2, 40))
+    labels = ids.clone()
+    labels[0, :25] = -100
+    labels[1, :10] = -100
+    labels[1, 30:] = -100
+    full = model(input_ids=ids, labels=labels).loss
+    masked = masked_loss(model, {"input_ids": ids, "labels": labels})
+    assert torch.allclose(full, masked, atol=1e-5)
+    masked.backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+
+
+def test_eval_samples_are_excluded_like_routerag_eval_samples_them():
+    musique = load_dataset("musique")
+    sample = eval_set_questions(["musique:50"])
+    assert [q.qid for q in sample] == [q.qid for q in musique.sample(50).questions]
+    assert [q.qid for q in sample] == [musique.questions[i].qid for i in range(0, 100, 2)]
+    report = check_overlap(musique.questions, ["musique:50"])
+    assert {q.qid for q in sample} <= set(report.overlapping)
+    assert set(report.reasons.values()) <= {"question+answer", "id", "hop"}
+    with pytest.raises(ValueError, match="NAME:N"):
+        eval_set_questions(["musique:x"])
+
+
+@pytest.fixture(scope="module")
+def musique_bm25(tmp_path_factory):
+    """BM25 over 60 real MuSiQue passages, the first question's gold paragraphs among them."""
+    from routerag.index.bundle import build_index, load_index
+
+    musique = load_dataset("musique")
+    q = musique.questions[0]
+    docs = musique.documents()
+    gold = {d for h in q.decomposition for d in h.supporting_doc_ids}
+    chosen = [d for d in docs if d.doc_id in gold] + [d for d in docs if d.doc_id not in gold][:58]
+    directory = tmp_path_factory.mktemp("musique-bm25") / "bundle"
+    build_index(chosen, directory, components=("bm25",))
+    return musique, load_index(directory).sources()
+
+
+def test_grounder_keeps_gold_and_uses_real_hits(musique_bm25):
+    musique, sources = musique_bm25
+    docs = {d.doc_id: d for d in musique.documents()}
+    q = musique.questions[0]
+    grounder = Grounder(sources, k=3, mode_sources={"passage": "bm25"}, modes=["passage"])
+    t = from_musique(q, docs, ground=grounder)
+    assert t is not None
+    stats = grounder.stats
+    assert stats.hops == 2 and stats.retrieved_total + stats.injected == 2 and stats.retrieved_total >= 1
+    obs = [s.text for s in t.segments if s.kind == "observation"]
+    for hop, text in zip(q.decomposition, obs):
+        assert docs[hop.supporting_doc_ids[0]].text[:40] in text  # the gold paragraph is always shown
+        assert text.count("Doc ") == 3  # among k real hits
+    assert "[passage]" in t.completion and "[graph]" not in t.completion  # the only mounted mode
+
+
+def test_grounder_injects_gold_when_retrieval_misses_it(musique_bm25):
+    musique, sources = musique_bm25
+    docs = {d.doc_id: d for d in musique.documents()}
+    q = musique.questions[10]  # its gold paragraphs are not in the 60-passage index
+    grounder = Grounder(sources, k=3, mode_sources={"passage": "bm25"}, modes=["passage"])
+    t = from_musique(q, docs, ground=grounder)
+    if t is None:
+        pytest.skip("question without full support")
+    assert grounder.stats.injected == len(q.decomposition)
+    obs = [s.text for s in t.segments if s.kind == "observation"]
+    assert all(docs[h.supporting_doc_ids[0]].text[:40] in o for h, o in zip(q.decomposition, obs))
