@@ -159,7 +159,7 @@ class SentenceTransformerEmbedder:
             step = -(-len(distinct) // workers)
             ids = [seq for part in pool.map(tokenize, [distinct[s : s + step] for s in range(0, len(distinct), step)])
                    for seq in part]
-            list(pool.map(embed, _length_sorted_chunks(ids, BULK_CHUNK)))
+            list(pool.map(embed, _length_sorted_chunks(ids, BULK_CHUNK, BULK_TOKEN_BUDGET)))
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         pooled /= norms  # in place: a 116k-string build holds ~180 MB of vectors, copies add up
@@ -184,12 +184,27 @@ DIRECT_CHUNK = 8
 # rows per forward pass in bulk encoding: 64-128 rows cost the least CPU per string for 5-20 token
 # strings; 1,024-row batches cost 2x more (the activations no longer fit the cache)
 BULK_CHUNK = 64
+# ...and at most this many padded tokens per forward pass: 64 rows of 5-20 token strings fit, a
+# 256-token passage goes 16 at a time (64 of them doubled the dense build's peak memory)
+BULK_TOKEN_BUDGET = 4096
 
 
-def _length_sorted_chunks(ids: list[list[int]], size: int) -> list[list[int]]:
-    """Row indices ordered by token length (stable), in chunks of ``size``."""
+def _length_sorted_chunks(ids: list[list[int]], size: int, token_budget: int | None = None) -> list[list[int]]:
+    """Row indices ordered by token length (stable), in chunks of at most ``size`` rows and, with
+    ``token_budget``, at most that many padded tokens (long passages go in smaller chunks, which
+    bounds the activation memory of a forward pass; short strings keep the full ``size``)."""
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    return [order[start : start + size] for start in range(0, len(order), size)]
+    chunks: list[list[int]] = []
+    start = 0
+    while start < len(order):
+        end = min(start + size, len(order))
+        if token_budget is not None:
+            # rows are sorted by length, so the chunk's padded width is its last row's length
+            while end - start > 1 and (end - start) * len(ids[order[end - 1]]) > token_budget:
+                end -= 1
+        chunks.append(order[start:end])
+        start = end
+    return chunks
 
 
 def _pad(ids: list[list[int]], pad_id: int, side: str, token_types: bool) -> dict[str, torch.Tensor]:
