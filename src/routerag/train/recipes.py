@@ -289,6 +289,13 @@ def plot_curves(metrics_path: str | Path, png_path: str | Path, *, title: str = 
         ax.grid(alpha=0.3)
     if title:
         fig.suptitle(title)
+    return _save_figure(fig, png_path)
+
+
+def _save_figure(fig: Any, png_path: str | Path) -> Path:
+    """Lay out, write (creating the folder) and close a matplotlib figure."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     png_path = Path(png_path)
     png_path.parent.mkdir(parents=True, exist_ok=True)
@@ -679,12 +686,7 @@ def plot_loss(metrics_path: str | Path, png_path: str | Path, *, title: str = ""
     ax.legend(fontsize=8)
     if title:
         ax.set_title(title)
-    fig.tight_layout()
-    png_path = Path(png_path)
-    png_path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png_path, dpi=110)
-    plt.close(fig)
-    return png_path
+    return _save_figure(fig, png_path)
 
 
 @RECIPES.register("routerag-sft")
