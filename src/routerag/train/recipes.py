@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from routerag.config import write_resolved
+from routerag.config import atomic_write_text, write_resolved
 from routerag.corpus.schema import Question
 from routerag.registry import Registry
 from routerag.sources.sourceset import SourceSet
@@ -655,8 +655,9 @@ def sft_trajectories(cfg: TrainConfig, out: Path) -> list[Any]:
         "by_source": {src: sum(t.source == src for t in trajectories) for src in sorted({t.source for t in trajectories})},
         "grounding": {name: g.stats.model_dump() for name, g in grounders.items()},
     }
-    path.write_text("".join(t.model_dump_json() + "\n" for t in trajectories), encoding="utf-8")
-    stats_path.write_text(json.dumps(stats, indent=2), encoding="utf-8")
+    # atomic, stats first: the data file is the resume cache, so it must never exist half-written
+    atomic_write_text(stats_path, json.dumps(stats, indent=2))
+    atomic_write_text(path, "".join(t.model_dump_json() + "\n" for t in trajectories))
     return trajectories
 
 
@@ -723,7 +724,7 @@ def routerag_sft(cfg: TrainConfig) -> RunSummary:
 
             info = export_lora_gguf(final, base, out / ADAPTER_GGUF, name=f"routerag-sft:{Path(cfg.output_dir).name}")
             summary["adapter_gguf"] = {**info.model_dump(exclude={"targets"}), "targets": len(info.targets)}
-    (out / "sft_summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    atomic_write_text(out / "sft_summary.json", json.dumps(summary, indent=2))
     return RunSummary(recipe=cfg.recipe, output_dir=str(out), steps=int(trainer.state.global_step),
                       metrics_path=str(metrics), curves_path=str(curves) if curves else None,
                       final_model=str(final), phases=["sft"])
