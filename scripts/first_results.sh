@@ -14,17 +14,18 @@ ONLY=${ONLY:-}
 mkdir -p "$OUT"
 
 jobs() {
-  # cheapest first, so that an interrupted session leaves whole rows rather than many partial ones
-  local cheap="direct vanilla ircot graphrag-r1 routerag routerag-passage routerag-graph routerag-hybrid"
-  local dear="r1-router hard-route realroute"
-  # the two datasets interleaved: one lane builds the 2Wiki index while the other builds MuSiQue's
-  for s in $cheap; do
-    echo "2wiki $s 100"       # 2Wiki: 100 evenly spaced of the 1,000
-    echo "musique $s 50"      # MuSiQue-100: 50 evenly spaced, released OpenIE graph
+  # Cheapest whole rows first, so that an interrupted session leaves whole rows rather than many
+  # partial ones; MuSiQue (50 questions) before 2Wiki (100) for each strategy group.
+  # 2Wiki: 100 evenly spaced of the 1,000; MuSiQue-100: 50 evenly spaced, released OpenIE graph.
+  local s
+  for s in direct vanilla routerag routerag-passage graphrag-r1 ircot; do
+    echo "musique $s 50"; echo "2wiki $s 100"
   done
-  for s in hard-route realroute; do echo "law-med $s 50"; done   # hard routing vs Adaptive Cap (~200 s/question)
-  for s in $dear; do echo "musique $s 50"; done
-  for s in $dear; do echo "2wiki $s 100"; done
+  for s in routerag-graph routerag-hybrid; do echo "musique $s 50"; done
+  for s in routerag-graph routerag-hybrid; do echo "2wiki $s 100"; done
+  for s in hard-route realroute; do echo "law-med $s 50"; done   # hard routing vs Adaptive Cap
+  for s in hard-route r1-router realroute; do echo "musique $s 50"; done
+  for s in hard-route r1-router realroute; do echo "2wiki $s 100"; done
 }
 
 run_one() {
