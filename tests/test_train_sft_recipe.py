@@ -44,6 +44,22 @@ def test_eval_samples_are_excluded_like_routerag_eval_samples_them():
         eval_set_questions(["musique:x"])
 
 
+def test_grpo_training_questions_drop_the_evaluated_ones(tmp_path, caplog):
+    from routerag.train.config import TrainConfig
+    from routerag.train.recipes import load_training_questions
+
+    cfg = TrainConfig(data={"dataset": "musique", "eval_sets": ["musique:50"]})
+    with caplog.at_level("WARNING"):
+        questions, sources = load_training_questions(cfg, tmp_path)
+    evaluated = {q.qid for q in load_dataset("musique").sample(50).questions}
+    assert sources is None and len(questions) == 48 and not evaluated & {q.qid for q in questions}
+    assert "dropped 52 of 100" in caplog.text
+    kept = load_training_questions(cfg.model_copy(update={"data": cfg.data.model_copy(update={"allow_overlap": True})}), tmp_path)[0]
+    assert len(kept) == 100
+    with pytest.raises(ValueError, match="every training question"):
+        load_training_questions(TrainConfig(data={"dataset": "musique", "eval_sets": ["musique"]}), tmp_path)
+
+
 @pytest.fixture(scope="module")
 def musique_bm25(tmp_path_factory):
     """BM25 over 60 real MuSiQue passages, the first question's gold paragraphs among them."""

@@ -15,8 +15,10 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from routerag.llm.base import (
     ChatResponse,
@@ -78,7 +80,7 @@ class LlamaCppModel(RenderedChatModel):
             raise ModelError(f"GGUF model file {path} does not exist")
         lora = None
         if lora_path is not None:
-            from routerag.train.export_gguf import LoraExportError, check_lora_gguf
+            from routerag.llm.lora_gguf import LoraExportError, check_lora_gguf
 
             try:
                 lora = check_lora_gguf(lora_path, path)
@@ -159,6 +161,52 @@ class LlamaCppModel(RenderedChatModel):
             out = np.ctypeslib.as_array(values, shape=(llm.n_vocab(),)).copy()
             llm.reset()
         return out
+
+    def sample_ids(self, prompt_ids: list[int], stop: list[str], max_new_tokens: int, *, temperature: float = 1.0,
+                   rng: Any = None, decode: Callable[[list[int]], str] | None = None) -> tuple[list[int], list[float]]:
+        """Sample a continuation of token ids with the log-probability of every sampled token under
+        the sampling distribution (logits / temperature; full vocabulary, no top-k/top-p), for RL
+        rollouts. The longest common prefix with the previous call's tokens is reused from the KV
+        cache. Stops after an end-of-generation token (included, as a trainer expects), a ``stop``
+        string (``decode`` turns ids into text; default llama.cpp's detokenizer) or ``max_new_tokens``."""
+        import ctypes
+
+        import numpy as np
+        from llama_cpp import llama_cpp as capi
+
+        rng = rng if rng is not None else np.random.default_rng()
+        with self._lock:
+            llm = self._llm
+            if len(prompt_ids) + max_new_tokens > self.n_ctx:
+                max_new_tokens = self.n_ctx - len(prompt_ids)
+                if max_new_tokens < 1:
+                    raise ModelError(f"prompt of {len(prompt_ids)} tokens does not fit the context of {self.n_ctx}")
+            reused = min(_common_prefix(list(llm._input_ids[: llm.n_tokens]), list(prompt_ids)), len(prompt_ids) - 1)
+            llm.n_tokens = reused  # eval() drops the KV cache after n_tokens
+            llm.eval(list(prompt_ids[reused:]))
+            vocab = llm.n_vocab()
+            ids: list[int] = []
+            logprobs: list[float] = []
+            text_of = decode or (lambda t: llm.detokenize(t).decode("utf-8", errors="ignore"))
+            for _ in range(max_new_tokens):
+                row = ctypes.cast(capi.llama_get_logits_ith(llm._ctx.ctx, -1), ctypes.POINTER(ctypes.c_float))
+                logits = np.ctypeslib.as_array(row, shape=(vocab,)).astype(np.float64)
+                if temperature > 0:
+                    logits /= temperature
+                logits -= logits.max()
+                log_probs = logits - np.log(np.exp(logits).sum())
+                if temperature > 0:
+                    token = int(rng.choice(vocab, p=np.exp(log_probs)))
+                else:
+                    token = int(np.argmax(logits))
+                ids.append(token)
+                logprobs.append(float(log_probs[token]))
+                if capi.llama_vocab_is_eog(llm._model.vocab, token):
+                    break
+                if stop and find_stop(text_of(ids[-16:]), stop, 0) is not None:
+                    break
+                llm.eval([token])
+        return ids, logprobs
 
     def complete(self, prompt: str, params: GenerationParams | None = None) -> ChatResponse:
         """Continue a raw, already rendered prompt."""

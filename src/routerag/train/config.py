@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from routerag.train.env import EnvConfig
 from routerag.train.rewards import RewardSchedule
@@ -38,6 +38,12 @@ class LoraSpec(BaseModel):
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
         description="module names that get adapters (Qwen2 attention + MLP projections)",
     )
+    init_from: str | None = Field(
+        default=None,
+        description="continue training a trained adapter instead of a fresh one: a PEFT adapter directory, a llama.cpp "
+        "LoRA adapter GGUF of the base model, or policy:NAME for one shipped in the package (policy:routerag-sft-qwen2.5-coder-0.5b); "
+        "its rank and alpha replace r and alpha; with grpo.beta > 0 TRL keeps a frozen copy of it as the reference policy",
+    )
 
 
 class DataSpec(BaseModel):
@@ -46,14 +52,23 @@ class DataSpec(BaseModel):
     n_questions: int | None = Field(default=None, ge=1, description="evenly spaced questions to keep (None: all)")
     eval_sets: list[str] = Field(
         default_factory=lambda: ["2wiki"],
-        description="evaluation datasets the training questions must not overlap (normalised question + answer, ids)",
+        description="evaluation datasets the training questions must not overlap (normalised question + answer, ids, shared "
+        "MuSiQue hops); NAME:N = the N evenly spaced questions routerag eval --limit N evaluates",
     )
-    allow_overlap: bool = Field(default=False, description="train even when questions overlap an evaluation set (not recommended)")
+    allow_overlap: bool = Field(default=False, description="keep training questions that overlap an evaluation set (by default they are dropped, with a warning)")
 
 
 class SourcesSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     index: str | None = Field(default=None, description="index bundle directory (routerag index build) serving the modes")
+    dataset: str | None = Field(
+        default=None,
+        description="instead of index: the cached index routerag eval builds for this dataset's corpus (same settings, "
+        "so the policy trains on the retrieval it is evaluated with)",
+    )
+    components: list[str] = Field(
+        default_factory=lambda: ["dense", "bm25", "graph"], description="index components, with sources.dataset (as routerag eval's)"
+    )
     modes: list[str] = Field(default_factory=lambda: ["passage", "graph", "hybrid"], description="modes to mount from the bundle")
     toy: bool = Field(default=False, description="use the toy routing task's two BM25 sources instead of an index")
 
@@ -80,6 +95,13 @@ class GRPOSpec(BaseModel):
         default=None, ge=1, description="torch CPU threads (1 makes tiny CPU runs ~100x faster on a loaded machine); None leaves torch's default"
     )
     use_cpu: bool = Field(default=False, description="force CPU even when a GPU is present")
+    rollout_backend: Literal["policy", "llamacpp"] = Field(
+        default="policy",
+        description="who samples the rollouts: policy = the training model token by token (transformers); llamacpp = "
+        "llama.cpp over the base GGUF with the current LoRA adapter, re-exported every optimiser step (GGUF base + LoRA; "
+        "several times faster on a CPU)",
+    )
+    rollout_threads: int | None = Field(default=None, ge=1, description="llama.cpp threads of the llamacpp rollout backend (None: all cores)")
 
 
 class SFTSpec(BaseModel):
@@ -134,3 +156,11 @@ class TrainConfig(BaseModel):
     schedule: RewardSchedule | None = Field(default=None, description="reward stages; None = the recipe's default schedule")
     switch_step: int = Field(default=20, ge=0, description="RouteRAG: last step of the EM stage (release: 20 of 40)")
     pra_until: int = Field(default=20, ge=0, description="GraphRAG-R1: last step of the format+PRA stage")
+
+    @model_validator(mode="after")
+    def _check_adapter_start(self) -> TrainConfig:
+        if self.grpo.rollout_backend == "llamacpp" and not self.lora.enabled:
+            raise ValueError("grpo.rollout_backend llamacpp samples with the LoRA adapter being trained: set lora.enabled: true")
+        if self.lora.init_from and not self.lora.enabled:
+            raise ValueError("lora.init_from needs lora.enabled: true (the restored adapter is what trains)")
+        return self

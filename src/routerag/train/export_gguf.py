@@ -1,22 +1,10 @@
-"""Export a PEFT LoRA adapter of a Qwen2 policy as a llama.cpp LoRA adapter GGUF, and check one.
-
-llama.cpp (``llama_adapter_lora_init``, ``src/llama-adapter.cpp``) reads an adapter GGUF with
-
-* ``general.type = "adapter"``, ``general.architecture`` equal to the base model's,
-  ``adapter.type = "lora"`` and ``adapter.lora.alpha`` (f32);
-* for every adapted weight ``W`` of the base GGUF (e.g. ``blk.3.attn_q.weight``) two tensors
-  ``W.lora_a`` and ``W.lora_b``. With ggml's dimension order (``ne[0]`` innermost) the base
-  tensor has ``ne = [in, out]``; llama.cpp requires ``a.ne = [in, r]`` and ``b.ne = [r, out]``,
-  i.e. the numpy arrays written are PEFT's ``lora_A.weight`` (``r x in``) and
-  ``lora_B.weight`` (``out x r``) as they are;
-* at inference ``W x + scale * alpha / r * B (A x)`` with ``r = b.ne[0]`` and ``scale`` the
-  user's adapter scale (1 = PEFT's ``lora_alpha / r``).
+"""Export a PEFT LoRA adapter of a Qwen2 policy as a llama.cpp LoRA adapter GGUF.
 
 The exporter maps transformers' Qwen2 module names to the GGUF names, checks every pair
 against the base GGUF's tensor names and shapes (read with ``gguf.GGUFReader``) and refuses an
-adapter that does not fit (another base model, DoRA, trained biases or embeddings).
-:func:`check_lora_gguf` runs the same checks on an exported file before llama.cpp loads it,
-so that a mismatch is a clear error instead of llama.cpp's log line and a ``None`` adapter.
+adapter that does not fit (another base model, DoRA, trained biases or embeddings). The GGUF
+format, the checker and the reader are in :mod:`routerag.llm.lora_gguf` (the inference backend
+needs them without the training package).
 """
 
 from __future__ import annotations
@@ -27,66 +15,18 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from routerag.llm.lora_gguf import (
+    HF_TO_GGUF,
+    LoraExportError,
+    LoraGGUFInfo,
+    base_tensor_shapes,
+    check_lora_gguf,
+)
 
-# transformers Qwen2 / Llama module -> GGUF tensor name (llama.cpp's tensor map)
-HF_TO_GGUF: dict[str, str] = {
-    "self_attn.q_proj": "attn_q",
-    "self_attn.k_proj": "attn_k",
-    "self_attn.v_proj": "attn_v",
-    "self_attn.o_proj": "attn_output",
-    "mlp.gate_proj": "ffn_gate",
-    "mlp.up_proj": "ffn_up",
-    "mlp.down_proj": "ffn_down",
-}
+__all__ = ["HF_TO_GGUF", "LoraExportError", "LoraGGUFInfo", "base_tensor_shapes", "check_lora_gguf",
+           "export_lora_gguf", "gguf_name", "read_peft_adapter"]
+
 _PEFT_KEY = re.compile(r"(?:^|\.)layers\.(\d+)\.(\w+\.\w+)\.lora_([AB])(?:\.[\w-]+)?\.weight$")
-
-
-class LoraExportError(ValueError):
-    """The adapter cannot be exported for (or applied to) this base model."""
-
-
-class LoraGGUFInfo(BaseModel):
-    path: str
-    architecture: str
-    alpha: float
-    rank: int
-    tensors: int  # lora_a + lora_b tensors
-    targets: list[str] = Field(default_factory=list)  # base tensor names that are adapted
-
-
-def _field_str(reader: Any, key: str) -> str | None:
-    field = reader.fields.get(key)
-    if field is None:
-        return None
-    return bytes(field.parts[field.data[0]]).decode("utf-8")
-
-
-def _field_scalar(reader: Any, key: str) -> float | None:
-    field = reader.fields.get(key)
-    if field is None:
-        return None
-    return float(field.parts[field.data[0]][0])
-
-
-def _read_gguf(path: Path, what: str) -> Any:
-    """A ``GGUFReader`` over ``path`` (header and tensor index), or a clear error."""
-    from gguf import GGUFReader
-
-    if not path.is_file():
-        raise LoraExportError(f"{what} {path} does not exist")
-    try:
-        return GGUFReader(str(path))
-    except Exception as exc:
-        raise LoraExportError(f"{path} is not a readable GGUF file: {exc}") from exc
-
-
-def base_tensor_shapes(base_gguf: str | Path) -> tuple[str, dict[str, tuple[int, ...]]]:
-    """``(architecture, {tensor name: ggml ne})`` of a (base) GGUF, header only."""
-    path = Path(base_gguf)
-    reader = _read_gguf(path, "base GGUF")
-    arch = _field_str(reader, "general.architecture") or ""
-    return arch, {t.name: tuple(int(d) for d in t.shape) for t in reader.tensors}
 
 
 def gguf_name(peft_key: str) -> tuple[str, str]:
@@ -179,38 +119,3 @@ def export_lora_gguf(adapter_dir: str | Path, base_gguf: str | Path, out_path: s
     writer.close()
     tmp.replace(out)
     return LoraGGUFInfo(path=str(out), architecture=arch, alpha=alpha, rank=r, tensors=2 * len(pairs), targets=sorted(pairs))
-
-
-def check_lora_gguf(adapter_gguf: str | Path, base_gguf: str | Path) -> LoraGGUFInfo:
-    """Check that ``adapter_gguf`` is a llama.cpp LoRA adapter that fits ``base_gguf`` (the
-    checks llama.cpp makes, with messages that say what is wrong)."""
-    path = Path(adapter_gguf)
-    reader = _read_gguf(path, "LoRA adapter")
-    if _field_str(reader, "general.type") != "adapter" or _field_str(reader, "adapter.type") != "lora":
-        raise LoraExportError(f"{path} is not a LoRA adapter GGUF (general.type={_field_str(reader, 'general.type')!r}, "
-                              f"adapter.type={_field_str(reader, 'adapter.type')!r}); export one with routerag export-lora-gguf")
-    arch, shapes = base_tensor_shapes(base_gguf)
-    adapter_arch = _field_str(reader, "general.architecture")
-    if adapter_arch != arch:
-        raise LoraExportError(f"{path} is an adapter for architecture {adapter_arch!r}, the base model {base_gguf} is {arch!r}")
-    pairs: dict[str, dict[str, tuple[int, ...]]] = {}
-    for t in reader.tensors:
-        base, _, suffix = t.name.rpartition(".")
-        if suffix not in ("lora_a", "lora_b"):
-            raise LoraExportError(f"{path}: tensor {t.name!r} is neither .lora_a nor .lora_b")
-        pairs.setdefault(base, {})[suffix] = tuple(int(d) for d in t.shape)
-    ranks = set()
-    for base, ab in pairs.items():
-        if set(ab) != {"lora_a", "lora_b"}:
-            raise LoraExportError(f"{path}: the LoRA pair of {base} is incomplete")
-        if base not in shapes:
-            raise LoraExportError(f"{path} adapts {base}, which {base_gguf} does not have: the adapter belongs to another base model")
-        a, b = ab["lora_a"], ab["lora_b"]
-        if shapes[base][0] != a[0] or shapes[base][1] != b[1] or a[1] != b[0]:
-            raise LoraExportError(f"{path}: {base} has ne {list(shapes[base])} in the base model but lora_a {list(a)} / "
-                                  f"lora_b {list(b)}: the adapter belongs to another base model")
-        ranks.add(a[1])
-    if not pairs:
-        raise LoraExportError(f"{path} holds no LoRA tensors")
-    alpha = _field_scalar(reader, "adapter.lora.alpha") or 0.0
-    return LoraGGUFInfo(path=str(path), architecture=arch, alpha=alpha, rank=max(ranks), tensors=2 * len(pairs), targets=sorted(pairs))

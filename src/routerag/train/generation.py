@@ -5,11 +5,15 @@
 every call so that evaluation is reproducible), it owns a ``torch.Generator`` that advances from
 call to call: the ``G`` completions of a GRPO group must differ. Log-probabilities are those of
 the sampling distribution (after temperature), one per generated token.
+
+:class:`LlamaCppSampler` is the same callable over llama.cpp (base GGUF + the policy's current LoRA
+adapter, re-exported every optimiser step), for GRPO of a GGUF-based policy on a CPU.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from routerag.llm.llamacpp import find_stop
@@ -81,3 +85,48 @@ class PolicySampler:
             if was_training:
                 self.model.train()
         return completion, logprobs
+
+
+class LlamaCppSampler:
+    """Rollouts sampled by llama.cpp from the base GGUF with the policy's current LoRA adapter —
+    on a CPU the counterpart of a vLLM generation server with weight sync: decoding runs in
+    llama.cpp's quantised kernels (several times faster than token-by-token transformers), the
+    loss in the fp32 training model. :meth:`sync` exports the trainable adapter (PEFT -> adapter
+    GGUF, :func:`routerag.train.export_gguf.export_lora_gguf`) and reloads it; the rollout function
+    syncs once per optimiser step, so episodes are sampled from the policy being trained (up to the
+    quantisation gap, measured in docs/training.md). Log-probabilities are llama.cpp's."""
+
+    def __init__(self, base_gguf: str | Path, tokenizer: Any, workdir: str | Path, *, temperature: float = 1.0,
+                 seed: int = 0, n_ctx: int = 4096, n_threads: int | None = None) -> None:
+        import numpy as np
+
+        self.base_gguf = Path(base_gguf)
+        self.tokenizer = tokenizer
+        self.workdir = Path(workdir)
+        self.temperature = temperature
+        self.rng = np.random.default_rng(seed)
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.model: Any = None
+        self.synced_step: int | None = None
+        self.calls = 0
+
+    def sync(self, peft_model: Any, step: int) -> Path:
+        """Export ``peft_model``'s adapter and load llama.cpp with it (once per ``step``)."""
+        from routerag.llm.llamacpp import LlamaCppModel
+        from routerag.train.export_gguf import export_lora_gguf
+
+        adapter_dir = self.workdir / "adapter"
+        peft_model.save_pretrained(str(adapter_dir))
+        path = Path(export_lora_gguf(adapter_dir, self.base_gguf, self.workdir / "adapter.gguf", dtype="f32").path)
+        self.model = None  # free the old context first
+        self.model = LlamaCppModel(self.base_gguf, n_ctx=self.n_ctx, n_threads=self.n_threads, lora_path=path)
+        self.synced_step = step
+        return path
+
+    def __call__(self, prompt_ids: list[int], stop_strings: list[str], max_new_tokens: int) -> tuple[list[int], list[float]]:
+        if self.model is None:
+            raise RuntimeError("LlamaCppSampler.sync() must load an adapter before sampling")
+        self.calls += 1
+        return self.model.sample_ids(list(prompt_ids), list(stop_strings), max_new_tokens, temperature=self.temperature,
+                                     rng=self.rng, decode=self.tokenizer.decode)

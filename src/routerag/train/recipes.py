@@ -25,6 +25,7 @@ TRL, transformers, peft and torch are imported inside the functions.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Callable, Sequence
@@ -38,6 +39,7 @@ from routerag.corpus.schema import Question
 from routerag.registry import Registry
 from routerag.sources.sourceset import SourceSet
 from routerag.trace import Trace
+from routerag.train.adapters import fresh_lora_config, restore_adapter
 from routerag.train.config import TrainConfig
 from routerag.train.env import HFCodec, RouteRAGEnv
 from routerag.train.rewards import (
@@ -52,8 +54,11 @@ from routerag.train.rewards import (
     two_stage_schedule,
 )
 
+log = logging.getLogger(__name__)
+
 METRICS_FILE = "metrics.jsonl"
 CURVES_FILE = "training_curves.png"
+ADAPTER_GGUF = "adapter.gguf"
 
 
 class RunSummary(BaseModel):
@@ -94,6 +99,14 @@ def load_policy(spec: Any, tokenizer: Any, *, seed: int = 0) -> Any:
     return model
 
 
+def load_trainable(cfg: TrainConfig, tokenizer: Any) -> Any:
+    """The policy of the run; with ``lora.init_from``, wrapped with that trained adapter (trainable)."""
+    model = load_trainable(cfg, tokenizer)
+    if cfg.lora.enabled and cfg.lora.init_from:
+        model = restore_adapter(model, cfg.lora, gguf_base_path(cfg.model.name))
+    return model
+
+
 def unmark_gguf_quantization(model: Any) -> Any:
     """A model loaded with ``gguf_file=`` holds plain dequantised fp32/bf16 weights, but
     transformers keeps its GGUF "quantizer" and marks it quantized, and ``Trainer`` then refuses to
@@ -117,21 +130,26 @@ def load_training_questions(cfg: TrainConfig, sources_dir: Path) -> tuple[list[Q
     from routerag.train.golden import check_overlap
 
     questions = load_dataset(cfg.data.dataset, n_questions=cfg.data.n_questions).questions
-    if cfg.data.eval_sets:
+    if cfg.data.eval_sets and not cfg.data.allow_overlap:
         report = check_overlap(questions, cfg.data.eval_sets)
-        if report.overlapping and not cfg.data.allow_overlap:
-            raise ValueError(
-                f"{len(report.overlapping)} training questions overlap the evaluation sets "
-                f"{cfg.data.eval_sets} (e.g. {report.overlapping[:3]}); set data.allow_overlap to override"
-            )
         if report.overlapping:
-            questions = [q for q in questions if q.qid not in set(report.overlapping)]
+            flagged = set(report.overlapping)
+            kept = [q for q in questions if q.qid not in flagged]
+            if not kept:
+                raise ValueError(f"every training question of {cfg.data.dataset} overlaps the evaluation sets {cfg.data.eval_sets}; "
+                                 "train on another dataset (or set data.allow_overlap, not recommended)")
+            log.warning("dropped %d of %d training questions that overlap the evaluation sets %s (e.g. %s)",
+                        len(flagged), len(questions), cfg.data.eval_sets, report.overlapping[:3])
+            questions = kept
     return questions, None
 
 
 def load_sources(cfg: TrainConfig) -> SourceSet:
+    if cfg.sources.dataset is not None:
+        return grounding_sources(cfg.sources.dataset, cfg.sources.components, cfg.sources.modes)
     if cfg.sources.index is None:
-        raise ValueError("sources.index is required (an index bundle directory); or use sources.toy for the toy task")
+        raise ValueError("sources.index (an index bundle directory) or sources.dataset (the evaluation's cached index) "
+                         "is required; or use sources.toy for the toy task")
     from routerag.index.bundle import load_index
     from routerag.sources.registry import mount_bundle
 
@@ -208,17 +226,24 @@ def make_reward_funcs(schedule: RewardSchedule, *, trace_key: str = "trace") -> 
 
 def make_rollout_func(env: RouteRAGEnv, tokenizer: Any, temperature: float, seed: int, *,
                       policy: Callable[[list[int], list[str], int], tuple[list[int], list[float]]] | None = None,
+                      llamacpp: Any = None,
                       ) -> Callable[[list, Any], dict[str, list]]:
     """TRL ``rollout_func``: one environment episode per prompt entry (already repeated G times).
     The trainer's current model samples the episodes unless another ``policy`` is given (a
-    generation server, or a scripted policy in tests)."""
+    generation server, or a scripted policy in tests) or a :class:`~routerag.train.generation.LlamaCppSampler`
+    (``llamacpp``), which is synced to the trainer's adapter once per optimiser step."""
     from routerag.train.generation import PolicySampler
 
     state: dict[str, Any] = {}
 
     def rollout_func(prompts: list, trainer: Any) -> dict[str, list]:
         sampler = policy
-        if sampler is None:
+        if llamacpp is not None:
+            step = int(trainer.state.global_step)
+            if llamacpp.synced_step != step:
+                llamacpp.sync(trainer.accelerator.unwrap_model(trainer.model), step)
+            sampler = llamacpp
+        elif sampler is None:
             model = trainer.accelerator.unwrap_model(trainer.model)
             sampler = state.get("sampler")
             if sampler is None or sampler.model is not model:
@@ -304,15 +329,6 @@ def _save_figure(fig: Any, png_path: str | Path) -> Path:
     return png_path
 
 
-def peft_config(cfg: TrainConfig) -> Any:
-    if not cfg.lora.enabled:
-        return None
-    from peft import LoraConfig
-
-    return LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout,
-                      target_modules=list(cfg.lora.target_modules), task_type="CAUSAL_LM")
-
-
 def _last_checkpoint(directory: Path) -> str | None:
     if not directory.is_dir():
         return None
@@ -344,7 +360,7 @@ def grpo_trainer(
         train_dataset=Dataset.from_list(dataset_rows),
         processing_class=tokenizer,
         rollout_func=rollout_func,
-        peft_config=peft_config(cfg),
+        peft_config=fresh_lora_config(cfg.lora),
         callbacks=[metrics_callback(out_dir / METRICS_FILE)],
     )
     return trainer
@@ -384,9 +400,18 @@ def _grpo_args(cfg: TrainConfig, out_dir: Path) -> Any:
 def run_grpo(cfg: TrainConfig, model: Any, tokenizer: Any, env: RouteRAGEnv, questions: Sequence[Question],
              schedule: RewardSchedule, out_dir: Path) -> Any:
     rows = [{"prompt": q.question, "answers": list(q.answers)} for q in questions]
+    llamacpp = None
+    if cfg.grpo.rollout_backend == "llamacpp":
+        from routerag.train.generation import LlamaCppSampler
+
+        base = gguf_base_path(cfg.model.name)
+        if base is None:
+            raise ValueError("grpo.rollout_backend llamacpp needs a GGUF policy (model.name bundled:... or a .gguf path)")
+        llamacpp = LlamaCppSampler(base, tokenizer, out_dir / "rollout_policy", temperature=cfg.grpo.temperature,
+                                   seed=cfg.grpo.seed, n_threads=cfg.grpo.rollout_threads)
     trainer = grpo_trainer(
         cfg, model, tokenizer, rows, make_reward_funcs(schedule), out_dir,
-        rollout_func=make_rollout_func(env, tokenizer, cfg.grpo.temperature, cfg.grpo.seed),
+        rollout_func=make_rollout_func(env, tokenizer, cfg.grpo.temperature, cfg.grpo.seed, llamacpp=llamacpp),
     )
     resume = _last_checkpoint(out_dir) if cfg.resume else None
     trainer.train(resume_from_checkpoint=resume)
@@ -485,7 +510,7 @@ def run_sft(cfg: TrainConfig, model: Any, tokenizer: Any, rows: list[dict[str, l
     trainer_cls = masked_logits_sft_trainer() if s.logits_on_labels_only else SFTTrainer
     trainer = trainer_cls(
         model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-        peft_config=peft_config(cfg), callbacks=[metrics_callback(out_dir / METRICS_FILE)],
+        peft_config=fresh_lora_config(cfg.lora), callbacks=[metrics_callback(out_dir / METRICS_FILE)],
     )
     trainer.train(resume_from_checkpoint=_last_checkpoint(out_dir) if cfg.resume else None)
     return trainer
@@ -512,15 +537,32 @@ def _start(cfg: TrainConfig) -> Path:
 def _prepare(cfg: TrainConfig) -> tuple[Path, Any, Any, list[Question], SourceSet | None]:
     out = _start(cfg)
     tokenizer = load_tokenizer_for(cfg.model)
-    model = load_policy(cfg.model, tokenizer, seed=cfg.grpo.seed)
+    model = load_trainable(cfg, tokenizer)
     toy_dir = out / "toy_sources"
     questions, sources = load_training_questions(cfg, toy_dir)
     return out, tokenizer, model, questions, sources
 
 
+def export_adapter_gguf(cfg: TrainConfig, final: Path, out: Path) -> dict[str, Any] | None:
+    """For a LoRA run on a GGUF base model: the saved adapter as ``out/adapter.gguf`` for llama.cpp
+    (``model.lora_path``); None when there is nothing to export."""
+    if not (cfg.lora.enabled and cfg.sft.export_gguf):
+        return None
+    base = gguf_base_path(cfg.model.name)
+    if base is None:
+        return None
+    from routerag.train.export_gguf import export_lora_gguf
+
+    info = export_lora_gguf(final, base, out / ADAPTER_GGUF, name=f"{cfg.recipe}:{Path(cfg.output_dir).name}")
+    return {**info.model_dump(exclude={"targets"}), "targets": len(info.targets)}
+
+
 def _finish(cfg: TrainConfig, trainer: Any, out: Path, phases: list[str]) -> RunSummary:
     final = out / "final"
     trainer.save_model(str(final))
+    exported = export_adapter_gguf(cfg, final, out)
+    if exported is not None:
+        atomic_write_text(out / "adapter_gguf.json", json.dumps(exported, indent=2))
     curves = plot_curves(out / "grpo" / METRICS_FILE if (out / "grpo").is_dir() else out / METRICS_FILE,
                          out / CURVES_FILE, title=cfg.recipe)
     metrics = out / "grpo" / METRICS_FILE if (out / "grpo").is_dir() else out / METRICS_FILE
@@ -568,7 +610,7 @@ def r1_router_step(cfg: TrainConfig) -> RunSummary:
 
     out = _start(cfg)
     tokenizer = load_tokenizer_for(cfg.model)
-    model = load_policy(cfg.model, tokenizer, seed=cfg.grpo.seed)
+    model = load_trainable(cfg, tokenizer)
     rows = r1_router_step_rows(limit=cfg.data.n_questions)
     schedule = default_schedule(cfg)
     funcs = make_reward_funcs(schedule, trace_key="trace")
@@ -602,17 +644,17 @@ def _step_adapter(fn: Callable[..., list[float]]) -> Callable[..., list[float]]:
 
 SFT_DATA_FILE = "sft_data.jsonl"
 SFT_STATS_FILE = "sft_data_stats.json"
-ADAPTER_GGUF = "adapter.gguf"
 
 
-def grounding_sources(dataset: str, components: Sequence[str]) -> SourceSet:
+def grounding_sources(dataset: str, components: Sequence[str], modes: Sequence[str] | None = None) -> SourceSet:
     """The sources ``routerag eval --dataset DATASET --set components=[...]`` mounts (the same
-    cached index, so SFT observations come from the index evaluation searches)."""
+    cached index, so training observations come from the index evaluation searches)."""
     from routerag.corpus.datasets import load_dataset
     from routerag.eval.config import EvalConfig
     from routerag.eval.setup import build_sources
 
-    sources, _ = build_sources(load_dataset(dataset), EvalConfig(dataset=dataset, components=list(components)))
+    extra = {"modes": list(modes)} if modes else {}
+    sources, _ = build_sources(load_dataset(dataset), EvalConfig(dataset=dataset, components=list(components), **extra))
     return sources
 
 
@@ -705,7 +747,7 @@ def routerag_sft(cfg: TrainConfig) -> RunSummary:
     rows = [{k: v[: cfg.sft.max_length] for k, v in r.items()} for r in rows]
     if not rows:
         raise ValueError("no SFT rows left (all trajectories longer than sft.max_length?)")
-    model = load_policy(cfg.model, tokenizer, seed=cfg.grpo.seed)
+    model = load_trainable(cfg, tokenizer)
     t0 = time.perf_counter()
     trainer = run_sft(cfg, model, tokenizer, rows, out / "sft")
     wall = time.perf_counter() - t0
@@ -717,13 +759,9 @@ def routerag_sft(cfg: TrainConfig) -> RunSummary:
                                "steps": int(trainer.state.global_step),
                                "tokens": sum(len(r["input_ids"]) for r in rows),
                                "loss_tokens": sum(sum(x != -100 for x in r["labels"]) for r in rows)}
-    if cfg.lora.enabled and cfg.sft.export_gguf:
-        base = gguf_base_path(cfg.model.name)
-        if base is not None:
-            from routerag.train.export_gguf import export_lora_gguf
-
-            info = export_lora_gguf(final, base, out / ADAPTER_GGUF, name=f"routerag-sft:{Path(cfg.output_dir).name}")
-            summary["adapter_gguf"] = {**info.model_dump(exclude={"targets"}), "targets": len(info.targets)}
+    exported = export_adapter_gguf(cfg, final, out)
+    if exported is not None:
+        summary["adapter_gguf"] = exported
     atomic_write_text(out / "sft_summary.json", json.dumps(summary, indent=2))
     return RunSummary(recipe=cfg.recipe, output_dir=str(out), steps=int(trainer.state.global_step),
                       metrics_path=str(metrics), curves_path=str(curves) if curves else None,

@@ -1,0 +1,101 @@
+"""LoRA adapters of a training run: a fresh one (a peft ``LoraConfig`` for TRL) or a trained one
+restored as trainable, so that GRPO continues from an SFT cold start.
+
+``lora.init_from`` names the trained adapter:
+
+* a PEFT adapter directory (``adapter_config.json`` + ``adapter_model.safetensors``), e.g. the
+  ``final/`` of a ``routerag-sft`` run;
+* a llama.cpp LoRA adapter GGUF of the same base model (what ``routerag export-lora-gguf``
+  writes), read back with :func:`routerag.llm.lora_gguf.read_lora_gguf`;
+* ``policy:NAME`` — an adapter GGUF shipped inside the package (``data/policies/NAME``).
+
+peft is imported inside the functions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from routerag.llm.lora_gguf import HF_TO_GGUF, LoraExportError
+from routerag.train.config import LoraSpec
+
+POLICY_PREFIX = "policy:"
+_GGUF_TO_HF = {gguf: hf for hf, gguf in HF_TO_GGUF.items()}
+
+
+def fresh_lora_config(spec: LoraSpec) -> Any:
+    """The peft ``LoraConfig`` of a new adapter (None when LoRA is off or an adapter is restored)."""
+    if not spec.enabled or spec.init_from:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(r=spec.r, lora_alpha=spec.alpha, lora_dropout=spec.dropout,
+                      target_modules=list(spec.target_modules), task_type="CAUSAL_LM")
+
+
+def resolve_adapter(init_from: str) -> Path:
+    """The file or directory ``init_from`` names (``policy:NAME`` = a shipped policy's GGUF)."""
+    if init_from.startswith(POLICY_PREFIX):
+        from routerag.llm.config import bundled_policy_path
+
+        return bundled_policy_path(init_from[len(POLICY_PREFIX):])
+    path = Path(init_from).expanduser()
+    if not path.exists():
+        raise LoraExportError(f"lora.init_from: {path} does not exist (a PEFT adapter directory, an adapter .gguf or policy:NAME)")
+    return path
+
+
+def restore_adapter(model: Any, spec: LoraSpec, base_gguf: Path | None) -> Any:
+    """``model`` wrapped in a trainable peft model holding the adapter ``spec.init_from`` names."""
+    if not spec.init_from:
+        raise ValueError("restore_adapter needs lora.init_from")
+    path = resolve_adapter(spec.init_from)
+    if path.is_dir():
+        from peft import PeftModel
+
+        if not (path / "adapter_config.json").is_file():
+            raise LoraExportError(f"lora.init_from: {path} is not a saved PEFT adapter (adapter_config.json is missing)")
+        return PeftModel.from_pretrained(model, str(path), is_trainable=True)
+    if base_gguf is None:
+        raise LoraExportError(f"lora.init_from: {path.name} is a llama.cpp adapter GGUF; the policy must be its GGUF base "
+                              "model (model.name bundled:... or a .gguf path) to read it")
+    return _from_gguf(model, path, spec, base_gguf)
+
+
+def _from_gguf(model: Any, path: Path, spec: LoraSpec, base_gguf: Path) -> Any:
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from routerag.llm.lora_gguf import read_lora_gguf
+
+    adapter = read_lora_gguf(path, base_gguf)
+    by_module: dict[str, tuple[Any, Any]] = {}
+    modules: set[str] = set()
+    for target, (a, b) in adapter.pairs.items():
+        parts = target.split(".")  # blk.<i>.<gguf name>.weight
+        if len(parts) != 4 or parts[0] != "blk" or parts[2] not in _GGUF_TO_HF:
+            raise LoraExportError(f"{path}: adapted tensor {target!r} is not a Qwen2 attention/MLP projection")
+        hf = _GGUF_TO_HF[parts[2]]
+        modules.add(hf.split(".")[1])
+        by_module[f"layers.{parts[1]}.{hf}"] = (a, b)
+    ranks = {a.shape[0] for a, _ in adapter.pairs.values()}
+    if len(ranks) != 1:
+        raise LoraExportError(f"{path}: adapter ranks {sorted(ranks)} differ; one rank per adapter is supported")
+    config = LoraConfig(r=ranks.pop(), lora_alpha=adapter.info.alpha, lora_dropout=spec.dropout,
+                        target_modules=sorted(modules), task_type="CAUSAL_LM")
+    peft_model = get_peft_model(model, config)
+    loaded = 0
+    with torch.no_grad():
+        for name, module in peft_model.named_modules():
+            key = name.split("model.", 2)[-1] if "layers." in name else name
+            key = key[key.find("layers."):] if "layers." in key else key
+            if key in by_module and hasattr(module, "lora_A"):
+                a, b = by_module[key]
+                module.lora_A["default"].weight.copy_(torch.from_numpy(a))
+                module.lora_B["default"].weight.copy_(torch.from_numpy(b))
+                loaded += 1
+    if loaded != len(by_module):
+        raise LoraExportError(f"{path}: {len(by_module)} adapted tensors but {loaded} matching modules in the policy "
+                              "(another base model?)")
+    return peft_model

@@ -1,0 +1,104 @@
+"""Restoring a trained LoRA adapter (PEFT directory or llama.cpp adapter GGUF) as a trainable policy,
+so that GRPO continues from an SFT cold start (``lora.init_from``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("gguf")
+pytest.importorskip("peft")
+torch = pytest.importorskip("torch")
+
+from routerag.llm.lora_gguf import LoraExportError, read_lora_gguf
+from routerag.train.adapters import fresh_lora_config, resolve_adapter, restore_adapter
+from routerag.train.config import LoraSpec, TrainConfig
+from routerag.train.export_gguf import export_lora_gguf
+from tests.test_train_export_gguf import HIDDEN, LAYERS, VOCAB, _fake_base
+
+
+def _tiny(seed: int = 0):
+    from routerag.train.toy import tiny_qwen2
+
+    return tiny_qwen2(VOCAB, layers=LAYERS, hidden=HIDDEN, heads=4, seed=seed)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> tuple[Path, object]:
+    """A saved PEFT adapter with non-zero A and B, and the peft model that saved it."""
+    from peft import LoraConfig, get_peft_model
+
+    peft_model = get_peft_model(_tiny(), LoraConfig(r=4, lora_alpha=8, task_type="CAUSAL_LM",
+                                                    target_modules=["q_proj", "v_proj", "down_proj"]))
+    with torch.no_grad():
+        for name, p in peft_model.named_parameters():
+            if "lora_" in name:
+                p.normal_(std=0.2)
+    out = tmp_path_factory.mktemp("peft")
+    peft_model.save_pretrained(str(out))
+    return out, peft_model
+
+
+def _lora_weights(model) -> dict[str, np.ndarray]:
+    return {n.split("layers.", 1)[1]: p.detach().numpy().copy() for n, p in model.named_parameters() if "lora_" in n}
+
+
+def _logits(model, ids=(1, 5, 9, 33, 70)) -> np.ndarray:
+    model.eval()
+    with torch.no_grad():
+        return model(input_ids=torch.tensor([list(ids)])).logits[0].numpy()
+
+
+def test_gguf_adapter_restores_the_same_policy(trained, tmp_path):
+    folder, original = trained
+    base = _fake_base(tmp_path / "base.gguf")
+    gguf = export_lora_gguf(folder, base, tmp_path / "adapter.gguf", dtype="f32").path
+    matrices = read_lora_gguf(gguf, base)
+    assert matrices.info.rank == 4 and len(matrices.pairs) == 3 * LAYERS
+    a, b = matrices.pairs["blk.1.ffn_down.weight"]
+    assert a.shape == (4, HIDDEN * 2) and b.shape == (HIDDEN, 4)
+
+    restored = restore_adapter(_tiny(), LoraSpec(enabled=True, init_from=gguf, dropout=0.0), base)
+    want, got = _lora_weights(original), _lora_weights(restored)
+    assert set(got) == set(want)
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key])
+    np.testing.assert_allclose(_logits(restored), _logits(original), atol=1e-5)  # same base seed + same adapter
+    trainable = [n for n, p in restored.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+
+
+def test_peft_directory_restores_trainable(trained):
+    folder, original = trained
+    restored = restore_adapter(_tiny(), LoraSpec(enabled=True, init_from=str(folder)), None)
+    np.testing.assert_allclose(_logits(restored), _logits(original), atol=1e-6)
+    assert any(p.requires_grad for n, p in restored.named_parameters() if "lora_" in n)
+
+
+def test_bad_adapter_sources_say_what_is_wrong(trained, tmp_path):
+    folder, _ = trained
+    with pytest.raises(LoraExportError, match="does not exist"):
+        resolve_adapter(str(tmp_path / "missing"))
+    with pytest.raises(FileNotFoundError, match="no shipped policy"):
+        resolve_adapter("policy:nope")
+    base = _fake_base(tmp_path / "base.gguf")
+    gguf = export_lora_gguf(folder, base, tmp_path / "adapter.gguf").path
+    with pytest.raises(LoraExportError, match="GGUF base"):
+        restore_adapter(_tiny(), LoraSpec(enabled=True, init_from=gguf), None)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(LoraExportError, match="adapter_config.json"):
+        restore_adapter(_tiny(), LoraSpec(enabled=True, init_from=str(tmp_path / "empty")), None)
+    wider = _fake_base(tmp_path / "wider.gguf", hidden=HIDDEN * 2, inter=HIDDEN * 4, kv=HIDDEN)
+    with pytest.raises(LoraExportError, match="another base model"):
+        restore_adapter(_tiny(), LoraSpec(enabled=True, init_from=gguf), wider)
+
+
+def test_config_rules_for_a_restored_adapter():
+    assert fresh_lora_config(LoraSpec(enabled=True, init_from="x")) is None  # the restored adapter trains, no new one
+    assert fresh_lora_config(LoraSpec(enabled=False)) is None
+    assert fresh_lora_config(LoraSpec(enabled=True, r=4)).r == 4
+    with pytest.raises(ValueError, match="lora.enabled"):
+        TrainConfig(lora={"init_from": "policy:routerag-sft-qwen2.5-coder-0.5b"})
+    assert resolve_adapter("policy:routerag-sft-qwen2.5-coder-0.5b").name == "adapter.gguf"
