@@ -19,7 +19,7 @@ import os
 import time
 from pathlib import Path
 
-from routerag.train.recipes import plot_curves, read_metrics
+from routerag.train.runfiles import plot_curves, read_metrics
 from routerag.train.toy import ToySettings, run_toy_learning
 
 

@@ -102,3 +102,15 @@ def test_config_rules_for_a_restored_adapter():
     with pytest.raises(ValueError, match="lora.enabled"):
         TrainConfig(lora={"init_from": "policy:routerag-sft-qwen2.5-coder-0.5b"})
     assert resolve_adapter("policy:routerag-sft-qwen2.5-coder-0.5b").name == "adapter.gguf"
+
+
+def test_a_run_policy_starts_from_the_configured_adapter(trained):
+    from routerag.train.policy import load_trainable
+
+    folder, original = trained
+    cfg = TrainConfig(model={"name": "tiny", "tiny_layers": LAYERS, "tiny_hidden": HIDDEN},
+                      lora={"enabled": True, "init_from": str(folder)}, grpo={"seed": 0})
+    model = load_trainable(cfg, tokenizer=[None] * VOCAB)  # the tiny policy only needs the vocabulary size
+    np.testing.assert_allclose(_logits(model), _logits(original), atol=1e-6)
+    assert {n for n, p in model.named_parameters() if p.requires_grad} == {
+        n for n, p in original.named_parameters() if "lora_" in n}

@@ -121,7 +121,7 @@ def test_verl_export_round_trip(tmp_path, musique):
 def test_sft_rows_mask_prompt_and_observations(musique):
     from routerag.llm.hf_assets import load_tokenizer
     from routerag.train.env import HFCodec
-    from routerag.train.recipes import sft_rows
+    from routerag.train.sft import sft_rows
 
     codec = HFCodec(load_tokenizer("bundled:qwen2.5-coder-0.5b"))
     docs = {d.doc_id: d for d in musique.documents()}

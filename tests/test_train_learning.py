@@ -44,7 +44,7 @@ def test_task_tokenizer_matches_full_tokenizer(tmp_path):
 def test_grpo_learns_to_route(tmp_path):
     """Seed 1, 30 GRPO steps, 24 questions x G = 8 per step (~13 min on 2 loaded CPU cores). Seeds 1 and 2 learn;
     seed 0 does not (docs/training.md)."""
-    from routerag.train.recipes import read_metrics
+    from routerag.train.runfiles import read_metrics
     from routerag.train.toy import run_toy_learning
 
     result = run_toy_learning(tmp_path, seed=1)

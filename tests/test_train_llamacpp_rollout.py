@@ -97,7 +97,7 @@ def test_sampler_syncs_the_adapter_and_samples_from_it(base_and_tokenizer, tmp_p
 
 
 def test_rollout_func_syncs_once_per_optimiser_step():
-    from routerag.train.recipes import make_rollout_func
+    from routerag.train.grpo import make_rollout_func
 
     class Env:
         def rollout(self, question, generate):

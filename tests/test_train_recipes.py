@@ -13,7 +13,9 @@ pytest.importorskip("trl")
 
 from routerag.config import load_config  # noqa: E402
 from routerag.train.config import TrainConfig  # noqa: E402
-from routerag.train.recipes import RECIPES, default_schedule, read_metrics, train  # noqa: E402
+from routerag.train.data import default_schedule  # noqa: E402
+from routerag.train.recipes import RECIPES, train  # noqa: E402
+from routerag.train.runfiles import read_metrics  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = ROOT / "configs" / "train" / "toy-cpu.yaml"

@@ -16,7 +16,7 @@ from routerag.train.golden import (
 
 def test_masked_loss_equals_the_full_logits_loss():
     torch = pytest.importorskip("torch")
-    from routerag.train.recipes import masked_loss
+    from routerag.train.sft import masked_loss
     from routerag.train.toy import tiny_qwen2
 
     model = tiny_qwen2(300, layers=2, hidden=32, heads=4)
@@ -46,7 +46,7 @@ def test_eval_samples_are_excluded_like_routerag_eval_samples_them():
 
 def test_grpo_training_questions_drop_the_evaluated_ones(tmp_path, caplog):
     from routerag.train.config import TrainConfig
-    from routerag.train.recipes import load_training_questions
+    from routerag.train.data import load_training_questions
 
     cfg = TrainConfig(data={"dataset": "musique", "eval_sets": ["musique:50"]})
     with caplog.at_level("WARNING"):

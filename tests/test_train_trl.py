@@ -14,7 +14,7 @@ from pydantic import BaseModel
 pytest.importorskip("trl")
 
 from routerag.corpus.schema import Document  # noqa: E402
-from routerag.train import recipes  # noqa: E402
+from routerag.train import grpo, runfiles  # noqa: E402
 from routerag.train.config import TrainConfig  # noqa: E402
 from routerag.train.env import EnvConfig, HFCodec, RouteRAGEnv  # noqa: E402
 from routerag.train.rewards import REWARDS, RewardSchedule, RewardSpec, Stage, WeightedReward, two_stage_schedule  # noqa: E402
@@ -87,15 +87,15 @@ def test_grpo_with_the_sampled_policy_changes_parameters(setup, tmp_path):
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     rows = [{"prompt": QUESTION, "answers": ["Paris"]}]
     schedule = RewardSchedule(stages=[Stage(name="s", rewards=[WeightedReward(name="em"), WeightedReward(name="test_answer_length")])])
-    trainer = recipes.grpo_trainer(cfg, model, tok, rows, recipes.make_reward_funcs(schedule), tmp_path,
-                                   rollout_func=recipes.make_rollout_func(env, tok, 1.0, 0))
+    trainer = grpo.grpo_trainer(cfg, model, tok, rows, grpo.make_reward_funcs(schedule), tmp_path,
+                                   rollout_func=grpo.make_rollout_func(env, tok, 1.0, 0))
     seen = record_losses(trainer)
     trainer.train()
     assert trainer.state.global_step == 2
     assert seen and all(math.isfinite(s["loss"]) for s in seen)
     changed = [n for n, p in trainer.model.named_parameters() if not np.allclose(p.detach().numpy(), before[n].numpy())]
     assert changed and "model.embed_tokens.weight" in changed and any("layers.1" in n for n in changed)
-    records = recipes.read_metrics(tmp_path / recipes.METRICS_FILE)
+    records = runfiles.read_metrics(tmp_path / runfiles.METRICS_FILE)
     assert [r["step"] for r in records if "reward" in r] == [1, 2]
     assert all("env/retrieval_turns" in r and "completions/mean_length" in r for r in records if "reward" in r)
     assert any(r.get("reward_std", 0) > 0 for r in records)
@@ -123,7 +123,7 @@ def test_logged_components_and_env_mask_with_a_scripted_policy(setup, tmp_path):
         ids = codec.encode(text)
         return ids, [-1.0] * len(ids)
 
-    rollout = recipes.make_rollout_func(env, tok, 1.0, 0, policy=policy)
+    rollout = grpo.make_rollout_func(env, tok, 1.0, 0, policy=policy)
     captured = []
 
     def rollout_func(prompts, trainer):
@@ -132,11 +132,11 @@ def test_logged_components_and_env_mask_with_a_scripted_policy(setup, tmp_path):
         return out
 
     schedule = two_stage_schedule(1, mode_cost={"passage": 1.0, "graph": 3.0})
-    trainer = recipes.grpo_trainer(cfg, model, tok, [{"prompt": QUESTION, "answers": ["Paris"]}],
-                                   recipes.make_reward_funcs(schedule), tmp_path, rollout_func=rollout_func)
+    trainer = grpo.grpo_trainer(cfg, model, tok, [{"prompt": QUESTION, "answers": ["Paris"]}],
+                                   grpo.make_reward_funcs(schedule), tmp_path, rollout_func=rollout_func)
     seen = record_losses(trainer)
     trainer.train()
-    records = [r for r in recipes.read_metrics(tmp_path / recipes.METRICS_FILE) if "reward" in r]
+    records = [r for r in runfiles.read_metrics(tmp_path / runfiles.METRICS_FILE) if "reward" in r]
     step1, step2 = records
     # stage 1: EM of [Paris, Paris, Lyon, Paris]
     assert step1["stage"] == 1 and step1["rewards/em/mean"] == pytest.approx(0.75) and step1["reward"] == pytest.approx(0.75)
@@ -170,9 +170,9 @@ def test_lora_trains_adapters_only(setup, tmp_path):
     cfg.lora.enabled = True
     cfg.lora.target_modules = ["q_proj", "v_proj"]
     env = RouteRAGEnv(sources, HFCodec(tok, chat_template=False), cfg.env)
-    trainer = recipes.grpo_trainer(cfg, model, tok, [{"prompt": QUESTION, "answers": ["Paris"]}],
-                                   recipes.make_reward_funcs(two_stage_schedule(1)), tmp_path,
-                                   rollout_func=recipes.make_rollout_func(env, tok, 1.0, 0))
+    trainer = grpo.grpo_trainer(cfg, model, tok, [{"prompt": QUESTION, "answers": ["Paris"]}],
+                                   grpo.make_reward_funcs(two_stage_schedule(1)), tmp_path,
+                                   rollout_func=grpo.make_rollout_func(env, tok, 1.0, 0))
     trainable = [n for n, p in trainer.model.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in n for n in trainable)
     trainer.train()

@@ -208,7 +208,7 @@ def toy_cold_start_rows(questions: list[Question], codec: Any, *, cold_start: st
     instead of copying, so retrieval fails). See docs/training.md."""
     from routerag.trace import Segment
     from routerag.train.golden import GoldenTrajectory
-    from routerag.train.recipes import sft_rows
+    from routerag.train.sft import sft_rows
 
     trajectories = []
     for _ in range(copies):
@@ -316,7 +316,8 @@ def run_toy_learning(out_dir: str | Path, settings: ToySettings | None = None, *
     """Cold start (format, chance routing) then GRPO with the EM reward on the toy routing task,
     through the real environment and TRL. Returns greedy routing and exact p(gold mode) before and
     after GRPO, the metrics file of the GRPO phase and the timings."""
-    from routerag.train import recipes
+    from routerag.train import data, grpo, policy, recipes, runfiles
+    from routerag.train import sft as sft_mod
     from routerag.train.config import TrainConfig
     from routerag.train.env import HFCodec, RouteRAGEnv
     from routerag.train.generation import PolicySampler
@@ -338,7 +339,7 @@ def run_toy_learning(out_dir: str | Path, settings: ToySettings | None = None, *
         switch_step=10_000,  # EM only: the task is about routing, not cost
     )
     recipes._start(cfg)
-    tokenizer = recipes.load_tokenizer_for(cfg.model)
+    tokenizer = policy.load_tokenizer_for(cfg.model)
     sources, questions = toy_routing_task(out / "sources")
     if s.vocab == "task":
         full_env = RouteRAGEnv(sources, HFCodec(tokenizer, chat_template=False), cfg.env)
@@ -346,12 +347,12 @@ def run_toy_learning(out_dir: str | Path, settings: ToySettings | None = None, *
     env = RouteRAGEnv(sources, HFCodec(tokenizer, chat_template=False), cfg.env)
     model = tiny_qwen2(len(tokenizer), layers=s.layers, hidden=s.hidden, seed=s.seed, tie=s.tie_embeddings)
     t0 = time.perf_counter()
-    sft = recipes.run_sft(cfg, model, tokenizer, toy_cold_start_rows(questions, env.codec, cold_start=s.cold_start), out / "sft")
+    sft = sft_mod.run_sft(cfg, model, tokenizer, toy_cold_start_rows(questions, env.codec, cold_start=s.cold_start), out / "sft")
     t_sft = time.perf_counter() - t0
     p_before = mode_probabilities(sft.model, env, questions, s.cold_start)
     before = evaluate_routing(env, questions, PolicySampler(sft.model, tokenizer, temperature=0))
     t0 = time.perf_counter()
-    trainer = recipes.run_grpo(cfg, sft.model, tokenizer, env, questions, recipes.default_schedule(cfg), out / "grpo")
+    trainer = grpo.run_grpo(cfg, sft.model, tokenizer, env, questions, data.default_schedule(cfg), out / "grpo")
     t_grpo = time.perf_counter() - t0
     p_after = mode_probabilities(trainer.model, env, questions, s.cold_start)
     after = evaluate_routing(env, questions, PolicySampler(trainer.model, tokenizer, temperature=0))
@@ -360,5 +361,5 @@ def run_toy_learning(out_dir: str | Path, settings: ToySettings | None = None, *
             "p_gold_before": sum(p_before) / len(p_before), "p_gold_after": sum(p_after) / len(p_after),
             "p_gold_after_by_type": {t: sum(p for p, q in zip(p_after, questions) if q.metadata["type"] == t) / (len(questions) / 2)
                                      for t in ("who", "where")},
-            "metrics": str(out / "grpo" / recipes.METRICS_FILE), "steps": steps,
+            "metrics": str(out / "grpo" / runfiles.METRICS_FILE), "steps": steps,
             "sft_seconds": round(t_sft, 1), "grpo_seconds": round(t_grpo, 1), "seconds_per_step": round(t_grpo / max(steps, 1), 2)}

@@ -1,0 +1,197 @@
+"""GRPO through TRL: the environment as TRL's ``rollout_func`` (one episode per prompt entry,
+``env_mask`` = TRL's tool mask so observation tokens carry no loss), one TRL reward function per
+reward of the schedule (the stage read from ``trainer_state.global_step``), the configured
+``GRPOTrainer``. TRL, transformers and torch are imported inside the functions."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from routerag.corpus.schema import Question
+from routerag.trace import Trace
+from routerag.train.adapters import fresh_lora_config
+from routerag.train.config import TrainConfig
+from routerag.train.env import RouteRAGEnv
+from routerag.train.policy import gguf_base_path
+from routerag.train.rewards import (
+    RewardSample,
+    RewardSchedule,
+    followed_protocol,
+    get_reward,
+    trajectory_cost,
+)
+from routerag.train.runfiles import METRICS_FILE, last_checkpoint, metrics_callback
+
+
+def samples_from(traces: Sequence[str | dict | Trace], answers: Sequence[Sequence[str]], extras: Sequence[dict] | None = None) -> list[RewardSample]:
+    out = []
+    for i, (t, golds) in enumerate(zip(traces, answers)):
+        trace = t if isinstance(t, Trace) else Trace.model_validate_json(t) if isinstance(t, str) else Trace.model_validate(t)
+        out.append(RewardSample(trace=trace, golds=list(golds or []), extra=dict(extras[i]) if extras else {}))
+    return out
+
+
+def batch_stats(samples: Sequence[RewardSample]) -> dict[str, float]:
+    """Episode statistics of one batch, logged next to the rewards."""
+    n = max(len(samples), 1)
+    em = get_reward("em")(samples)
+    return {
+        "env/em": sum(em) / n,
+        "env/retrieval_turns": sum(s.trace.retrieval_turns for s in samples) / n,
+        "env/retrieval_cost": sum(trajectory_cost(s.trace, "mode_cost") for s in samples) / n,
+        "env/retrieval_ms": sum(trajectory_cost(s.trace, "wall_ms") for s in samples) / n,
+        "env/format_ok": sum(followed_protocol(s.trace) for s in samples) / n,
+        "env/answered": sum(bool(s.trace.answer) for s in samples) / n,
+    }
+
+
+def make_reward_funcs(schedule: RewardSchedule, *, trace_key: str = "trace") -> list[Callable[..., list[float]]]:
+    """One TRL reward function per reward name in the schedule. Each returns its weighted value
+    when its stage is active and 0 otherwise; the first also logs the stage index, the episode
+    statistics and every component's unweighted mean."""
+    names = schedule.reward_names()
+
+    def make(name: str, first: bool) -> Callable[..., list[float]]:
+        def reward(prompts: list, completions: list, trainer_state: Any = None, log_metric: Any = None, **kw: Any) -> list[float]:
+            step = (trainer_state.global_step if trainer_state is not None else 0) + 1
+            stage = schedule.stage_at(step)
+            samples = samples_from(kw[trace_key], kw.get("answers") or [[]] * len(prompts), kw.get("extra"))
+            active = {wr.name: wr for wr in stage.rewards}
+            if first and log_metric is not None:
+                log_metric("stage", float(schedule.stages.index(stage) + 1))
+                for key, value in batch_stats(samples).items():
+                    log_metric(key, value)
+                for wr in stage.rewards:
+                    values = get_reward(wr.name)(samples, wr.params)
+                    log_metric(f"raw/{wr.name}", sum(values) / max(len(values), 1))
+            if name not in active:
+                return [0.0] * len(prompts)
+            wr = active[name]
+            return [wr.weight * v for v in get_reward(name)(samples, wr.params)]
+
+        reward.__name__ = name
+        return reward
+
+    return [make(name, i == 0) for i, name in enumerate(names)]
+
+
+def make_rollout_func(env: RouteRAGEnv, tokenizer: Any, temperature: float, seed: int, *,
+                      policy: Callable[[list[int], list[str], int], tuple[list[int], list[float]]] | None = None,
+                      llamacpp: Any = None,
+                      ) -> Callable[[list, Any], dict[str, list]]:
+    """TRL ``rollout_func``: one environment episode per prompt entry (already repeated G times).
+    The trainer's current model samples the episodes unless another ``policy`` is given (a
+    generation server, or a scripted policy in tests) or a :class:`~routerag.train.generation.LlamaCppSampler`
+    (``llamacpp``), which is synced to the trainer's adapter once per optimiser step."""
+    from routerag.train.generation import PolicySampler
+
+    state: dict[str, Any] = {}
+
+    def rollout_func(prompts: list, trainer: Any) -> dict[str, list]:
+        sampler = policy
+        if llamacpp is not None:
+            step = int(trainer.state.global_step)
+            if llamacpp.synced_step != step:
+                llamacpp.sync(trainer.accelerator.unwrap_model(trainer.model), step)
+            sampler = llamacpp
+        elif sampler is None:
+            model = trainer.accelerator.unwrap_model(trainer.model)
+            sampler = state.get("sampler")
+            if sampler is None or sampler.model is not model:
+                sampler = PolicySampler(model, tokenizer, temperature=temperature, seed=seed + trainer.state.global_step)
+                state["sampler"] = sampler
+        questions = [p if isinstance(p, str) else p[-1]["content"] for p in prompts]
+        rollouts = [env.rollout(q, sampler) for q in questions]
+        return {
+            "prompt_ids": [r.prompt_ids for r in rollouts],
+            "completion_ids": [r.completion_ids for r in rollouts],
+            "logprobs": [r.logprobs for r in rollouts],
+            "env_mask": [r.env_mask for r in rollouts],
+            "trace": [r.trace.model_dump_json() for r in rollouts],
+        }
+
+    return rollout_func
+
+
+def grpo_trainer(
+    cfg: TrainConfig,
+    model: Any,
+    tokenizer: Any,
+    dataset_rows: list[dict[str, Any]],
+    reward_funcs: list[Callable[..., list[float]]],
+    out_dir: Path,
+    *,
+    rollout_func: Callable | None = None,
+) -> Any:
+    """A configured ``GRPOTrainer`` writing into ``out_dir`` (metrics callback attached)."""
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    args = _grpo_args(cfg, out_dir)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward_funcs,
+        args=args,
+        train_dataset=Dataset.from_list(dataset_rows),
+        processing_class=tokenizer,
+        rollout_func=rollout_func,
+        peft_config=fresh_lora_config(cfg.lora),
+        callbacks=[metrics_callback(out_dir / METRICS_FILE)],
+    )
+    return trainer
+
+
+def _grpo_args(cfg: TrainConfig, out_dir: Path) -> Any:
+    import torch
+    from trl import GRPOConfig
+
+    g = cfg.grpo
+    cpu = g.use_cpu or not torch.cuda.is_available()
+    return GRPOConfig(
+        output_dir=str(out_dir),
+        per_device_train_batch_size=g.per_device_train_batch_size,
+        gradient_accumulation_steps=g.gradient_accumulation_steps,
+        num_generations=g.num_generations,
+        max_steps=g.max_steps,
+        learning_rate=g.learning_rate,
+        optim=g.optim,
+        beta=g.beta,
+        temperature=g.temperature,
+        loss_type=g.loss_type,
+        scale_rewards=g.scale_rewards,
+        logging_steps=g.logging_steps,
+        save_steps=g.save_steps,
+        save_total_limit=g.save_total_limit,
+        seed=g.seed,
+        use_cpu=cpu,
+        bf16=not cpu,
+        report_to="none",
+        max_completion_length=cfg.env.max_completion_tokens,
+        mask_truncated_completions=False,
+        disable_tqdm=True,
+    )
+
+
+def run_grpo(cfg: TrainConfig, model: Any, tokenizer: Any, env: RouteRAGEnv, questions: Sequence[Question],
+             schedule: RewardSchedule, out_dir: Path) -> Any:
+    rows = [{"prompt": q.question, "answers": list(q.answers)} for q in questions]
+    llamacpp = None
+    if cfg.grpo.rollout_backend == "llamacpp":
+        from routerag.train.generation import LlamaCppSampler
+
+        base = gguf_base_path(cfg.model.name)
+        if base is None:
+            raise ValueError("grpo.rollout_backend llamacpp needs a GGUF policy (model.name bundled:... or a .gguf path)")
+        llamacpp = LlamaCppSampler(base, tokenizer, out_dir / "rollout_policy", temperature=cfg.grpo.temperature,
+                                   seed=cfg.grpo.seed, n_threads=cfg.grpo.rollout_threads)
+    trainer = grpo_trainer(
+        cfg, model, tokenizer, rows, make_reward_funcs(schedule), out_dir,
+        rollout_func=make_rollout_func(env, tokenizer, cfg.grpo.temperature, cfg.grpo.seed, llamacpp=llamacpp),
+    )
+    resume = last_checkpoint(out_dir) if cfg.resume else None
+    trainer.train(resume_from_checkpoint=resume)
+    return trainer

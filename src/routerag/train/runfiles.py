@@ -1,0 +1,107 @@
+"""What a training run writes besides checkpoints: per-step metrics (``metrics.jsonl``, a TRL
+callback), training-curve plots, and the last checkpoint to resume from."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+METRICS_FILE = "metrics.jsonl"
+CURVES_FILE = "training_curves.png"
+
+
+def metrics_callback(path: Path) -> Any:
+    from transformers import TrainerCallback
+
+    class MetricsJSONL(TrainerCallback):
+        """Appends every log record (with its global step) to ``metrics.jsonl``."""
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
+            if not logs or not state.is_world_process_zero:
+                return
+            record = {"step": state.global_step, **{k: v for k, v in logs.items() if isinstance(v, (int, float))}}
+            with path.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record) + "\n")
+
+    return MetricsJSONL()
+
+
+def read_metrics(path: str | Path) -> list[dict[str, float]]:
+    path = Path(path)
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def plot_curves(metrics_path: str | Path, png_path: str | Path, *, title: str = "") -> Path | None:
+    """Reward, its components, EM, retrieval turns/cost and KL against the step."""
+    records = [r for r in read_metrics(metrics_path) if "reward" in r]
+    if not records:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [
+        ("reward", [k for k in records[-1] if k == "reward" or k.startswith("rewards/") and k.endswith("/mean")]),
+        ("answer", [k for k in ("env/em", "env/format_ok") if k in records[-1]]),
+        ("retrieval", [k for k in ("env/retrieval_turns", "env/retrieval_cost") if k in records[-1]]),
+        ("kl / length", [k for k in ("kl", "completions/mean_length") if k in records[-1]]),
+    ]
+    panels = [(name, keys) for name, keys in panels if keys]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4))
+    axes = [axes] if len(panels) == 1 else list(axes)
+    for ax, (name, keys) in zip(axes, panels):
+        for key in keys:
+            pts = [(r["step"], r[key]) for r in records if key in r]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=key)
+        ax.set_title(name)
+        ax.set_xlabel("step")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    if title:
+        fig.suptitle(title)
+    return _save_figure(fig, png_path)
+
+
+def plot_loss(metrics_path: str | Path, png_path: str | Path, *, title: str = "") -> Path | None:
+    """Training loss (and learning rate) of an SFT run against the step."""
+    records = [r for r in read_metrics(metrics_path) if "loss" in r]
+    if not records:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    ax.plot([r["step"] for r in records], [r["loss"] for r in records], marker=".", label="loss (model tokens)")
+    ax.set_xlabel("optimiser step")
+    ax.set_ylabel("loss")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title)
+    return _save_figure(fig, png_path)
+
+
+def _save_figure(fig: Any, png_path: str | Path) -> Path:
+    """Lay out, write (creating the folder) and close a matplotlib figure."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    png_path = Path(png_path)
+    png_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png_path, dpi=110)
+    plt.close(fig)
+    return png_path
+
+
+def last_checkpoint(directory: Path) -> str | None:
+    if not directory.is_dir():
+        return None
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(str(directory))

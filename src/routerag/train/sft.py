@@ -1,0 +1,169 @@
+"""Supervised cold starts through TRL's ``SFTTrainer``: golden trajectories tokenised with prompt
+and observation tokens labelled -100 (SFT trains exactly the tokens GRPO trains), an optional loss
+that computes the output layer only on labelled positions, the cached trajectory data of a run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from routerag.config import atomic_write_text
+from routerag.corpus.schema import Question
+from routerag.train.adapters import fresh_lora_config
+from routerag.train.config import TrainConfig
+from routerag.train.data import grounding_sources
+from routerag.train.env import HFCodec
+from routerag.train.runfiles import METRICS_FILE, last_checkpoint, metrics_callback
+
+SFT_DATA_FILE = "sft_data.jsonl"
+SFT_STATS_FILE = "sft_data_stats.json"
+
+
+def sft_rows(trajectories: Sequence[Any], codec: HFCodec, max_length: int) -> list[dict[str, list[int]]]:
+    """Token ids and labels of golden trajectories: prompt and observation tokens get label -100,
+    so that SFT, like GRPO, learns only the policy's own tokens."""
+    rows = []
+    for traj in trajectories:
+        ids: list[int] = []
+        labels: list[int] = []
+        for seg in traj.segments:
+            text = codec.render_prompt(seg.text) if seg.kind == "prompt" else seg.text
+            seg_ids = codec.encode(text)
+            ids += seg_ids
+            labels += seg_ids if seg.kind == "model" else [-100] * len(seg_ids)
+        eos = codec.tokenizer.eos_token_id
+        if eos is not None:
+            ids.append(eos)
+            labels.append(eos)
+        rows.append({"input_ids": ids[:max_length], "labels": labels[:max_length]})
+    return rows
+
+
+def masked_loss(model: Any, inputs: dict[str, Any], num_items_in_batch: Any = None) -> Any:
+    """Causal-LM cross-entropy computing logits only at positions whose next token is labelled.
+
+    SFT rows of multi-turn episodes label only the policy's tokens (~10-20% of a row); the
+    152k-vocabulary output layer over every position is a quarter of a 0.5B model's forward
+    cost on CPU. ``logits_to_keep`` (an index tensor) restricts the output layer to the
+    positions that predict a labelled token; the loss equals the full-logits loss."""
+    import torch
+    import torch.nn.functional as F
+
+    labels = inputs["labels"]
+    targets = labels[:, 1:]
+    positions = torch.nonzero((targets != -100).any(dim=0), as_tuple=False).flatten()
+    outputs = model(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"), logits_to_keep=positions)
+    logits = outputs.logits.float()
+    picked = targets[:, positions]
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), picked.reshape(-1), ignore_index=-100, reduction="sum")
+    count = num_items_in_batch if num_items_in_batch is not None else (picked != -100).sum()
+    return loss / count
+
+
+def masked_logits_sft_trainer() -> Any:
+    """``SFTTrainer`` whose loss uses :func:`masked_loss` (no full-vocabulary logits, no entropy /
+    token-accuracy metrics over them)."""
+    from trl import SFTTrainer
+
+    class MaskedLogitsSFTTrainer(SFTTrainer):
+        def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
+                         num_items_in_batch: Any = None) -> Any:
+            # the Trainer divides by the accumulation steps itself unless the model takes loss kwargs
+            loss = masked_loss(model, inputs, num_items_in_batch if self.model_accepts_loss_kwargs else None)
+            return (loss, None) if return_outputs else loss
+
+    return MaskedLogitsSFTTrainer
+
+
+def run_sft(cfg: TrainConfig, model: Any, tokenizer: Any, rows: list[dict[str, list[int]]], out_dir: Path,
+            *, max_steps: int | None = None, learning_rate: float | None = None) -> Any:
+    """Supervised cold start with TRL's ``SFTTrainer`` on pre-tokenised rows (``input_ids``,
+    ``labels``)."""
+    import torch
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    s = cfg.sft
+    cpu = cfg.grpo.use_cpu or not torch.cuda.is_available()
+    steps = max_steps or (-1 if s.epochs else s.max_steps)
+    args = SFTConfig(
+        output_dir=str(out_dir),
+        per_device_train_batch_size=s.per_device_train_batch_size,
+        gradient_accumulation_steps=s.gradient_accumulation_steps,
+        max_steps=steps,
+        num_train_epochs=s.epochs or 1.0,
+        learning_rate=learning_rate or s.learning_rate,
+        lr_scheduler_type=s.lr_scheduler_type,
+        warmup_steps=s.warmup_steps,
+        logging_steps=cfg.grpo.logging_steps,
+        save_steps=cfg.grpo.save_steps if steps < 0 else max(steps, 1),
+        save_total_limit=1,
+        seed=cfg.grpo.seed,
+        use_cpu=cpu,
+        bf16=not cpu,
+        report_to="none",
+        max_length=s.max_length,
+        disable_tqdm=True,
+    )
+    trainer_cls = masked_logits_sft_trainer() if s.logits_on_labels_only else SFTTrainer
+    trainer = trainer_cls(
+        model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
+        peft_config=fresh_lora_config(cfg.lora), callbacks=[metrics_callback(out_dir / METRICS_FILE)],
+    )
+    trainer.train(resume_from_checkpoint=last_checkpoint(out_dir) if cfg.resume else None)
+    return trainer
+
+
+def sft_trajectories(cfg: TrainConfig, out: Path) -> list[Any]:
+    """Golden trajectories of ``cfg.sft.sources`` without the evaluation sets' questions,
+    grounded in real retrieval when ``sft.ground``; cached in the run directory
+    (``sft_data.jsonl`` + ``sft_data_stats.json``) so that a resumed run trains on the same data."""
+    from routerag.corpus.sampling import evenly_spaced
+    from routerag.train.golden import (
+        GoldenTrajectory,
+        Grounder,
+        check_overlap,
+        golden_trajectories,
+    )
+
+    path, stats_path = out / SFT_DATA_FILE, out / SFT_STATS_FILE
+    if path.is_file():
+        return [GoldenTrajectory.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    grounders: dict[str, Grounder] = {}
+
+    def ground(name: str) -> Grounder:
+        grounders[name] = Grounder(grounding_sources(name, cfg.sft.ground_components), k=cfg.env.k,
+                                   mode_sources=dict(cfg.env.mode_sources), modes=list(cfg.env.allowed_modes),
+                                   max_query_chars=cfg.env.max_query_chars)
+        return grounders[name]
+
+    trajectories = golden_trajectories(cfg.sft.sources, exclude_eval=cfg.data.eval_sets, ground=ground if cfg.sft.ground else None,
+                                       few_shot=cfg.env.few_shot, prompt_template=cfg.env.prompt_template)
+    questions = [Question(qid=t.qid, question=t.question, answers=t.answers, dataset=t.dataset) for t in trajectories]
+    overlap = check_overlap(questions, cfg.data.eval_sets) if cfg.data.eval_sets else None
+    if overlap is not None and overlap.overlapping:  # golden_trajectories filtered them; this is the recorded proof
+        raise ValueError(f"training trajectories overlap the evaluation sets: {overlap.overlapping[:5]}")
+    built = len(trajectories)
+    trajectories = evenly_spaced(trajectories, cfg.sft.max_examples)
+    stats = {
+        "eval_sets": list(cfg.data.eval_sets),
+        "overlap_checked": overlap.model_dump() if overlap is not None else None,
+        "built": built,
+        "kept": len(trajectories),
+        "by_source": {src: sum(t.source == src for t in trajectories) for src in sorted({t.source for t in trajectories})},
+        "grounding": {name: g.stats.model_dump() for name, g in grounders.items()},
+    }
+    # atomic, stats first: the data file is the resume cache, so it must never exist half-written
+    atomic_write_text(stats_path, json.dumps(stats, indent=2))
+    atomic_write_text(path, "".join(t.model_dump_json() + "\n" for t in trajectories))
+    return trajectories
+
+
+def fit_rows(rows: list[dict[str, list[int]]], max_length: int, drop_longer: bool) -> tuple[list[dict[str, list[int]]], int]:
+    """Rows within ``max_length`` (dropping the longer ones when ``drop_longer``) and the number dropped."""
+    if not drop_longer:
+        return rows, 0
+    kept = [r for r in rows if len(r["input_ids"]) <= max_length]
+    return kept, len(rows) - len(kept)
