@@ -9,6 +9,7 @@ imported only when that backend is built. A plugin adds one with
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,13 +40,20 @@ def model_identity(config: ModelConfig) -> str:
 
 
 def _file_sha256(path: Path) -> str:
-    import hashlib
-
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"LoRA adapter {path} does not exist")
+    stat = path.stat()
+    return _sha256_of(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256_of(path: str, size: int, mtime_ns: int) -> str:
+    """The file's SHA-256, cached by (path, size, mtime): an adapter rewritten in place is hashed again."""
+    import hashlib
+
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
+    with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
