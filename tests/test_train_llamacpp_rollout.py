@@ -134,3 +134,33 @@ def test_llamacpp_rollouts_need_lora():
     with pytest.raises(ValueError, match="lora.enabled"):
         TrainConfig(grpo={"rollout_backend": "llamacpp"})
     assert TrainConfig(grpo={"rollout_backend": "llamacpp"}, lora={"enabled": True}).grpo.rollout_threads is None
+
+
+def test_policy_sampler_reuses_the_kv_cache_without_changing_the_samples():
+    pytest.importorskip("torch")
+    from routerag.train.generation import PolicySampler
+    from routerag.train.toy import tiny_qwen2
+
+    class Tok:  # ids only: no stop strings are used
+        eos_token_id = None
+        pad_token_id = None
+
+        def decode(self, ids):
+            return " ".join(map(str, ids))
+
+    model = tiny_qwen2(300, layers=2, hidden=64, seed=3)
+    prompt = list(range(5, 45))
+    cached = PolicySampler(model, Tok(), temperature=0)
+    fresh = lambda ids, n: PolicySampler(model, Tok(), temperature=0)(ids, [], n)  # noqa: E731
+    first, lp1 = cached(prompt, [], 6)
+    assert (first, lp1) == fresh(prompt, 6)
+    turn2 = prompt + first + [7, 8, 9]  # an observation appended, as the environment does
+    second, lp2 = cached(turn2, [], 6)
+    assert cached.reused_tokens == len(prompt) + len(first) - 1
+    want, want_lp = fresh(turn2, 6)
+    assert second == want and np.allclose(lp2, want_lp, atol=1e-4)
+    again = cached(prompt, [], 6)  # a shorter context (next group member): the cache is cropped
+    assert again[0] == first
+    cached.reset()
+    cached(prompt, [], 2)
+    assert cached.reused_tokens == len(prompt) + len(first) - 1 + len(prompt) - 1

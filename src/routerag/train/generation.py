@@ -4,7 +4,9 @@
 :class:`~routerag.train.env.RouteRAGEnv`. Unlike the chat backend (which restores the RNG after
 every call so that evaluation is reproducible), it owns a ``torch.Generator`` that advances from
 call to call: the ``G`` completions of a GRPO group must differ. Log-probabilities are those of
-the sampling distribution (after temperature), one per generated token.
+the sampling distribution (after temperature), one per generated token. It keeps the KV cache of
+its last call and evaluates only what follows the longest common prefix (the next turn of an
+episode, the next episode of a group); :meth:`PolicySampler.reset` drops it when the weights change.
 
 :class:`LlamaCppSampler` is the same callable over llama.cpp (base GGUF + the policy's current LoRA
 adapter, re-exported every optimiser step), for GRPO of a GGUF-based policy on a CPU.
@@ -17,6 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from routerag.llm.llamacpp import find_stop
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 class PolicySampler:
@@ -44,6 +55,13 @@ class PolicySampler:
         self.generator = torch.Generator(device="cpu")
         self.generator.manual_seed(seed)
         self.calls = 0
+        self.reused_tokens = 0  # prompt tokens served from the KV cache (turns after the first, group members)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the KV cache; call it whenever the model's weights change (every optimiser step)."""
+        self._fed: list[int] = []  # the tokens whose keys/values ``_cache`` holds
+        self._cache: Any = None
 
     def __call__(self, prompt_ids: list[int], stop_strings: list[str], max_new_tokens: int) -> tuple[list[int], list[float]]:
         import torch
@@ -54,10 +72,22 @@ class PolicySampler:
         self.model.eval()
         completion: list[int] = []
         logprobs: list[float] = []
+        # the longest prefix shared with the tokens already in the cache is not evaluated again
+        # (a later turn extends the previous one; a group's episodes share the prompt)
+        common = min(_common_prefix(self._fed, prompt_ids), len(prompt_ids) - 1)
+        cache = None
+        if self._cache is not None and common > 0:
+            extra = self._cache.get_seq_length() - common
+            if extra > 0:
+                self._cache.crop(-extra)  # transformers 5: a negative count removes that many trailing tokens
+            cache = self._cache
+            self.reused_tokens += common
+        else:
+            common = 0
+        self._cache, self._fed = None, []
         try:
             with torch.no_grad():
-                inputs = torch.tensor([prompt_ids], device=device)
-                cache = None
+                inputs = torch.tensor([prompt_ids[common:]], device=device)
                 for _ in range(max_new_tokens):
                     out = self.model(input_ids=inputs, past_key_values=cache, use_cache=True)
                     cache = out.past_key_values
@@ -81,6 +111,8 @@ class PolicySampler:
                     if stop_strings and find_stop(self.tokenizer.decode(completion[-16:]), stop_strings, 0) is not None:
                         break
                     inputs = torch.tensor([[token]], device=device)
+            if completion:  # at least one forward ran: the cache holds the prompt and all but the last token
+                self._cache, self._fed = cache, list(prompt_ids) + completion[:-1]
         finally:
             if was_training:
                 self.model.train()

@@ -103,6 +103,7 @@ def make_rollout_func(env: RouteRAGEnv, tokenizer: Any, temperature: float, seed
             if sampler is None or sampler.model is not model:
                 sampler = PolicySampler(model, tokenizer, temperature=temperature, seed=seed + trainer.state.global_step)
                 state["sampler"] = sampler
+            sampler.reset()  # the weights changed since the last call: no stale keys/values
         questions = [p if isinstance(p, str) else p[-1]["content"] for p in prompts]
         rollouts = [env.rollout(q, sampler) for q in questions]
         return {
