@@ -96,14 +96,14 @@ def test_sampler_syncs_the_adapter_and_samples_from_it(base_and_tokenizer, tmp_p
     assert sampler.calls == 2
 
 
-def test_rollout_func_syncs_once_per_optimiser_step():
+def test_rollout_func_syncs_once_per_optimiser_step(tmp_path):
     from routerag.train.grpo import make_rollout_func
 
     class Env:
         def rollout(self, question, generate):
             ids, lps = generate([1, 2], [], 3)
             return SimpleNamespace(prompt_ids=[1, 2], completion_ids=ids, logprobs=lps, env_mask=[1] * len(ids),
-                                   trace=SimpleNamespace(model_dump_json=lambda: "{}"))
+                                   trace=SimpleNamespace(model_dump_json=lambda: "{}", model_dump=lambda mode: {"q": question}))
 
     class Sampler:
         synced_step = None
@@ -119,7 +119,8 @@ def test_rollout_func_syncs_once_per_optimiser_step():
             return [7] * n, [-0.5] * n
 
     sampler = Sampler()
-    fn = make_rollout_func(Env(), tokenizer=None, temperature=1.0, seed=0, llamacpp=sampler)
+    log = tmp_path / "grpo" / "rollouts.jsonl"
+    fn = make_rollout_func(Env(), tokenizer=None, temperature=1.0, seed=0, llamacpp=sampler, trace_log=log)
     trainer = SimpleNamespace(state=SimpleNamespace(global_step=0), model="M",
                               accelerator=SimpleNamespace(unwrap_model=lambda m: "unwrapped-" + m))
     out = fn(["q1", "q1"], trainer)
@@ -128,6 +129,10 @@ def test_rollout_func_syncs_once_per_optimiser_step():
     fn(["q3", "q3"], trainer)
     assert sampler.synced == [("unwrapped-M", 0), ("unwrapped-M", 1)]
     assert out["completion_ids"] == [[7, 7, 7]] * 2 and out["env_mask"] == [[1, 1, 1]] * 2
+    import json
+
+    logged = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(r["step"], r["trace"]["q"]) for r in logged] == [(1, "q1"), (1, "q1"), (1, "q2"), (1, "q2"), (2, "q3"), (2, "q3")]
 
 
 def test_llamacpp_rollouts_need_lora():

@@ -5,6 +5,7 @@ reward of the schedule (the stage read from ``trainer_state.global_step``), the 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,7 +24,7 @@ from routerag.train.rewards import (
     get_reward,
     trajectory_cost,
 )
-from routerag.train.runfiles import METRICS_FILE, last_checkpoint, metrics_callback
+from routerag.train.runfiles import METRICS_FILE, ROLLOUTS_FILE, last_checkpoint, metrics_callback
 
 
 def samples_from(traces: Sequence[str | dict | Trace], answers: Sequence[Sequence[str]], extras: Sequence[dict] | None = None) -> list[RewardSample]:
@@ -80,12 +81,14 @@ def make_reward_funcs(schedule: RewardSchedule, *, trace_key: str = "trace") -> 
 
 def make_rollout_func(env: RouteRAGEnv, tokenizer: Any, temperature: float, seed: int, *,
                       policy: Callable[[list[int], list[str], int], tuple[list[int], list[float]]] | None = None,
-                      llamacpp: Any = None,
+                      llamacpp: Any = None, trace_log: Path | None = None,
                       ) -> Callable[[list, Any], dict[str, list]]:
     """TRL ``rollout_func``: one environment episode per prompt entry (already repeated G times).
     The trainer's current model samples the episodes unless another ``policy`` is given (a
     generation server, or a scripted policy in tests) or a :class:`~routerag.train.generation.LlamaCppSampler`
-    (``llamacpp``), which is synced to the trainer's adapter once per optimiser step."""
+    (``llamacpp``), which is synced to the trainer's adapter once per optimiser step. With
+    ``trace_log`` every episode's full Trace is appended to that JSONL (``{"step", "trace"}``), so
+    that training rollouts can be inspected like evaluation runs."""
     from routerag.train.generation import PolicySampler
 
     state: dict[str, Any] = {}
@@ -106,6 +109,12 @@ def make_rollout_func(env: RouteRAGEnv, tokenizer: Any, temperature: float, seed
             sampler.reset()  # the weights changed since the last call: no stale keys/values
         questions = [p if isinstance(p, str) else p[-1]["content"] for p in prompts]
         rollouts = [env.rollout(q, sampler) for q in questions]
+        if trace_log is not None:
+            trace_log.parent.mkdir(parents=True, exist_ok=True)
+            step_no = int(trainer.state.global_step) + 1
+            with trace_log.open("a", encoding="utf-8") as handle:  # one whole line per episode
+                handle.write("".join(json.dumps({"step": step_no, "trace": r.trace.model_dump(mode="json")}) + "\n"
+                                     for r in rollouts))
         return {
             "prompt_ids": [r.prompt_ids for r in rollouts],
             "completion_ids": [r.completion_ids for r in rollouts],
@@ -191,7 +200,8 @@ def run_grpo(cfg: TrainConfig, model: Any, tokenizer: Any, env: RouteRAGEnv, que
                                    seed=cfg.grpo.seed, n_threads=cfg.grpo.rollout_threads)
     trainer = grpo_trainer(
         cfg, model, tokenizer, rows, make_reward_funcs(schedule), out_dir,
-        rollout_func=make_rollout_func(env, tokenizer, cfg.grpo.temperature, cfg.grpo.seed, llamacpp=llamacpp),
+        rollout_func=make_rollout_func(env, tokenizer, cfg.grpo.temperature, cfg.grpo.seed, llamacpp=llamacpp,
+                                       trace_log=out_dir / ROLLOUTS_FILE),
     )
     resume = last_checkpoint(out_dir) if cfg.resume else None
     trainer.train(resume_from_checkpoint=resume)

@@ -9,6 +9,7 @@ from typing import Any
 
 METRICS_FILE = "metrics.jsonl"
 CURVES_FILE = "training_curves.png"
+ROLLOUTS_FILE = "rollouts.jsonl"  # every GRPO episode's Trace, with its step
 
 
 def metrics_callback(path: Path) -> Any:
