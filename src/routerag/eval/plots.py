@@ -91,17 +91,23 @@ def plot_dataset_bars(table: MainTable, path: str | Path, metric: str = "em") ->
     return path
 
 
-def plot_mode_usage(summaries: Sequence[RunSummary], path: str | Path, max_turns: int = 6) -> Path:
+def plot_mode_usage(summaries: Sequence[RunSummary], path: str | Path, max_turns: int = 6, columns: int = 5) -> Path:
     """Per run, stacked bars of the share of each mode/source at retrieval turn 1, 2, ...;
-    the number above a bar is how many source calls were made at that turn."""
+    the number above a bar is how many source calls were made at that turn. One panel per run,
+    ``columns`` panels to a row."""
     plt = _pyplot()
     runs = [s for s in summaries if s.mode_usage_by_turn]
     if not runs:
         raise ValueError("no run has retrieval turns to plot")
     modes = sorted({m for s in runs for counts in s.mode_usage_by_turn.values() for m in counts})
     colours = plt.get_cmap("tab10")
-    fig, axes = plt.subplots(1, len(runs), figsize=(3.6 * len(runs) + 1, 3.8), squeeze=False, sharey=True)
-    for ax, s in zip(axes[0], runs):
+    cols = max(1, min(columns, len(runs)))
+    rows = -(-len(runs) // cols)
+    fig, grid = plt.subplots(rows, cols, figsize=(3.2 * cols + 1.6, 3.3 * rows), squeeze=False, sharey=True)
+    axes = [ax for row in grid for ax in row]
+    for ax in axes[len(runs):]:
+        ax.set_visible(False)
+    for ax, s in zip(axes, runs):
         turns = [t for t in sorted(s.mode_usage_by_turn) if t <= max_turns]
         bottoms = [0.0] * len(turns)
         totals = [sum(s.mode_usage_by_turn[t].values()) for t in turns]
@@ -114,10 +120,11 @@ def plot_mode_usage(summaries: Sequence[RunSummary], path: str | Path, max_turns
         ax.set_title(f"{s.label} · {s.dataset}", fontsize=9)
         ax.set_xlabel("retrieval turn")
         ax.set_ylim(0, 110)
-    axes[0][0].set_ylabel("share of calls (%)")
-    handles, names = axes[0][0].get_legend_handles_labels()
+    for row in grid:
+        row[0].set_ylabel("share of calls (%)")
+    handles, names = axes[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="center right", fontsize=8, title="mode / source")
-    fig.subplots_adjust(right=0.82)
+    fig.tight_layout(rect=(0, 0, 1 - 1.4 / (3.2 * cols + 1.6), 1))
     path = _save(fig, path)
     plt.close(fig)
     return path
