@@ -55,13 +55,7 @@ def plot_curves(metrics_path: str | Path, png_path: str | Path, *, title: str = 
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4))
     axes = [axes] if len(panels) == 1 else list(axes)
     for ax, (name, keys) in zip(axes, panels):
-        for key in keys:
-            pts = [(r["step"], r[key]) for r in records if key in r]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=key)
-        ax.set_title(name)
-        ax.set_xlabel("step")
-        ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
+        _plot_series(ax, records, {key: key for key in keys}, xlabel="step", title=name)
     if title:
         fig.suptitle(title)
     return _save_figure(fig, png_path)
@@ -78,14 +72,21 @@ def plot_loss(metrics_path: str | Path, png_path: str | Path, *, title: str = ""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    ax.plot([r["step"] for r in records], [r["loss"] for r in records], marker=".", label="loss (model tokens)")
-    ax.set_xlabel("optimiser step")
+    _plot_series(ax, records, {"loss": "loss (model tokens)"}, xlabel="optimiser step", title=title)
     ax.set_ylabel("loss")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    return _save_figure(fig, png_path)
+
+
+def _plot_series(ax: Any, records: list[dict[str, float]], series: dict[str, str], *, xlabel: str, title: str = "") -> None:
+    """One line per metric key (``{key: legend label}``) against the step, on ``ax``."""
+    for key, label in series.items():
+        pts = [(r["step"], r[key]) for r in records if key in r]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=label)
+    ax.set_xlabel(xlabel)
     if title:
         ax.set_title(title)
-    return _save_figure(fig, png_path)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
 
 
 def _save_figure(fig: Any, png_path: str | Path) -> Path:
