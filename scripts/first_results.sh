@@ -12,6 +12,8 @@ THREADS=${THREADS:-1}
 OUT=${OUT:-runs/results}
 ONLY=${ONLY:-}
 mkdir -p "$OUT"
+# stopping the script stops its lanes too (an interrupted question is redone on the next run)
+trap 'trap - INT TERM; kill 0' INT TERM
 
 jobs() {
   # Cheapest whole rows first, so that an interrupted session leaves whole rows rather than many
