@@ -42,5 +42,8 @@ run_one() {
 export -f run_one
 export OUT THREADS
 
-jobs | grep -- "$ONLY" | xargs -P "$LANES" -L 1 bash -c 'run_one "$@"' _
+# in the background + wait, so that the INT/TERM trap runs at once (bash defers traps until a
+# foreground pipeline ends)
+jobs | grep -- "$ONLY" | xargs -P "$LANES" -L 1 bash -c 'run_one "$@"' _ &
+wait $!
 routerag report "$OUT"/*/ --out docs/results
