@@ -159,3 +159,21 @@ def test_strict_modes_makes_an_untagged_search_invalid(tokenizer, sources):
     assert r.trace.retrieval_turns == 0 and r.trace.answer == ""
     ok = env.rollout("Who directed Polish-Russian War?", scripted(codec, ["passage] </search>"]))
     assert ok.trace.retrieval_turns == 1 and ok.trace.answer == "Polish-Russian War (film)"
+
+
+def test_a_cut_observation_keeps_its_closing_tag(tokenizer):
+    from routerag.sources.base import Hit
+    from routerag.strategies.prompts import information_block
+    from routerag.train.env import cut_observation
+
+    codec = HFCodec(tokenizer)
+    hits = [Hit(doc_id=str(i), title=f"Doc {i}", text="word " * 200, score=1.0, source="passage", mode="passage", rank=i + 1)
+            for i in range(3)]
+    text = information_block(hits)
+    ids = cut_observation(codec, text, 120)
+    cut = codec.decode(ids)
+    assert len(ids) <= 120 and len(codec.encode(text)) > 120
+    assert cut.startswith("\n\n<information>") and cut.endswith(" ...\n</information>\n\n")
+    assert cut_observation(codec, "no tags here " * 50, 10) == codec.encode("no tags here " * 50)[:10]
+    short = information_block(hits[:1])
+    assert codec.decode(cut_observation(codec, short, 10_000)) == short  # nothing to cut

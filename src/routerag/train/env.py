@@ -108,7 +108,9 @@ class EnvConfig(BaseModel):
         default=1024, ge=1, le=65536, description="limit on the whole completion (model + observation tokens); the episode is cut when reached"
     )
     max_observation_tokens: int = Field(
-        default=512, ge=16, le=16384, description="observations are cut to this many tokens (Search-R1's max_obs_length=500)"
+        default=512, ge=16, le=16384,
+        description="observations are cut to this many tokens (Search-R1's max_obs_length=500), inside the <information> "
+        "block so that its closing tag stays; evaluation cuts none, so set it above the usual observation length",
     )
     max_query_chars: int = Field(default=300, ge=16, le=2000, description="longer queries are cut at a word boundary")
     few_shot: bool = Field(default=False, description="add RouteRAG's worked example to the prompt")
@@ -171,6 +173,27 @@ class Rollout(BaseModel):
         return sum(self.env_mask)
 
 
+INFORMATION_CLOSE = "</information>"
+
+
+def cut_observation(codec: TokenCodec, text: str, limit: int) -> list[int]:
+    """At most ``limit`` token ids of an observation. An ``<information>`` block is cut inside its
+    body and keeps its closing tag (and the whitespace after it), so a cut observation still looks
+    like the ones the policy saw in SFT and sees in evaluation (which cuts none) — a block cut
+    through its closing tag makes the policy go on writing the document instead of acting. Other
+    text is cut at ``limit``."""
+    ids = codec.encode(text)
+    if len(ids) <= limit:
+        return ids
+    core = text.rstrip()
+    if core.endswith(INFORMATION_CLOSE):
+        suffix_ids = codec.encode(" ...\n" + INFORMATION_CLOSE + text[len(core):])
+        if len(suffix_ids) < limit:
+            body_ids = codec.encode(core[: -len(INFORMATION_CLOSE)])
+            return body_ids[: limit - len(suffix_ids)] + suffix_ids
+    return ids[:limit]
+
+
 class _Episode:
     """Mutable state of one episode: token buffers kept in step with the trace's segments."""
 
@@ -204,7 +227,7 @@ class _Episode:
     def add_observation(self, text: str, limit: int | None = None) -> None:
         ids = self.codec.encode(text)
         if limit is not None and len(ids) > limit:
-            ids = ids[:limit]
+            ids = cut_observation(self.codec, text, limit)
             text = self.codec.decode(ids)
         self.completion += ids
         self.mask += [0] * len(ids)
