@@ -51,6 +51,18 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
+def _last_logits(llm: Any) -> Any:
+    """A numpy view (float32, vocabulary size) of the context's logits after the last evaluated
+    token; llama-cpp-python no longer copies them into ``Llama.scores`` unless ``logits_all``."""
+    import ctypes
+
+    import numpy as np
+    from llama_cpp import llama_cpp as capi
+
+    row = ctypes.cast(capi.llama_get_logits_ith(llm._ctx.ctx, -1), ctypes.POINTER(ctypes.c_float))
+    return np.ctypeslib.as_array(row, shape=(llm.n_vocab(),))
+
+
 def find_stop(text: str, stops: list[str], start: int) -> tuple[int, str] | None:
     """Earliest stop string occurring in ``text`` at or after ``start`` (ties: the longer one)."""
     best: tuple[int, str] | None = None
@@ -147,18 +159,13 @@ class LlamaCppModel(RenderedChatModel):
         """The raw next-token logits (numpy float32, vocabulary size) after a rendered prompt;
         for checks against another implementation (e.g. an exported LoRA adapter vs PEFT).
         Clears the KV cache."""
-        import ctypes
 
-        import numpy as np
-        from llama_cpp import llama_cpp as capi
 
         with self._lock:
             llm = self._llm
             llm.reset()
             llm.eval(self.tokenize(prompt))
-            row = capi.llama_get_logits_ith(llm._ctx.ctx, -1)
-            values = ctypes.cast(row, ctypes.POINTER(ctypes.c_float))
-            out = np.ctypeslib.as_array(values, shape=(llm.n_vocab(),)).copy()
+            out = _last_logits(llm).copy()
             llm.reset()
         return out
 
@@ -169,7 +176,6 @@ class LlamaCppModel(RenderedChatModel):
         rollouts. The longest common prefix with the previous call's tokens is reused from the KV
         cache. Stops after an end-of-generation token (included, as a trainer expects), a ``stop``
         string (``decode`` turns ids into text; default llama.cpp's detokenizer) or ``max_new_tokens``."""
-        import ctypes
 
         import numpy as np
         from llama_cpp import llama_cpp as capi
@@ -189,8 +195,7 @@ class LlamaCppModel(RenderedChatModel):
             logprobs: list[float] = []
             text_of = decode or (lambda t: llm.detokenize(t).decode("utf-8", errors="ignore"))
             for _ in range(max_new_tokens):
-                row = ctypes.cast(capi.llama_get_logits_ith(llm._ctx.ctx, -1), ctypes.POINTER(ctypes.c_float))
-                logits = np.ctypeslib.as_array(row, shape=(vocab,)).astype(np.float64)
+                logits = _last_logits(llm).astype(np.float64)
                 if temperature > 0:
                     logits /= temperature
                 logits -= logits.max()

@@ -88,7 +88,10 @@ def check_lora_gguf(adapter_gguf: str | Path, base_gguf: str | Path) -> LoraGGUF
     """Check that ``adapter_gguf`` is a llama.cpp LoRA adapter that fits ``base_gguf`` (the
     checks llama.cpp makes, with messages that say what is wrong)."""
     path = Path(adapter_gguf)
-    reader = _read_gguf(path, "LoRA adapter")
+    return _check(_read_gguf(path, "LoRA adapter"), path, base_gguf)
+
+
+def _check(reader: Any, path: Path, base_gguf: str | Path) -> LoraGGUFInfo:
     if _field_str(reader, "general.type") != "adapter" or _field_str(reader, "adapter.type") != "lora":
         raise LoraExportError(f"{path} is not a LoRA adapter GGUF (general.type={_field_str(reader, 'general.type')!r}, "
                               f"adapter.type={_field_str(reader, 'adapter.type')!r}); export one with routerag export-lora-gguf")
@@ -131,8 +134,9 @@ def read_lora_gguf(adapter_gguf: str | Path, base_gguf: str | Path) -> LoraMatri
     """The checked adapter's matrices as float32 numpy arrays in PEFT's orientation."""
     import numpy as np
 
-    info = check_lora_gguf(adapter_gguf, base_gguf)
-    reader = _read_gguf(Path(adapter_gguf), "LoRA adapter")
+    path = Path(adapter_gguf)
+    reader = _read_gguf(path, "LoRA adapter")
+    info = _check(reader, path, base_gguf)
     arrays: dict[str, dict[str, Any]] = {}
     for t in reader.tensors:
         base, _, suffix = t.name.rpartition(".")

@@ -88,8 +88,7 @@ def _from_gguf(model: Any, path: Path, spec: LoraSpec, base_gguf: Path) -> Any:
     loaded = 0
     with torch.no_grad():
         for name, module in peft_model.named_modules():
-            key = name.split("model.", 2)[-1] if "layers." in name else name
-            key = key[key.find("layers."):] if "layers." in key else key
+            key = name[name.find("layers."):]  # base_model.model.model.layers.3.self_attn.q_proj -> layers.3...
             if key in by_module and hasattr(module, "lora_A"):
                 a, b = by_module[key]
                 module.lora_A["default"].weight.copy_(torch.from_numpy(a))
