@@ -10,7 +10,9 @@ from routerag.train.golden import (
     Grounder,
     check_overlap,
     eval_set_questions,
+    from_hops,
     from_musique,
+    musique_hops,
 )
 
 
@@ -102,3 +104,41 @@ def test_grounder_injects_gold_when_retrieval_misses_it(musique_bm25):
     assert grounder.stats.injected == len(q.decomposition)
     obs = [s.text for s in t.segments if s.kind == "observation"]
     assert all(docs[h.supporting_doc_ids[0]].text[:40] in o for h, o in zip(q.decomposition, obs))
+
+
+class _CountingSources:
+    """The real SourceSet, counting how many search calls and queries reach it."""
+
+    def __init__(self, inner):
+        self.inner, self.calls, self.queries = inner, 0, 0
+
+    def names(self):
+        return self.inner.names()
+
+    def search(self, queries, k, sources):
+        self.calls += 1
+        self.queries += len(queries)
+        return self.inner.search(queries, k, sources)
+
+    def search_one(self, query, k, source):
+        return self.search([query], k, [source]).results[source][0]
+
+
+def test_prefetched_grounding_is_batched_and_gives_the_same_trajectories(musique_bm25):
+    musique, sources = musique_bm25
+    docs = {d.doc_id: d for d in musique.documents()}
+    questions = musique.questions[:12]
+    serial = _CountingSources(sources)
+    one_by_one = Grounder(serial, k=3, mode_sources={"passage": "bm25"}, modes=["passage"])
+    expected = [from_musique(q, docs, ground=one_by_one) for q in questions]
+
+    batched = _CountingSources(sources)
+    grounder = Grounder(batched, k=3, mode_sources={"passage": "bm25"}, modes=["passage"])
+    planned = [(q, musique_hops(q, docs)) for q in questions]
+    searched = grounder.prefetch(((q.question, p[0]) for q, p in planned if p is not None), batch_size=8)
+    assert batched.calls == -(-searched // 8) and searched == batched.queries > 8
+    got = [from_hops(q, p, "musique", ground=grounder) for q, p in planned]
+    assert [t.model_dump() if t else None for t in got] == [t.model_dump() if t else None for t in expected]
+    assert grounder.stats == one_by_one.stats
+    assert batched.calls == -(-searched // 8)  # only one mode is mounted: no fallback searches
+    assert serial.calls == serial.queries == one_by_one.stats.hops

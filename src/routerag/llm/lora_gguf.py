@@ -91,6 +91,24 @@ def check_lora_gguf(adapter_gguf: str | Path, base_gguf: str | Path) -> LoraGGUF
     return _check(_read_gguf(path, "LoRA adapter"), path, base_gguf)
 
 
+def _ne(tensor: Any) -> tuple[int, ...]:
+    return tuple(int(d) for d in tensor.shape)  # ggml order: ne[0] innermost
+
+
+def _lora_pairs(reader: Any, path: Path) -> dict[str, tuple[Any, Any]]:
+    """The adapter's tensors grouped by base tensor name: ``{base: (lora_a, lora_b)}``."""
+    grouped: dict[str, dict[str, Any]] = {}
+    for t in reader.tensors:
+        base, _, suffix = t.name.rpartition(".")
+        if suffix not in ("lora_a", "lora_b"):
+            raise LoraExportError(f"{path}: tensor {t.name!r} is neither .lora_a nor .lora_b")
+        grouped.setdefault(base, {})[suffix] = t
+    for base, ab in grouped.items():
+        if set(ab) != {"lora_a", "lora_b"}:
+            raise LoraExportError(f"{path}: the LoRA pair of {base} is incomplete")
+    return {base: (ab["lora_a"], ab["lora_b"]) for base, ab in grouped.items()}
+
+
 def _check(reader: Any, path: Path, base_gguf: str | Path) -> LoraGGUFInfo:
     if _field_str(reader, "general.type") != "adapter" or _field_str(reader, "adapter.type") != "lora":
         raise LoraExportError(f"{path} is not a LoRA adapter GGUF (general.type={_field_str(reader, 'general.type')!r}, "
@@ -99,19 +117,12 @@ def _check(reader: Any, path: Path, base_gguf: str | Path) -> LoraGGUFInfo:
     adapter_arch = _field_str(reader, "general.architecture")
     if adapter_arch != arch:
         raise LoraExportError(f"{path} is an adapter for architecture {adapter_arch!r}, the base model {base_gguf} is {arch!r}")
-    pairs: dict[str, dict[str, tuple[int, ...]]] = {}
-    for t in reader.tensors:
-        base, _, suffix = t.name.rpartition(".")
-        if suffix not in ("lora_a", "lora_b"):
-            raise LoraExportError(f"{path}: tensor {t.name!r} is neither .lora_a nor .lora_b")
-        pairs.setdefault(base, {})[suffix] = tuple(int(d) for d in t.shape)
+    pairs = _lora_pairs(reader, path)
     ranks = set()
-    for base, ab in pairs.items():
-        if set(ab) != {"lora_a", "lora_b"}:
-            raise LoraExportError(f"{path}: the LoRA pair of {base} is incomplete")
+    for base, (ta, tb) in pairs.items():
         if base not in shapes:
             raise LoraExportError(f"{path} adapts {base}, which {base_gguf} does not have: the adapter belongs to another base model")
-        a, b = ab["lora_a"], ab["lora_b"]
+        a, b = _ne(ta), _ne(tb)
         if shapes[base][0] != a[0] or shapes[base][1] != b[1] or a[1] != b[0]:
             raise LoraExportError(f"{path}: {base} has ne {list(shapes[base])} in the base model but lora_a {list(a)} / "
                                   f"lora_b {list(b)}: the adapter belongs to another base model")
@@ -137,9 +148,8 @@ def read_lora_gguf(adapter_gguf: str | Path, base_gguf: str | Path) -> LoraMatri
     path = Path(adapter_gguf)
     reader = _read_gguf(path, "LoRA adapter")
     info = _check(reader, path, base_gguf)
-    arrays: dict[str, dict[str, Any]] = {}
-    for t in reader.tensors:
-        base, _, suffix = t.name.rpartition(".")
-        ne = [int(d) for d in t.shape]  # ggml order: ne[0] innermost
-        arrays.setdefault(base, {})[suffix] = np.asarray(t.data, dtype=np.float32).reshape(ne[::-1]).copy()
-    return LoraMatrices(info=info, pairs={b: (ab["lora_a"], ab["lora_b"]) for b, ab in arrays.items()})
+
+    def array(t: Any) -> Any:
+        return np.asarray(t.data, dtype=np.float32).reshape(_ne(t)[::-1]).copy()
+
+    return LoraMatrices(info=info, pairs={base: (array(a), array(b)) for base, (a, b) in _lora_pairs(reader, path).items()})

@@ -107,19 +107,48 @@ class Grounder:
             raise ValueError(f"none of the modes {list(modes)} is mounted; mounted: {sorted(mounted)}")
         self.max_query_chars = max_query_chars
         self.stats = GroundingStats()
+        self._cache: dict[tuple[str, str], list[Hit]] = {}  # (mode, cleaned query) -> hits, from prefetch
 
     def _search(self, query: str, mode: str) -> list[Hit]:
+        cached = self._cache.get((mode, query))
+        if cached is not None:
+            return list(cached)
         return list(self.sources.search_one(query, self.k, self.mode_sources[mode]).hits)
 
-    def __call__(self, question: str, hops: Sequence[Hop]) -> list[Hop]:
+    def _planned(self, question: str, hop: Hop) -> tuple[str, str]:
+        """The hop's cleaned query and the mode searched first."""
         from routerag.strategies.parsing import clean_query
 
+        query, _ = clean_query(hop.query, question, self.max_query_chars)
+        return query, hop.mode if hop.mode in self.modes else self.modes[0]
+
+    def prefetch(self, episodes: Iterable[tuple[str, Sequence[Hop]]], *, batch_size: int = 64) -> int:
+        """Search every hop's cleaned query in its planned mode in batches (one batched search
+        per mode and ``batch_size`` queries: the embedder and the index see many queries at once)
+        and keep the hits for :meth:`__call__`; the fallback modes of a hop whose planned mode
+        misses the gold are still searched one by one. Returns the number of queries searched."""
+        wanted: dict[str, list[str]] = {}
+        for question, hops in episodes:
+            for hop in hops:
+                query, mode = self._planned(question, hop)
+                if (mode, query) not in self._cache and query not in wanted.setdefault(mode, []):
+                    wanted[mode].append(query)
+        searched = 0
+        for mode, queries in wanted.items():
+            source = self.mode_sources[mode]
+            for start in range(0, len(queries), batch_size):
+                chunk = queries[start:start + batch_size]
+                for query, result in zip(chunk, self.sources.search(chunk, self.k, [source]).results[source]):
+                    self._cache[(mode, query)] = list(result.hits)
+                searched += len(chunk)
+        return searched
+
+    def __call__(self, question: str, hops: Sequence[Hop]) -> list[Hop]:
         out: list[Hop] = []
         for n, hop in enumerate(hops):
             self.stats.hops += 1
             gold = hop.evidence[0] if hop.evidence else None
-            query, _ = clean_query(hop.query, question, self.max_query_chars)
-            planned = hop.mode if hop.mode in self.modes else self.modes[0]
+            query, planned = self._planned(question, hop)
             order = [planned, *(m for m in self.modes if m != planned)]
             first_hits: list[Hit] | None = None
             chosen: tuple[str, list[Hit]] | None = None
@@ -165,9 +194,9 @@ def render_routerag(question: str, hops: Sequence[Hop], answer: str, *, final_th
 _REF = re.compile(r"#(\d+)")
 
 
-def from_musique(q: Question, docs: dict[str, Document], *, mode_policy: ModePolicy = "bridge-graph",
-                 ground: Grounder | None = None, **render: Any) -> GoldenTrajectory | None:
-    """A trajectory from a MuSiQue question's gold decomposition (None when a hop lacks support)."""
+def musique_hops(q: Question, docs: dict[str, Document], mode_policy: ModePolicy = "bridge-graph") -> tuple[list[Hop], str] | None:
+    """A MuSiQue question's gold decomposition as hops (``#k`` bound to the k-th hop's answer)
+    and the final thought; None when a hop lacks its supporting paragraph."""
     if not q.decomposition:
         return None
     answers: list[str] = []
@@ -181,15 +210,11 @@ def from_musique(q: Question, docs: dict[str, Document], *, mode_policy: ModePol
         mode = "graph" if (mode_policy == "bridge-graph" and bridge) else "passage"
         hops.append(Hop(think=think, mode=mode, query=query, evidence=[_hit(docs[sub.supporting_doc_ids[0]])]))
         answers.append(sub.answer)
-    if ground is not None:
-        hops = ground(q.question, hops)
-    segments = render_routerag(q.question, hops, q.answer, final_think=f"The answer is {answers[-1]}.", **render)
-    return GoldenTrajectory(qid=q.qid, dataset=q.dataset, question=q.question, answers=q.answers, source="musique", segments=segments)
+    return hops, f"The answer is {answers[-1]}."
 
 
-def from_hotpotqa(q: Question, docs: dict[str, Document], *, mode_policy: ModePolicy = "bridge-graph",
-                  ground: Grounder | None = None, **render: Any) -> GoldenTrajectory | None:
-    """A trajectory from a HotpotQA question's supporting facts: the question, then each further
+def hotpotqa_hops(q: Question, docs: dict[str, Document], mode_policy: ModePolicy = "bridge-graph") -> tuple[list[Hop], str] | None:
+    """A HotpotQA question's supporting facts as hops: the question, then each further
     supporting title, is searched; that title's passage is the evidence."""
     titles = q.metadata.get("supporting_titles") or []
     by_title = {d.title: d for d in (docs[i] for i in q.supporting_doc_ids if i in docs)}
@@ -201,10 +226,34 @@ def from_hotpotqa(q: Question, docs: dict[str, Document], *, mode_policy: ModePo
         mode = "graph" if (mode_policy == "bridge-graph" and i > 0) else "passage"
         think = "I need evidence for the question." if i == 0 else f"The evidence points to {title}; I should look it up."
         hops.append(Hop(think=think, mode=mode, query=query, evidence=[_hit(by_title[title])]))
+    return hops, ""
+
+
+def from_hops(q: Question, planned: tuple[list[Hop], str] | None, source: str, *, ground: Grounder | None = None,
+              **render: Any) -> GoldenTrajectory | None:
+    """A trajectory from planned hops (grounded in real retrieval when ``ground``)."""
+    if planned is None:
+        return None
+    hops, final_think = planned
     if ground is not None:
         hops = ground(q.question, hops)
-    segments = render_routerag(q.question, hops, q.answer, **render)
-    return GoldenTrajectory(qid=q.qid, dataset=q.dataset, question=q.question, answers=q.answers, source="hotpotqa", segments=segments)
+    segments = render_routerag(q.question, hops, q.answer, final_think=final_think, **render)
+    return GoldenTrajectory(qid=q.qid, dataset=q.dataset, question=q.question, answers=q.answers, source=source, segments=segments)
+
+
+def from_musique(q: Question, docs: dict[str, Document], *, mode_policy: ModePolicy = "bridge-graph",
+                 ground: Grounder | None = None, **render: Any) -> GoldenTrajectory | None:
+    """A trajectory from a MuSiQue question's gold decomposition (None when a hop lacks support)."""
+    return from_hops(q, musique_hops(q, docs, mode_policy), "musique", ground=ground, **render)
+
+
+def from_hotpotqa(q: Question, docs: dict[str, Document], *, mode_policy: ModePolicy = "bridge-graph",
+                  ground: Grounder | None = None, **render: Any) -> GoldenTrajectory | None:
+    """A trajectory from a HotpotQA question's supporting facts (see :func:`hotpotqa_hops`)."""
+    return from_hops(q, hotpotqa_hops(q, docs, mode_policy), "hotpotqa", ground=ground, **render)
+
+
+GOLDEN_HOPS: dict[str, Callable[..., tuple[list[Hop], str] | None]] = {"musique": musique_hops, "hotpotqa": hotpotqa_hops}
 
 
 # ---------------------------------------------------------------- R1-Router
@@ -313,16 +362,18 @@ def golden_trajectories(sources: Iterable[str], *, exclude_eval: Sequence[str] =
     eval_questions = eval_set_questions(exclude_eval) if exclude_eval else []
     out: list[GoldenTrajectory] = []
     for name in sources:
-        if name in {"musique", "hotpotqa"}:
+        if name in GOLDEN_HOPS:
             data = load_dataset(name)
             docs = {d.doc_id: d for d in data.documents()}
-            build = from_musique if name == "musique" else from_hotpotqa
             questions = data.questions
             if eval_questions:
                 bad = set(check_overlap(questions, eval_questions).overlapping)
                 questions = [q for q in questions if q.qid not in bad]
+            planned = [(q, GOLDEN_HOPS[name](q, docs, mode_policy)) for q in questions]
             grounder = ground(name) if ground is not None else None
-            out += [t for q in questions if (t := build(q, docs, mode_policy=mode_policy, ground=grounder, **render)) is not None]
+            if grounder is not None:  # one batched search per mode instead of one search per hop
+                grounder.prefetch((q.question, p[0]) for q, p in planned if p is not None)
+            out += [t for q, p in planned if (t := from_hops(q, p, name, ground=grounder, **render)) is not None]
         elif name == "r1router":
             out += [t for i, r in enumerate(read_r1_router()) if (t := from_r1_router(r, i, **render)) is not None]
         else:
