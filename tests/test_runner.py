@@ -118,7 +118,9 @@ def test_full_run_records_and_summary(tmp_path) -> None:
     assert s.routing is not None and s.routing.accuracy == 1.0
     assert s.mode_usage_by_turn == {1: {"wiki": 10}}
     recs = lines(tmp_path / "run")
-    assert [r["qid"] for r in recs] == [f"q{i}" for i in range(10)]
+    # answered in spread (bit-reversed) order; each record keeps its sample position
+    assert [r["qid"] for r in recs] == ["q0", "q8", "q4", "q2", "q6", "q1", "q9", "q5", "q3", "q7"]
+    assert all(r["qid"] == f"q{r['position']}" for r in recs)
     assert recs[0]["trace"]["steps"][0]["kind"] == "search" and recs[0]["golds"] == ["Paris"]
     header = RunDir(tmp_path / "run").read_header()
     assert header.sample_qids == [f"q{i}" for i in range(10)] and header.versions.python
@@ -154,7 +156,7 @@ def test_resume_after_interrupt_and_truncated_line(tmp_path) -> None:
     run = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
         run_evaluation(SPEC, questions(), lambda: Interrupting(factory()(), 4), run)
-    assert [r["qid"] for r in lines(run)] == ["q0", "q1", "q2", "q3"]
+    assert [r["qid"] for r in lines(run)] == ["q0", "q8", "q4", "q2"]  # spread over the sample, not its head
     partial = json.loads((run / "summary.json").read_text())
     assert partial["complete"] is False and partial["n_done"] == 4
     # crash mid-write of the 5th record: half a line, no newline
@@ -169,6 +171,28 @@ def test_resume_after_interrupt_and_truncated_line(tmp_path) -> None:
     assert sorted(qids) == sorted(f"q{i}" for i in range(10)) and len(qids) == 10  # nothing lost, nothing twice
     assert outcome.summary.metrics == reference.metrics
     assert outcome.summary.complete
+
+
+def test_spread_order_prefixes_cover_the_sample_and_sample_order_is_kept_on_request(tmp_path) -> None:
+    from routerag.corpus.sampling import spread_order
+
+    for n in (0, 1, 2, 7, 10, 100, 1000):
+        order = spread_order(n)
+        assert sorted(order) == list(range(n))  # a permutation
+    for n in (10, 100, 1000):
+        order = spread_order(n)
+        for k in (2, 4, 8, 16, 32, 64):  # any prefix of k leaves no gap wider than 2n/k (the head of a file: n - k)
+            finished = [*sorted(order[: min(k, n)]), n]
+            assert max(b - a for a, b in zip(finished, finished[1:])) <= 2 * n / min(k, n)
+    assert spread_order(100)[:4] == [0, 64, 32, 96]
+    run = tmp_path / "in-order"
+    with pytest.raises(KeyboardInterrupt):
+        run_evaluation(SPEC, questions(), lambda: Interrupting(factory()(), 3), run, order="sample")
+    assert [r["qid"] for r in lines(run)] == ["q0", "q1", "q2"]
+    outcome = run_evaluation(SPEC, questions(), factory(), run)  # resuming in the other order loses nothing
+    assert (outcome.skipped, outcome.ran) == (3, 7) and sorted(r["position"] for r in lines(run)) == list(range(10))
+    with pytest.raises(ValueError, match="valid: spread, sample"):
+        run_evaluation(SPEC, questions(), factory(), tmp_path / "bad", order="random")  # type: ignore[arg-type]
 
 
 def test_corrupt_line_in_the_middle_is_refused(tmp_path) -> None:

@@ -36,7 +36,9 @@ def _eval(qa_file, out, *extra: str):
         app,
         [
             "eval", "--dataset", f"file:{qa_file}", "--strategy", "direct", "--out", str(out), "--no-progress",
-            "--set", "model.backend=scripted", "--set", "model.scripted_outputs=[Paris, Quito, Tokyo, Lima]", *extra,
+            "--set", "model.backend=scripted", "--set", "model.scripted_outputs=[Paris, Quito, Tokyo, Lima]",
+            "--order", "sample",  # the scripted model answers in call order
+            *extra,
         ],
     )
 

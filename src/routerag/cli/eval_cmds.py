@@ -32,6 +32,8 @@ def eval_command(
     concurrency: int = typer.Option(1, "--concurrency", "-j", min=1, help="questions answered in parallel (served models)"),
     retry_errors: bool = typer.Option(False, "--retry-errors", help="on resume, answer again the questions that failed with an error"),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="show a progress bar"),
+    order: str = typer.Option("spread", "--order", help="spread: answer the sample in bit-reversed order, so an interrupted "
+                              "run's finished questions are spread over the sample; sample: in sample order"),
 ) -> None:
     """Evaluate a strategy on a dataset: resumable, one JSON record per question, a summary at the end."""
     from pydantic import ValidationError
@@ -75,6 +77,7 @@ def eval_command(
             concurrency=concurrency,
             progress=progress,
             retry_errors=retry_errors,
+            order=order,  # type: ignore[arg-type]
         )
     except KeyboardInterrupt:
         _fail(f"interrupted; finished questions are kept in {run_path} - run the same command to resume", 130)

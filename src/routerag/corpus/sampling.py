@@ -29,3 +29,19 @@ def evenly_spaced_indices(total: int, n: int | None) -> list[int]:
 def evenly_spaced(items: Sequence[T], n: int | None) -> list[T]:
     """``n`` items at evenly spaced positions of ``items`` (see :func:`evenly_spaced_indices`)."""
     return [items[i] for i in evenly_spaced_indices(len(items), n)]
+
+
+def spread_order(n: int) -> list[int]:
+    """``range(n)`` reordered so that every prefix is spread over the whole range: positions in
+    bit-reversed (van der Corput) order — 0, n/2, n/4, 3n/4, ... Answering a sample in this order
+    makes an interrupted run's finished questions an evenly spaced subset of the sample rather
+    than its head."""
+    if n < 0:
+        raise ValueError("n must be non-negative")
+    bits = max(1, (n - 1).bit_length())
+    out = []
+    for i in range(1 << bits):
+        p = int(format(i, f"0{bits}b")[::-1], 2)
+        if p < n:
+            out.append(p)
+    return out

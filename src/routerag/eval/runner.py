@@ -21,10 +21,12 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from routerag.config import atomic_write_text
+from routerag.corpus.sampling import spread_order
 from routerag.corpus.schema import Question
 from routerag.eval.cost import trace_cost
 from routerag.eval.metrics import DEFAULT_METRICS, METRICS, LLMJudge, score_answer
@@ -38,6 +40,7 @@ from routerag.trace import Trace
 log = logging.getLogger(__name__)
 
 StrategyFactory = Callable[[], Strategy]
+QuestionOrder = Literal["spread", "sample"]
 
 
 class RunSpec(BaseModel):
@@ -156,6 +159,14 @@ def _progress(enabled: bool, total: int, done: int, running: _Running) -> Iterat
         yield advance
 
 
+def _positions(n: int, order: QuestionOrder) -> list[int]:
+    if order == "spread":
+        return spread_order(n)
+    if order == "sample":
+        return list(range(n))
+    raise ValueError(f"unknown question order {order!r}; valid: spread, sample")
+
+
 def _check_unique(questions: Sequence[Question]) -> None:
     seen: set[str] = set()
     for q in questions:
@@ -210,8 +221,12 @@ def run_evaluation(
     concurrency: int = 1,
     progress: bool = False,
     retry_errors: bool = False,
+    order: QuestionOrder = "spread",
 ) -> RunOutcome:
-    """Run (or resume) an evaluation into ``out_dir``; see the module docstring."""
+    """Run (or resume) an evaluation into ``out_dir``; see the module docstring. ``order``:
+    ``spread`` answers the sample in bit-reversed order, so that the questions finished before an
+    interruption are spread over the whole sample (a partial run estimates the full one without
+    the bias of the file's head); ``sample`` answers them in sample order. Results are the same."""
     for name in spec.metrics:
         METRICS.get(name)  # unknown names fail here, listing the valid ones
     if concurrency < 1:
@@ -234,7 +249,7 @@ def run_evaluation(
             retried = len(by_qid) - len(kept)
             log_.rewrite(kept)
             by_qid = {r.qid: r for r in kept}
-        todo = [(i, q) for i, q in enumerate(questions) if q.qid not in by_qid]
+        todo = [(i, questions[i]) for i in _positions(len(questions), order) if questions[i].qid not in by_qid]
         skipped = len(questions) - len(todo)
         running = _Running(list(by_qid.values()))
         ran = 0
