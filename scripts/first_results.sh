@@ -25,9 +25,9 @@ jobs() {
   done
   for s in routerag-graph routerag-hybrid; do echo "musique $s 50"; done
   for s in routerag-graph routerag-hybrid; do echo "2wiki $s 100"; done
-  for s in hard-route realroute; do echo "law-med $s 50"; done   # hard routing vs Adaptive Cap
-  for s in hard-route r1-router realroute; do echo "musique $s 50"; done
+  for s in r1-router realroute hard-route; do echo "musique $s 50"; done
   for s in hard-route r1-router realroute; do echo "2wiki $s 100"; done
+  for s in hard-route realroute; do echo "law-med $s 50"; done   # hard routing vs Adaptive Cap
 }
 
 run_one() {

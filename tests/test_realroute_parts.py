@@ -306,7 +306,22 @@ def test_a_plan_unrelated_to_the_question_is_rejected():
     copied = '[{"id": "q1", "query": "Who directed <film>?"}, {"id": "q2", "query": "When was {q1} born?"}]'
     plan = parse_plan(copied, "Which drug treats a urinary tract infection in pregnancy?", 4)
     assert [s.query for s in plan.subqueries] == ["Which drug treats a urinary tract infection in pregnancy?"]
-    assert "share no word" in plan.format_error
+    assert "copies the prompt's example" in plan.format_error
+    unrelated = '[{"id": "q1", "query": "Who painted the Mona Lisa?"}]'
+    assert "share no word" in parse_plan(unrelated, "Which drug treats a urinary tract infection in pregnancy?", 4).format_error
+
+
+def test_a_plan_that_copies_the_example_is_rejected_even_when_it_shares_words():
+    # law-med: "When was ... born?" shares "born" with a birth question; the copied "<film>" step gives it away
+    question = "When was the director of Titanic born?"
+    copied = '[{"id": "q1", "query": "Who directed <film>?"}, {"id": "q2", "query": "When was {q1} born?", "depends_on": ["q1"]}]'
+    plan = parse_plan(copied, question, 4)
+    assert [s.query for s in plan.subqueries] == [question] and "copies the prompt's example" in plan.format_error
+    own = '[{"id": "q1", "query": "Who directed Titanic?"}, {"id": "q2", "query": "When was {q1} born?", "depends_on": ["q1"]}]'
+    assert [s.query for s in parse_plan(own, question, 4).subqueries] == ["Who directed Titanic?", "When was {q1} born?"]
+    # a question that itself has angle brackets is not mistaken for a copy
+    html = "What does the <table> tag define in HTML?"
+    assert parse_plan('[{"id": "q1", "query": "What does the <table> tag define?"}]', html, 4).format_error is None
 
 
 def test_replies_cut_short_are_recovered_field_by_field():

@@ -75,3 +75,23 @@ def test_eval_resume_and_report(qa_file, tmp_path) -> None:
     assert (report_dir / "em_vs_turns.png").stat().st_size > 5000
     bad = runner.invoke(app, ["report", str(out), "--metrics", "bleu", "--out", str(report_dir)])
     assert bad.exit_code == 2 and "they have: cover_em, em, f1, f1_recall" in bad.output
+
+
+def test_a_strategy_revision_changes_the_fingerprint_and_revision_0_keeps_old_ones() -> None:
+    """A run stored before revisions existed keeps its fingerprint (it resumes); a strategy whose
+    code revision changed answers refuses to resume it (no run mixes two versions of a strategy)."""
+    from pathlib import Path
+
+    from routerag.config import load_config
+    from routerag.eval.config import EvalConfig
+    from routerag.eval.runs import RunDir
+    from routerag.eval.setup import answer_fingerprint, check_names
+
+    stored = Path(__file__).resolve().parents[1] / "docs" / "results" / "runs" / "musique-hard-route"
+    header = RunDir(stored).read_header()
+    cfg = load_config(EvalConfig, stored / "config.resolved.yaml", [])
+    params = check_names(cfg).Params.model_validate(cfg.params)
+    identity = header.versions.model
+    assert answer_fingerprint(cfg, params, identity) == header.fingerprint
+    assert answer_fingerprint(cfg, params, identity, revision=1) != header.fingerprint
+    assert check_names(cfg).revision == 1  # hard-route's plans copying the prompt's example are now refused

@@ -73,6 +73,24 @@ def test_missing_sub_question_after_the_first_step_stops():
     assert trace.steps[2].format_error == "missing_sub_question" and trace.answer == "X"
 
 
+ECHO = "[Exactly ONE single-hop question one time. If no further information is needed to answer the origin question, write 'None'.]"
+
+
+def test_a_copied_instruction_is_not_searched():
+    # what the untrained 0.5B wrote for 65 of 66 sub-questions on MuSiQue: the prompt's own placeholder
+    ctx, model, sources = make_context(
+        [ret(ECHO), "<answer>Xawery Zulawski</answer>",  # first step: the question itself is searched
+         ret(f"\n{ECHO}\n"), "<answer>Malgorzata Braunek</answer>"],  # later: no further step
+        names=("passage",),
+    )
+    trace = R1Router(ctx).run(Q)
+    assert sources["passage"].queries == [Q] and len(model.calls) == 4 and trace.answer == "Malgorzata Braunek"
+    assert trace.search_steps[0].format_error == "copied_instruction"
+    assert [s.kind for s in trace.steps] == ["search", "answer", "decompose", "answer"]
+    assert trace.steps[2].format_error == "copied_instruction" and trace.steps[2].metadata == {"stop": True}
+    assert "Sub-question1: " + Q in model.calls[2].messages[1].content  # history shows what was searched
+
+
 def test_no_mounted_retriever_is_a_trace_error():
     ctx, _, _ = make_context(["x"], names=("graph",))
     trace = R1Router(ctx).run(Q)

@@ -88,9 +88,14 @@ def build_sources(dataset: Dataset, config: EvalConfig):
     return bundle.sources(config.modes), [root / "manifest.json"]
 
 
-def answer_fingerprint(config: EvalConfig, params: BaseModel, model_identity: str) -> str:
-    payload = config.model_dump(mode="json", exclude={"label", "limit", "model", "judge_model", "params"})  # limit: the sample is checked itself
+def answer_fingerprint(config: EvalConfig, params: BaseModel, model_identity: str, revision: int = 0) -> str:
+    """What decides the answers, hashed: the configuration but the limit (the sample is checked
+    itself), the validated params, the model's identity and the strategy's code revision (only
+    when non-zero, so that the fingerprints of runs before revisions existed stay valid)."""
+    payload = config.model_dump(mode="json", exclude={"label", "limit", "model", "judge_model", "params"})
     payload.update(params=params.model_dump(mode="json"), model=model_identity)
+    if revision:
+        payload["strategy_revision"] = revision
     if config.judge_model is not None:
         from routerag.llm.factory import model_identity as identity
 
@@ -124,7 +129,7 @@ def build_setup(config: EvalConfig, name: str) -> EvalSetup:
         strategy=config.strategy,
         label=config.label,
         metrics=list(config.metrics),
-        fingerprint=answer_fingerprint(config, params, identity),
+        fingerprint=answer_fingerprint(config, params, identity, getattr(cls, "revision", 0)),
         versions=versions,
     )
     return EvalSetup(spec=spec, questions=questions, factory=factory, judge_model=judge_model)

@@ -25,6 +25,9 @@ class StrategyContext:
 class Strategy(Protocol):
     name: ClassVar[str]
     Params: ClassVar[type[BaseModel]]  # the strategy's typed parameters
+    # Bumped when a change of the code changes answers (a recovery, a prompt); part of the evaluation
+    # fingerprint when non-zero, so that a run is never resumed with other strategy code. Optional.
+    # revision: ClassVar[int]
 
     def __init__(self, context: StrategyContext, params: BaseModel | None = None) -> None: ...
 

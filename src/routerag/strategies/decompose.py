@@ -54,6 +54,8 @@ The form of a two-step plan (for "When was the director of <film> born?"):
 Question: {question}"""
 
 _WORD = re.compile(r"[a-z0-9]{4,}")
+# the example's stand-ins ("<film>"): a sub-query that keeps one copied the example, not the question
+_STAND_IN = re.compile(r"<[a-z][a-z ]{0,20}>", re.IGNORECASE)
 
 
 def _words(text: str) -> set[str]:
@@ -145,6 +147,11 @@ def parse_plan(text: str, question: str, max_subqueries: int) -> Plan:
         )
     if not subqueries:
         return Plan.single(question, "; ".join(problems) or "empty decomposition; using the question")
+    copied = [s for s in subqueries if _STAND_IN.search(s.query) and not _STAND_IN.search(question)]
+    if copied:
+        # "Who directed <film>?" is the prompt's example: the untrained 0.5B copied it into a fifth
+        # of its law-med plans; the plan's other steps bind to it, so the whole plan is unusable
+        return Plan.single(question, f"sub-query {copied[0].id} copies the prompt's example ({copied[0].query!r}); using the question")
     if not _words(" ".join(s.query for s in subqueries)) & _words(question):
         # small models copy the prompt's example; a plan sharing no word with the question is not one
         return Plan.single(question, "the sub-queries share no word with the question; using the question")

@@ -47,6 +47,7 @@ class HardRoute(LoopStrategy):
     """Decompose, route each sub-query to one source, retrieve there only, answer, reflect, fuse."""
 
     name: ClassVar[str] = "hard-route"
+    revision: ClassVar[int] = 1  # 1: a plan copying the prompt's example ("<film>") falls back to the question
     Params: ClassVar[type[BaseModel]] = HardRouteParams
 
     def execute(self, trace: Trace) -> None:

@@ -7,13 +7,16 @@ sub-question from that step's evidence. ``<sub-question>None`` ends the steps; a
 answers the original question from the sub-questions and their answers. Prompts and evidence
 labels (``ter-0``) follow the released Step-GRPO trajectories.
 
-Recoveries: no ``<sub-question>`` tag -> the question itself on the first step, else stop;
+Recoveries: no ``<sub-question>`` tag, or one that copies the prompt's bracketed instruction
+("[Exactly ONE single-hop question ...]": small untrained models do) -> the question itself on
+the first step, else stop;
 a ``<ret>`` naming no configured retriever -> the first configured one; an answer without
 ``<answer>`` tags -> the cleaned text after ``</think>``. Each is recorded as a format error.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import ClassVar
 
@@ -27,6 +30,7 @@ from routerag.strategies.parsing import clean_query, extract_reasoning, extract_
 from routerag.strategies.prompts import (
     R1_ROUTER_FINAL_SYSTEM,
     R1_ROUTER_GUIDELINES,
+    R1_ROUTER_RET_SYSTEM,
     R1_ROUTER_STEP_ANSWER_SYSTEM,
     r1_router_evidence,
     r1_router_final,
@@ -65,14 +69,25 @@ class SubQuestion(BaseModel):
     errors: list[str] = Field(default_factory=list)
 
 
+# the bracketed instructions of the decomposition prompt ("[Exactly ONE single-hop question ...]")
+_PLACEHOLDERS = [" ".join(p.split()).lower() for p in re.findall(r"^\[(.+)\]\s*$", R1_ROUTER_RET_SYSTEM, re.MULTILINE)]
+
+
+def echoes_instruction(text: str) -> bool:
+    """Whether ``text`` copies one of the prompt's bracketed instructions instead of filling it in."""
+    body = " ".join(text.split()).strip("[] ").lower()
+    return len(body) >= 20 and any(p.startswith(body[:40]) or body.startswith(p[:40]) for p in _PLACEHOLDERS)
+
+
 def parse_sub_question(text: str, retrievers: list[str], question: str, first: bool, max_chars: int) -> SubQuestion:
     reasoning = extract_reasoning(text.split("<sub-question>")[0])
     sub = extract_tag(text, "<sub-question>", "</sub-question>")
     errors: list[str] = []
-    if sub is None:
+    missing = "missing_sub_question" if sub is None else "copied_instruction" if echoes_instruction(sub) else None
+    if missing is not None:
         if not first:
-            return SubQuestion(query=None, reasoning=reasoning, errors=["missing_sub_question"])
-        sub, errors = question, ["missing_sub_question"]
+            return SubQuestion(query=None, reasoning=reasoning, errors=[missing])
+        sub, errors = question, [missing]
     if sub.strip(".'\" \n").lower() in {"none", ""}:
         return SubQuestion(query=None, reasoning=reasoning, errors=errors if sub.strip() else ["empty_sub_question"])
     query, query_errors = clean_query(sub, question, max_chars)
@@ -86,6 +101,7 @@ def parse_sub_question(text: str, retrievers: list[str], question: str, first: b
 
 class R1Router(LoopStrategy):
     name: ClassVar[str] = "r1-router"
+    revision: ClassVar[int] = 1  # 1: a sub-question copying the prompt's bracketed instruction is not searched
     Params: ClassVar[type[BaseModel]] = R1RouterParams
     params: R1RouterParams
 

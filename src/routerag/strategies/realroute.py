@@ -111,6 +111,7 @@ class RealRoute(LoopStrategy):
     """Decompose, retrieve from all sources, keep evidence under the Adaptive Cap, answer, reflect, fuse."""
 
     name: ClassVar[str] = "realroute"
+    revision: ClassVar[int] = 1  # 1: a plan copying the prompt's example ("<film>") falls back to the question
     Params: ClassVar[type[BaseModel]] = RealRouteParams
 
     def execute(self, trace: Trace) -> None:
