@@ -55,3 +55,14 @@ def test_malformed_outputs_and_budget():
     assert trace.answer == "Paris" and trace.steps[2].metadata == {"forced": True}
     assert sources["passage"].queries == sources["triples"].queries == ["Xawery Zulawski"]
     assert "".join(s.text for s in trace.segments).endswith("<answer>Paris</answer>")
+
+
+def test_a_query_copying_the_prompts_placeholder_searches_the_question():
+    # what the untrained 0.5B wrote in 26 of 94 searches on 2Wiki + MuSiQue
+    trace, model, sources = run(
+        ['<|begin_of_query|> search query (only list keywords, such as "keyword_1 keyword_2 ...")<|end_of_query|>',
+         "<answer> Malgorzata Braunek </answer>"],
+    )
+    step = trace.search_steps[0]
+    assert step.query == Q and step.format_error == "copied_instruction"
+    assert sources["passage"].queries == [Q] and trace.answer == "Malgorzata Braunek"

@@ -126,3 +126,17 @@ def test_parser_never_raises_and_stays_in_bounds(text):
         assert action.errors
     tags, rest = split_mode_tags(action.query)
     assert isinstance(tags, list) and isinstance(rest, str)
+
+
+def test_copies_instruction_is_about_the_prompts_placeholders_only():
+    from routerag.strategies.parsing import clean_query, copies_instruction
+
+    placeholder = ['search query (only list keywords, such as "keyword_1 keyword_2 ...")']
+    assert copies_instruction('search query (only list keywords, such as "keyword', placeholder)  # cut at a stop
+    assert copies_instruction('  SEARCH QUERY (only list keywords,\n such as "keyword_1 keyword_2 ...")  ', placeholder)
+    assert not copies_instruction("search query", placeholder)  # too short to tell
+    assert not copies_instruction("Polish-Russian War director", placeholder)
+    assert clean_query("search query (only list keywords, such as x", "the question", 300, placeholder) == (
+        "the question", ["copied_instruction"])
+    assert clean_query("search query (only list keywords, such as x", "the question", 300) == (
+        "search query (only list keywords, such as x", [])  # no instructions given: kept

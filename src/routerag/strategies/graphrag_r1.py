@@ -62,13 +62,18 @@ class EvidenceRenderer:
         return graph_and_text_block(facts, passages)
 
 
+# the system prompt's placeholder query; the untrained 0.5B copied it into 28% of its 2Wiki searches
+GRAPHRAG_R1_INSTRUCTIONS = ('search query (only list keywords, such as "keyword_1 keyword_2 ...")',)
+
+
 class GraphRAGR1(LoopStrategy):
     name: ClassVar[str] = "graphrag-r1"
+    revision: ClassVar[int] = 1  # 1: a query copying the prompt's placeholder searches the question instead
     Params: ClassVar[type[BaseModel]] = GraphRAGR1Params
     params: GraphRAGR1Params
 
     def plan(self, action: ParsedAction, question: str) -> SearchPlan:
-        query, errors = clean_query(action.query, question, self.params.max_query_chars)
+        query, errors = clean_query(action.query, question, self.params.max_query_chars, GRAPHRAG_R1_INSTRUCTIONS)
         k = self.params.plan_sources()
         return SearchPlan(query=query, sources=list(k), k=k, routing_reason=f"evidence mix {self.params.evidence}", errors=errors)
 

@@ -21,7 +21,7 @@ Error codes (each has a recovery; ``docs/strategies.md`` lists them):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -182,10 +182,26 @@ _FUNCTION_WORDS = frozenset(
 )
 
 
-def clean_query(query: str, fallback: str, max_chars: int) -> tuple[str, list[str]]:
+def copies_instruction(text: str, instructions: Sequence[str]) -> bool:
+    """Whether ``text`` copies one of a prompt's placeholder instructions (e.g. R1-Searcher's
+    'search query (only list keywords, such as "keyword_1 keyword_2 ...")') instead of filling
+    it in: small untrained models do. Compared on their first 40 characters, case and
+    whitespace ignored, brackets stripped."""
+    body = " ".join(text.split()).strip("[]() ").lower()
+    if len(body) < 20:
+        return False
+    for instruction in instructions:
+        norm = " ".join(instruction.split()).strip("[]() ").lower()
+        if norm.startswith(body[:40]) or body.startswith(norm[:40]):
+            return True
+    return False
+
+
+def clean_query(query: str, fallback: str, max_chars: int, instructions: Sequence[str] = ()) -> tuple[str, list[str]]:
     """Repair a query: empty -> ``fallback`` (``empty_query``); only function words, as when a
-    model mentions "<search> and </search>" in prose -> ``fallback`` (``trivial_query``); longer
-    than ``max_chars`` -> cut at the last word boundary within the limit (``long_query``).
+    model mentions "<search> and </search>" in prose -> ``fallback`` (``trivial_query``); a copy
+    of one of the prompt's placeholder ``instructions`` -> ``fallback`` (``copied_instruction``);
+    longer than ``max_chars`` -> cut at the last word boundary within the limit (``long_query``).
     Whitespace is collapsed."""
     query = " ".join(query.split())
     errors: list[str] = []
@@ -193,6 +209,8 @@ def clean_query(query: str, fallback: str, max_chars: int) -> tuple[str, list[st
         errors.append("empty_query")
     elif all(w in _FUNCTION_WORDS for w in re.findall(r"\w+", query.lower())):
         errors.append("trivial_query")
+    elif instructions and copies_instruction(query, instructions):
+        errors.append("copied_instruction")
     if errors:
         query = " ".join(fallback.split())
     if len(query) > max_chars:

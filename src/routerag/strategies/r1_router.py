@@ -26,7 +26,7 @@ from routerag.llm.base import GenerationParams, Message
 from routerag.sources.base import Hit
 from routerag.strategies.base import StrategyContext
 from routerag.strategies.loop import LoopStrategy, add_step, call_model, record_exchange, retrieve_step
-from routerag.strategies.parsing import clean_query, extract_reasoning, extract_tag, match_name, tagged_answer
+from routerag.strategies.parsing import clean_query, copies_instruction, extract_reasoning, extract_tag, match_name, tagged_answer
 from routerag.strategies.prompts import (
     R1_ROUTER_FINAL_SYSTEM,
     R1_ROUTER_GUIDELINES,
@@ -70,20 +70,14 @@ class SubQuestion(BaseModel):
 
 
 # the bracketed instructions of the decomposition prompt ("[Exactly ONE single-hop question ...]")
-_PLACEHOLDERS = [" ".join(p.split()).lower() for p in re.findall(r"^\[(.+)\]\s*$", R1_ROUTER_RET_SYSTEM, re.MULTILINE)]
-
-
-def echoes_instruction(text: str) -> bool:
-    """Whether ``text`` copies one of the prompt's bracketed instructions instead of filling it in."""
-    body = " ".join(text.split()).strip("[] ").lower()
-    return len(body) >= 20 and any(p.startswith(body[:40]) or body.startswith(p[:40]) for p in _PLACEHOLDERS)
+_PLACEHOLDERS = re.findall(r"^\[(.+)\]\s*$", R1_ROUTER_RET_SYSTEM, re.MULTILINE)
 
 
 def parse_sub_question(text: str, retrievers: list[str], question: str, first: bool, max_chars: int) -> SubQuestion:
     reasoning = extract_reasoning(text.split("<sub-question>")[0])
     sub = extract_tag(text, "<sub-question>", "</sub-question>")
     errors: list[str] = []
-    missing = "missing_sub_question" if sub is None else "copied_instruction" if echoes_instruction(sub) else None
+    missing = "missing_sub_question" if sub is None else "copied_instruction" if copies_instruction(sub, _PLACEHOLDERS) else None
     if missing is not None:
         if not first:
             return SubQuestion(query=None, reasoning=reasoning, errors=[missing])
