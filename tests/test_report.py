@@ -145,3 +145,29 @@ def test_plots_are_written(runs, tmp_path) -> None:
     assert [p.name for p in paths] == ["em_vs_turns.png", "em_per_dataset.png", "mode_usage.png"]
     for p in paths:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5_000
+
+
+class _StopAfter:
+    def __init__(self, inner, n: int) -> None:
+        self.inner, self.n = inner, n
+
+    def run(self, question):
+        if self.n == 0:
+            raise KeyboardInterrupt
+        self.n -= 1
+        return self.inner.run(question)
+
+
+def test_a_partial_run_is_marked_in_the_table_and_compared_on_shared_questions(runs, tmp_path) -> None:
+    qs = _questions("2wiki")
+    answers = {q.qid: q.answers[0] for q in qs}
+    with pytest.raises(KeyboardInterrupt):  # stopped after 8 of 20, answered in spread order
+        run_evaluation(RunSpec(name="p", dataset="2wiki", strategy="partial"), qs,
+                       lambda: _StopAfter(Scripted(answers, ["passage"]), 8), tmp_path / "partial")
+    report = build_report(load_runs([*runs, tmp_path / "partial"]), seed=0)
+    row = next(r for r in report.table.rows if r.label == "partial")
+    assert row.partial == {"2wiki": (8, 20)} and next(r for r in report.table.rows if r.label == "ours").partial == {}
+    md = render_markdown(report)
+    assert "| partial (partial: 2wiki 8/20) | 100.0 |" in md and "| ours | 50.0 |" in md
+    cmp = next(c for c in report.comparisons if c.system == "partial" and c.metric == "em")
+    assert cmp.result.n == 8  # paired over the 8 questions both runs answered

@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from routerag.config import atomic_write_text
 from routerag.eval.bootstrap import PairedDifference, paired_bootstrap
@@ -79,7 +79,13 @@ class TableRow(BaseModel):
     retrieval_turns: float
     total_tokens: float
     latency_s: float
-    n_questions: dict[str, int]
+    n_questions: dict[str, int]  # dataset -> questions answered
+    n_sample: dict[str, int] = Field(default_factory=dict)  # dataset -> questions sampled (more: a partial run)
+
+    @property
+    def partial(self) -> dict[str, tuple[int, int]]:
+        """Datasets whose run is unfinished: ``{dataset: (answered, sampled)}``."""
+        return {ds: (n, self.n_sample[ds]) for ds, n in self.n_questions.items() if n < self.n_sample.get(ds, n)}
 
 
 class MainTable(BaseModel):
@@ -122,6 +128,7 @@ def main_table(runs: Sequence[LoadedRun], metrics: Sequence[str] = DEFAULT_TABLE
                 total_tokens=_weighted([(s.cost.total_tokens, s.n_done) for s in summaries]),
                 latency_s=_weighted([(s.cost.latency_ms / 1000.0, s.n_done) for s in summaries]),
                 n_questions={ds: s.n_done for ds, s in mine.items()},
+                n_sample={ds: s.n_questions for ds, s in mine.items()},
             )
         )
     return MainTable(datasets=datasets, metrics=list(metrics), rows=rows)
@@ -141,7 +148,8 @@ def table_columns(table: MainTable) -> list[str]:
 def table_cells(table: MainTable) -> list[list[str]]:
     out = []
     for row in table.rows:
-        cells = [row.label]
+        partial = ", ".join(f"{ds} {done}/{total}" for ds, (done, total) in row.partial.items())
+        cells = [f"{row.label} (partial: {partial})" if partial else row.label]
         for ds in table.datasets:
             cells.extend(_fmt(row.scores[ds][m]) for m in table.metrics)
         cells.extend(_fmt(row.average[m]) for m in table.metrics)
