@@ -11,6 +11,7 @@ Error codes (each has a recovery; ``docs/strategies.md`` lists them):
 ``multiple_actions``  two actions in one output -> the first one opened wins, the rest is dropped
 ``empty_query``       ``<search></search>`` -> the question itself is searched
 ``trivial_query``     only function words (``<search> and </search>`` in prose) -> the question
+``copied_instruction`` a copy of the prompt's placeholder (when the strategy passes them) -> the question
 ``long_query``        a query over the limit -> cut at a word boundary
 ``missing_mode``      no ``[mode]`` tag -> the default mode
 ``unknown_mode:X``    a tag that names no mode -> dropped (default mode when none is left)
