@@ -171,3 +171,27 @@ def test_a_partial_run_is_marked_in_the_table_and_compared_on_shared_questions(r
     assert "| partial (partial: 2wiki 8/20) | 100.0 |" in md and "| ours | 50.0 |" in md
     cmp = next(c for c in report.comparisons if c.system == "partial" and c.metric == "em")
     assert cmp.result.n == 8  # paired over the 8 questions both runs answered
+
+
+def test_comparisons_against_a_chosen_baseline(runs) -> None:
+    loaded = load_runs(runs)
+    default = build_report(loaded, seed=0).comparisons
+    assert {(c.baseline, c.system) for c in default} == {("baseline", "ours")}
+    chosen = build_report(loaded, seed=0, baseline="ours").comparisons
+    assert {(c.baseline, c.system) for c in chosen} == {("ours", "baseline")}
+    flipped = next(c for c in chosen if c.dataset == "2wiki" and c.metric == "em")
+    assert flipped.result.diff == pytest.approx(-0.25)  # the same pairs, the other way round
+    assert build_report(loaded, seed=0, baseline="nobody").comparisons == []
+
+
+def test_report_cli_baseline_option(runs, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    import routerag.cli.eval_cmds  # noqa: F401 - registers the commands
+    from routerag.cli.app import app
+
+    result = CliRunner().invoke(app, ["report", *map(str, runs), "--baseline", "ours", "--out", str(tmp_path / "r"), "--no-plots"])
+    assert result.exit_code == 0, result.output
+    assert "| 2wiki | ours | baseline | EM |" in (tmp_path / "r" / "report.md").read_text()
+    bad = CliRunner().invoke(app, ["report", *map(str, runs), "--baseline", "vanilla", "--out", str(tmp_path / "r")])
+    assert bad.exit_code == 2 and "no run is labelled 'vanilla'; labels: baseline, ours" in bad.output

@@ -101,7 +101,8 @@ def eval_command(
 
 @app.command("report")
 def report_command(
-    runs: list[Path] = typer.Argument(..., help="run directories (the first run per dataset is the baseline of comparisons)"),
+    runs: list[Path] = typer.Argument(..., help="run directories (the first run per dataset is the baseline of comparisons unless --baseline)"),
+    baseline: str = typer.Option(None, "--baseline", "-b", help="label (strategy) of the run every other run is compared with"),
     out: Path = typer.Option(Path("report"), "--out", "-o", help="folder for report.md, CSV/JSON tables and plots"),
     metrics: list[str] = typer.Option(None, "--metrics", "-m", help="table metrics, comma-separated (default: em,f1)"),
     plot_metric: str = typer.Option("em", "--plot-metric", help="metric of the plots"),
@@ -119,7 +120,9 @@ def report_command(
         if unknown:
             known = sorted({m for r in loaded for m in r.summary.metrics})
             _fail(f"metric(s) {', '.join(unknown)} not in these runs; they have: {', '.join(known)}", 2)
-        report = build_report(loaded, names, seed=seed)
+        if baseline is not None and not any(r.label == baseline for r in loaded):
+            _fail(f"no run is labelled {baseline!r}; labels: {', '.join(dict.fromkeys(r.label for r in loaded))}", 2)
+        report = build_report(loaded, names, seed=seed, baseline=baseline)
         files = write_report(report, out)
         if plots:
             from routerag.eval.plots import plot_all

@@ -189,11 +189,17 @@ def compare_runs(
     *,
     resamples: int = 10_000,
     seed: int = 0,
+    baseline: str | None = None,
 ) -> list[Comparison]:
-    """Per dataset, every run against the first run given for that dataset, paired by qid."""
+    """Per dataset, every run against the baseline run, paired by qid: the run labelled
+    ``baseline`` when given (a dataset without one is skipped), else the first run given."""
     out = []
     for dataset in dict.fromkeys(r.header.dataset for r in runs):
         group = [r for r in runs if r.header.dataset == dataset]
+        if baseline is not None:
+            group = sorted(group, key=lambda r: r.label != baseline)  # stable: the baseline first
+            if group[0].label != baseline:
+                continue
         base = group[0]
         for other in group[1:]:
             for metric in metrics:
@@ -248,7 +254,8 @@ class Report(BaseModel):
     warnings: list[str]
 
 
-def build_report(runs: Sequence[LoadedRun], metrics: Sequence[str] = DEFAULT_TABLE_METRICS, *, seed: int = 0) -> Report:
+def build_report(runs: Sequence[LoadedRun], metrics: Sequence[str] = DEFAULT_TABLE_METRICS, *, seed: int = 0,
+                 baseline: str | None = None) -> Report:
     warnings = []
     for run in runs:
         if run.summary_matches is False:
@@ -259,7 +266,7 @@ def build_report(runs: Sequence[LoadedRun], metrics: Sequence[str] = DEFAULT_TAB
             warnings.append(f"{run.path}: {run.summary.n_errors} question(s) failed with an error (scored 0)")
     return Report(
         table=main_table(runs, metrics),
-        comparisons=compare_runs(runs, metrics, seed=seed),
+        comparisons=compare_runs(runs, metrics, seed=seed, baseline=baseline),
         runs=[r.summary for r in runs],
         warnings=warnings,
     )
