@@ -144,3 +144,20 @@ def test_replay_of_released_trajectories_sends_the_same_prompts():
         expected = [retrievers[next(n for n in retrievers if n.lower() == s["answer"]["retriever"][0])]
                     for s in steps if s["step_type"] == "ret" and s["answer"]["query"].strip().lower() != "none"]
         assert chosen == expected
+
+
+def test_bracketed_sub_questions_none_and_copied_examples():
+    # seen on MuSiQue with the untrained 0.5B: "[None]" 6 times searched as a query, the prompt's
+    # own example "[Find the capital and population of France]", sub-questions in placeholder brackets
+    ctx, model, sources = make_context(
+        [ret("[Who directed Polish-Russian War?]"), "<answer>Xawery Zulawski</answer>",
+         ret("[Find the capital and population of France]"), "<answer>Xawery Zulawski</answer>"],
+        names=("passage",),
+    )
+    trace = R1Router(ctx).run(Q)
+    assert sources["passage"].queries == ["Who directed Polish-Russian War?"]
+    assert trace.steps[2].kind == "decompose" and trace.steps[2].format_error == "copied_instruction"
+    ctx, model, sources = make_context([ret("[None]", "[None]"), "<answer>Malgorzata Braunek</answer>"], names=("passage",))
+    trace = R1Router(ctx).run(Q)
+    assert sources["passage"].queries == [] and trace.steps[0].kind == "decompose" and trace.steps[0].format_error is None
+    assert trace.answer == "Malgorzata Braunek"

@@ -69,8 +69,19 @@ class SubQuestion(BaseModel):
     errors: list[str] = Field(default_factory=list)
 
 
-# the bracketed instructions of the decomposition prompt ("[Exactly ONE single-hop question ...]")
-_PLACEHOLDERS = re.findall(r"^\[(.+)\]\s*$", R1_ROUTER_RET_SYSTEM, re.MULTILINE)
+# prompt text a small model copies instead of writing a sub-question: the decomposition prompt's
+# bracketed instructions ("[Exactly ONE single-hop question ...]") and its quoted examples
+# ("Find the capital and population of France", the retriever guidelines' "GDP of Japan in 2020")
+_PLACEHOLDERS = [
+    *re.findall(r"^\[(.+)\]\s*$", R1_ROUTER_RET_SYSTEM, re.MULTILINE),
+    *re.findall(r'"([A-Z][^"\n]{19,})"', R1_ROUTER_RET_SYSTEM + "\n".join(R1_ROUTER_GUIDELINES.values())),
+]
+
+
+def _unbracket(text: str) -> str:
+    """``[Who directed X?]`` -> ``Who directed X?``: the model imitates the prompt's placeholder brackets."""
+    stripped = text.strip()
+    return stripped[1:-1].strip() if len(stripped) > 1 and stripped[0] == "[" and stripped[-1] == "]" else text
 
 
 def parse_sub_question(text: str, retrievers: list[str], question: str, first: bool, max_chars: int) -> SubQuestion:
@@ -82,7 +93,8 @@ def parse_sub_question(text: str, retrievers: list[str], question: str, first: b
         if not first:
             return SubQuestion(query=None, reasoning=reasoning, errors=[missing])
         sub, errors = question, [missing]
-    if sub.strip(".'\" \n").lower() in {"none", ""}:
+    sub = _unbracket(sub)
+    if sub.strip(".'\" \n").lower() in {"none", ""}:  # "None" / "[None]": no further step
         return SubQuestion(query=None, reasoning=reasoning, errors=errors if sub.strip() else ["empty_sub_question"])
     query, query_errors = clean_query(sub, question, max_chars)
     ret_text = extract_tag(text, "<ret>", "</ret>")
@@ -95,7 +107,9 @@ def parse_sub_question(text: str, retrievers: list[str], question: str, first: b
 
 class R1Router(LoopStrategy):
     name: ClassVar[str] = "r1-router"
-    revision: ClassVar[int] = 1  # 1: a sub-question copying the prompt's bracketed instruction is not searched
+    # 1: a sub-question copying the prompt's bracketed instruction is not searched;
+    # 2: nor one copying its examples; "[None]" ends the steps like "None"; brackets around a sub-question are dropped
+    revision: ClassVar[int] = 2
     Params: ClassVar[type[BaseModel]] = R1RouterParams
     params: R1RouterParams
 
