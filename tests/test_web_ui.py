@@ -216,11 +216,15 @@ def test_api_key_prompt_and_security_headers(browser, sources, tmp_path):
         page.wait_for_selector("body[data-ready='1']")
         assert "needs an API key" in page.text_content("#banner")
         page.fill("#api-key", "ui-key")
-        page.press("#api-key", "Tab")  # change event
+        page.press("#api-key", "Tab")  # change event: the page loads again with the key
+        page.wait_for_selector("body[data-ready='1']")
         page.wait_for_selector("#banner[hidden]", state="attached")
-        page.wait_for_function("document.querySelector('[data-testid=backend]').textContent.includes('scripted')")
+        assert "scripted" in page.text_content("[data-testid=backend]")
         page.click("#run")
-        page.wait_for_selector("[data-testid=final-answer]:has-text('Lothair II')")
+        page.wait_for_selector("#trace[data-done='1']")
+        banner = page.locator("#banner")
+        assert "Lothair II" in page.text_content("[data-testid=final-answer]"), banner.text_content()
+        assert "needs an API key" not in (banner.text_content() or "")
         context.close()
 
 

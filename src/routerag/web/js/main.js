@@ -152,8 +152,8 @@ async function doCompare() {
 
 // ---------------------------------------------------------------- start-up
 async function init() {
+  document.body.dataset.ready = "0";  // set again when the strategies, datasets and sources are loaded
   $("#api-key").value = sessionStorage.getItem("routerag-key") || "";
-  $("#api-key").addEventListener("change", () => { sessionStorage.setItem("routerag-key", $("#api-key").value); init(); });
   try {
     const [info, strategies, datasets] = await Promise.all([api.get("/v1/info"), api.get("/v1/strategies"), api.get("/v1/datasets")]);
     banner("");
@@ -170,6 +170,7 @@ async function init() {
   document.body.dataset.ready = "1";
 }
 
+$("#api-key").addEventListener("change", () => { sessionStorage.setItem("routerag-key", $("#api-key").value); init(); });
 $("#strategy").addEventListener("change", () => { form.render(currentStrategy().params_schema); updateRunButton(); });
 $$("input[name=qmode]").forEach((r) => r.addEventListener("change", () => {
   const dataset = $("input[name=qmode]:checked").value === "dataset";
