@@ -319,6 +319,10 @@ def test_a_plan_that_copies_the_example_is_rejected_even_when_it_shares_words():
     assert [s.query for s in plan.subqueries] == [question] and "copies the prompt's example" in plan.format_error
     own = '[{"id": "q1", "query": "Who directed Titanic?"}, {"id": "q2", "query": "When was {q1} born?", "depends_on": ["q1"]}]'
     assert [s.query for s in parse_plan(own, question, 4).subqueries] == ["Who directed Titanic?", "When was {q1} born?"]
+    # CaseHOLD questions carry "<HOLDING>": a copied "<film>" is still a copy, "<HOLDING>" itself is not
+    holding = "In the following case, what is the correct legal holding? ... the court (<HOLDING>) ..."
+    assert "copies the prompt's example" in parse_plan(copied, holding, 4).format_error
+    assert parse_plan('[{"id": "q1", "query": "What is the <HOLDING> of the court?"}]', holding, 4).format_error is None
     # a question that itself has angle brackets is not mistaken for a copy
     html = "What does the <table> tag define in HTML?"
     assert parse_plan('[{"id": "q1", "query": "What does the <table> tag define?"}]', html, 4).format_error is None

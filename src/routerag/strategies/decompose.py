@@ -54,7 +54,8 @@ The form of a two-step plan (for "When was the director of <film> born?"):
 Question: {question}"""
 
 _WORD = re.compile(r"[a-z0-9]{4,}")
-# the example's stand-ins ("<film>"): a sub-query that keeps one copied the example, not the question
+# the example's stand-ins ("<film>"): a sub-query with one that the question lacks copied the example
+# (law-med's CaseHOLD questions carry their own "<HOLDING>", so "the question has one" is not enough)
 _STAND_IN = re.compile(r"<[a-z][a-z ]{0,20}>", re.IGNORECASE)
 
 
@@ -147,7 +148,8 @@ def parse_plan(text: str, question: str, max_subqueries: int) -> Plan:
         )
     if not subqueries:
         return Plan.single(question, "; ".join(problems) or "empty decomposition; using the question")
-    copied = [s for s in subqueries if _STAND_IN.search(s.query) and not _STAND_IN.search(question)]
+    lowered = question.lower()
+    copied = [s for s in subqueries if any(m.lower() not in lowered for m in _STAND_IN.findall(s.query))]
     if copied:
         # "Who directed <film>?" is the prompt's example: the untrained 0.5B copied it into a fifth
         # of its law-med plans; the plan's other steps bind to it, so the whole plan is unusable
