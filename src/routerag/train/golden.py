@@ -127,15 +127,15 @@ class Grounder:
         per mode and ``batch_size`` queries: the embedder and the index see many queries at once)
         and keep the hits for :meth:`__call__`; the fallback modes of a hop whose planned mode
         misses the gold are still searched one by one. Returns the number of queries searched."""
-        wanted: dict[str, list[str]] = {}
+        wanted: dict[str, dict[str, None]] = {}  # mode -> queries, ordered and unique
         for question, hops in episodes:
             for hop in hops:
                 query, mode = self._planned(question, hop)
-                if (mode, query) not in self._cache and query not in wanted.setdefault(mode, []):
-                    wanted[mode].append(query)
+                if (mode, query) not in self._cache:
+                    wanted.setdefault(mode, {})[query] = None
         searched = 0
-        for mode, queries in wanted.items():
-            source = self.mode_sources[mode]
+        for mode, unique in wanted.items():
+            queries, source = list(unique), self.mode_sources[mode]
             for start in range(0, len(queries), batch_size):
                 chunk = queries[start:start + batch_size]
                 for query, result in zip(chunk, self.sources.search(chunk, self.k, [source]).results[source]):
