@@ -195,3 +195,19 @@ def test_report_cli_baseline_option(runs, tmp_path) -> None:
     assert "| 2wiki | ours | baseline | EM |" in (tmp_path / "r" / "report.md").read_text()
     bad = CliRunner().invoke(app, ["report", *map(str, runs), "--baseline", "vanilla", "--out", str(tmp_path / "r")])
     assert bad.exit_code == 2 and "no run is labelled 'vanilla'; labels: baseline, ours" in bad.output
+
+
+def test_runs_sharing_label_and_name_get_distinct_rows(tmp_path) -> None:
+    # a rerun kept in another folder: same strategy label, same run name, same dataset
+    first = _run(tmp_path / "rev0", "law", "2wiki", "realroute", {0}, ["passage"])
+    second = _run(tmp_path / "rev1", "law", "2wiki", "realroute", {0, 1, 2}, ["passage"])
+    loaded = load_runs([first, second])
+    labels = [r.label for r in loaded]
+    assert labels == ["realroute (rev0/law)", "realroute (rev1/law)"]
+    table = main_table(loaded)
+    assert [row.scores["2wiki"]["em"] for row in table.rows] == [pytest.approx(5.0), pytest.approx(15.0)]
+    # different run names are enough on their own
+    third = _run(tmp_path / "rev1", "law-b", "2wiki", "realroute", set(), ["passage"])
+    assert [r.label for r in load_runs([first, third])] == ["realroute (law)", "realroute (law-b)"]
+    with pytest.raises(Exception, match="given twice"):
+        load_runs([first, first])

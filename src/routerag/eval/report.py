@@ -61,11 +61,25 @@ def load_runs(paths: Sequence[str | Path]) -> list[LoadedRun]:
     if not paths:
         raise RunError("no runs given")
     runs = [load_run(p) for p in paths]
-    keys = [(r.label, r.header.dataset) for r in runs]
-    for run, key in zip(runs, keys):  # two runs in one cell: tell them apart by run name
-        if keys.count(key) > 1:
-            run.header.label = f"{run.header.label} ({run.header.name})"
-            run.summary.label = run.header.label
+    resolved = [Path(r.path).resolve() for r in runs]
+    for i, here in enumerate(resolved):
+        if here in resolved[:i]:
+            raise RunError(f"run {runs[i].path} is given twice")
+    # Two runs in one cell (same label, same dataset) are told apart by run name, and where the
+    # names agree too (a rerun kept in another folder) by the folder that holds the run.
+    base = [r.header.label for r in runs]
+    suffixes = (
+        lambda r: r.header.name,
+        lambda r: f"{Path(r.path).resolve().parent.name}/{r.header.name}",
+        lambda r: str(Path(r.path).resolve()),
+    )
+    for suffix in suffixes:
+        keys = [(r.label, r.header.dataset) for r in runs]
+        if len(set(keys)) == len(keys):
+            break
+        for run, label, key in zip(runs, base, keys):
+            if keys.count(key) > 1:
+                run.header.label = run.summary.label = f"{label} ({suffix(run)})"
     return runs
 
 
