@@ -34,27 +34,54 @@ def _save(fig, path: str | Path) -> Path:
     return path
 
 
+def _method_colours(plt, n: int):
+    """Colour of the i-th method: tab10 for up to ten; beyond that tab20's strong shades first and
+    its pale shades after (tab20 in its own order pairs neighbours in near-identical hues)."""
+    if n <= 10:
+        cmap = plt.get_cmap("tab10")
+        return lambda i: cmap(i % 10)
+    cmap = plt.get_cmap("tab20")
+    return lambda i: cmap((2 * i) % 20 if i % 20 < 10 else (2 * (i % 20 - 10) + 1))
+
+
 def plot_accuracy_vs_turns(summaries: Sequence[RunSummary], path: str | Path, metric: str = "em") -> Path:
-    """One point per run: x = mean retrieval turns, y = metric (%); colour = method, marker = dataset."""
+    """One point per run: x = mean retrieval turns, y = metric (%); colour = method, marker = dataset.
+
+    Methods are named in a legend beside the axes rather than next to their points: runs of
+    different methods often sit on the same spot (the same turns and accuracy), where point
+    labels would be printed over each other; runs on the same spot are set side by side.
+    """
     plt = _pyplot()
     labels = list(dict.fromkeys(s.label for s in summaries))
     datasets = list(dict.fromkeys(s.dataset for s in summaries))
-    colours = plt.get_cmap("tab10")
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    colour = _method_colours(plt, len(labels))
+    fig, ax = plt.subplots(figsize=(8.4, 4.6), layout="constrained")
+    span = max((s.cost.retrieval_turns for s in summaries), default=0.0) + 1.0
+    seen: dict[tuple[int, int], int] = {}
     for s in summaries:
+        x, y = s.cost.retrieval_turns, 100 * s.metrics.get(metric, 0.0)
+        # runs on the same spot (e.g. two modes with the same EM and turns) are set side by side
+        # instead of hiding one another; the shift is small next to the x range
+        spot = (round(x / (0.015 * span)), round(y / 0.5))
+        k = seen.get(spot, 0)
+        seen[spot] = k + 1
         ax.scatter(
-            s.cost.retrieval_turns,
-            100 * s.metrics.get(metric, 0.0),
-            color=colours(labels.index(s.label) % 10),
+            x + k * 0.015 * span,
+            y,
+            color=colour(labels.index(s.label)),
             marker=_MARKERS[datasets.index(s.dataset) % len(_MARKERS)],
             s=70,
             edgecolor="black",
             linewidth=0.5,
+            alpha=0.85,
             zorder=3,
+            clip_on=False,  # a run at 0% shows whole on the axis
         )
-        ax.annotate(s.label, (s.cost.retrieval_turns, 100 * s.metrics.get(metric, 0.0)), textcoords="offset points", xytext=(6, 4), fontsize=8)
-    for i, ds in enumerate(datasets):  # legend entries for the datasets
-        ax.scatter([], [], marker=_MARKERS[i % len(_MARKERS)], color="grey", label=ds)
+    method_handles = [
+        ax.scatter([], [], marker="o", color=colour(i), edgecolor="black", linewidth=0.5, label=label)
+        for i, label in enumerate(labels)
+    ]
+    dataset_handles = [ax.scatter([], [], marker=_MARKERS[i % len(_MARKERS)], color="grey", label=ds) for i, ds in enumerate(datasets)]
     ax.set_xlabel("average retrieval turns per question")
     ax.set_ylabel(f"{METRIC_TITLES.get(metric, metric)} (%)")
     ax.set_title(f"{METRIC_TITLES.get(metric, metric)} vs retrieval turns")
@@ -62,7 +89,8 @@ def plot_accuracy_vs_turns(summaries: Sequence[RunSummary], path: str | Path, me
     ax.set_xlim(left=min(-0.1, ax.get_xlim()[0]))
     top = max((100 * s.metrics.get(metric, 0.0) for s in summaries), default=0.0)
     ax.set_ylim(0, min(100.0, max(10.0, top * 1.2 + 2)))  # from zero: differences are not exaggerated
-    ax.legend(title="dataset", fontsize=8, loc="lower right")
+    fig.legend(handles=method_handles, title="method", fontsize=8, loc="outside right upper")
+    fig.legend(handles=dataset_handles, title="dataset", fontsize=8, loc="outside right lower")
     path = _save(fig, path)
     plt.close(fig)
     return path
