@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 import routerag.cli.eval_cmds  # noqa: F401 - registers the commands
 from routerag.cli.app import app
+from routerag.strategies.base import strategy_revision
 
 runner = CliRunner()
 
@@ -94,6 +95,17 @@ def test_a_strategy_revision_changes_the_fingerprint_and_revision_0_keeps_old_on
     identity = header.versions.model
     assert answer_fingerprint(cfg, params, identity) == header.fingerprint
     assert answer_fingerprint(cfg, params, identity, revision=1) != header.fingerprint
-    assert getattr(check_names(cfg), "revision", 0) == 0
+    assert strategy_revision(check_names(cfg)) == 0
     hard_route = check_names(cfg.model_copy(update={"strategy": "hard-route"}))
     assert hard_route.revision >= 1  # its plans copying the prompt's example are refused since revision 1
+
+
+def test_a_strategy_revision_must_be_a_non_negative_int() -> None:
+    class Odd:
+        name = "odd"
+        revision = "2"
+
+    with pytest.raises(TypeError, match="odd.*revision must be an int"):
+        strategy_revision(Odd)
+    Odd.revision = 3
+    assert strategy_revision(Odd) == 3

@@ -19,7 +19,7 @@ from routerag.eval.runner import RunSpec, StrategyFactory
 from routerag.index.settings import IndexSettings
 from routerag.paths import cache_dir
 from routerag.strategies import STRATEGIES, StrategyContext
-from routerag.strategies.base import Strategy
+from routerag.strategies.base import Strategy, strategy_revision
 
 
 @dataclass
@@ -129,7 +129,7 @@ def build_setup(config: EvalConfig, name: str) -> EvalSetup:
         strategy=config.strategy,
         label=config.label,
         metrics=list(config.metrics),
-        fingerprint=answer_fingerprint(config, params, identity, getattr(cls, "revision", 0)),
+        fingerprint=answer_fingerprint(config, params, identity, strategy_revision(cls)),
         versions=versions,
     )
     return EvalSetup(spec=spec, questions=questions, factory=factory, judge_model=judge_model)

@@ -25,9 +25,10 @@ class StrategyContext:
 class Strategy(Protocol):
     name: ClassVar[str]
     Params: ClassVar[type[BaseModel]]  # the strategy's typed parameters
-    # Bumped when a change of the code changes answers (a recovery, a prompt); part of the evaluation
-    # fingerprint when non-zero, so that a run is never resumed with other strategy code. Optional.
-    # revision: ClassVar[int]
+    # Optional ``revision: ClassVar[int]``, read through ``strategy_revision`` (a Protocol member
+    # cannot carry a default): bumped when a change of the code changes answers (a recovery, a
+    # prompt); part of the evaluation fingerprint when non-zero, so that a run is never resumed
+    # with other strategy code.
 
     def __init__(self, context: StrategyContext, params: BaseModel | None = None) -> None: ...
 
@@ -35,3 +36,11 @@ class Strategy(Protocol):
 
 
 STRATEGIES: Registry[type[Strategy]] = Registry("strategy")
+
+
+def strategy_revision(cls: type) -> int:
+    """The strategy class's code revision: its ``revision`` class attribute, 0 when it has none."""
+    revision = getattr(cls, "revision", 0)
+    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
+        raise TypeError(f"strategy {getattr(cls, 'name', cls.__name__)!r}: revision must be an int >= 0, got {revision!r}")
+    return revision
