@@ -33,7 +33,7 @@ def test_vanilla_retrieves_once_and_shows_the_documents():
 def test_ircot_each_thought_is_the_next_query_until_the_answer_mark():
     ctx, model, sources = make_context(
         ["The film was directed by Xawery Zulawski. More text.", "His mother is Malgorzata Braunek.",
-         "So the answer is: Malgorzata Braunek."],
+         "So the answer is: His mother is Malgorzata Braunek.", "Malgorzata Braunek"],
         names=("passage",),
     )
     trace = IRCoT(ctx, IRCoTParams(k=2)).run("Who is the mother of the director of Polish-Russian War?")
@@ -43,12 +43,25 @@ def test_ircot_each_thought_is_the_next_query_until_the_answer_mark():
         "The film was directed by Xawery Zulawski.",  # first sentence only
         "His mother is Malgorzata Braunek.",
     ]
-    assert [s.kind for s in trace.steps] == ["search", "search", "search", "answer"]
-    assert all(c.params.stop == ["\n"] for c in model.calls)
-    last_user = model.calls[-1].messages[1].content
-    assert model.calls[-1].messages[0].content == IRCOT_SYSTEM
-    assert last_user.endswith("Thought: The film was directed by Xawery Zulawski. His mother is Malgorzata Braunek.")
-    assert last_user.count("Wikipedia Title: Xawery Zulawski") == 1  # documents accumulate without repeats
+    assert [s.kind for s in trace.steps] == ["search", "search", "search", "answer", "answer"]
+    chain, reader = trace.steps[-2:]
+    # the chain's sentence is kept as an intermediate answer; the paper's QA reader gives the answer
+    assert chain.answer == "His mother is Malgorzata Braunek" and chain.metadata["intermediate"] is True
+    assert reader.metadata == {"reader": "direct"} and reader.model_calls[0].purpose == "answer"
+    assert all(c.params.stop == ["\n"] for c in model.calls[:3])
+    chain_user = model.calls[2].messages[1].content
+    assert model.calls[2].messages[0].content == IRCOT_SYSTEM
+    assert chain_user.endswith("Thought: The film was directed by Xawery Zulawski. His mother is Malgorzata Braunek.")
+    assert chain_user.count("Wikipedia Title: Xawery Zulawski") == 1  # documents accumulate without repeats
+    reader_system = model.calls[3].messages[0].content  # the reader sees every gathered document once
+    assert reader_system.count("Xawery Zulawski") >= 1 and model.calls[3].messages[1].content.startswith("Question: ")
+
+
+def test_ircot_chain_reader_takes_the_words_after_the_mark():
+    ctx, model, _ = make_context(["So the answer is: Paris."], names=("passage",))
+    trace = IRCoT(ctx, IRCoTParams(reader="chain")).run(Q)
+    assert trace.answer == "Paris" and len(model.calls) == 1
+    assert [s.kind for s in trace.steps] == ["search", "answer"]
 
 
 def test_ircot_without_answer_mark_forces_a_final_answer():

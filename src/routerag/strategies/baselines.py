@@ -4,8 +4,10 @@
 * ``vanilla``     — one retrieval of ``k`` passages for the question, then answer;
 * ``ircot``       — IRCoT (Trivedi et al., 2023): retrieve with the question, then each generated
   chain-of-thought sentence is the next query (new documents are added to the context), up to
-  ``max_steps`` thoughts; stops when a thought says "So the answer is:"; otherwise a final
-  answer call over all documents gathered;
+  ``max_steps`` thoughts; the chain stops when a thought says "So the answer is:". As in the
+  paper, a separate QA reader then answers over all documents gathered (``reader="direct"``, a
+  short-answer call); ``reader="chain"`` takes the chain's own words after the mark (FlashRAG's
+  simplification: a small model writes a whole sentence there);
 * ``iter-retgen`` — Iter-RetGen (Shao et al., 2023): ``iterations`` rounds of retrieving with the
   question plus the previous generation, then generating.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
@@ -53,6 +55,11 @@ class IRCoTParams(VanillaParams):
     max_steps: int = Field(default=5, ge=1, le=16, description="chain-of-thought sentences at most")
     max_tokens: int = Field(default=128, ge=1, le=4096, description="tokens per thought")
     max_query_chars: int = Field(default=300, ge=16, le=2000)
+    reader: Literal["direct", "chain"] = Field(
+        default="direct",
+        description="final answer: a short-answer reader call over the gathered documents (the paper) "
+        "or the chain's words after 'So the answer is:'",
+    )
 
 
 class IterRetGenParams(VanillaParams):
@@ -108,6 +115,7 @@ def _add_new(pool: list[Hit], hits: Sequence[Hit]) -> None:
 class IRCoT(LoopStrategy):
     name: ClassVar[str] = "ircot"
     Params: ClassVar[type[BaseModel]] = IRCoTParams
+    revision: ClassVar[int] = 1  # 1: the paper's separate QA reader answers (was the chain's sentence)
     params: IRCoTParams
 
     def execute(self, trace: Trace) -> None:
@@ -127,14 +135,22 @@ class IRCoT(LoopStrategy):
                 answer = clean_answer(thought[at + len(IRCOT_ANSWER_MARK):])
                 if answer.endswith(".") and "." not in answer[:-1]:  # the sentence's full stop
                     answer = answer[:-1]
-                _finish(trace, answer, response.text, call, reasoning=" ".join(thoughts))
-                return
+                if p.reader == "chain":
+                    _finish(trace, answer, response.text, call, reasoning=" ".join(thoughts))
+                    return
+                add_step(trace, "answer", answer=answer, raw_output=response.text, model_calls=[call], latency_ms=call.latency_ms,
+                         reasoning=" ".join(thoughts), metadata={"intermediate": True, "chain_answer": True})
+                break
             query, errors = clean_query(thought, trace.question, p.max_query_chars)
             step = retrieve_step(self.context, trace, query, [p.source], p.k, wikipedia_docs, model_calls=[call],
                                  reasoning=thought, raw_output=response.text, format_error="; ".join(errors) or None)
             _add_new(pool, step.hits)
+        else:  # no thought gave the answer mark
+            answer, raw, call = _answer(self, trace, pool, p.model_copy(update={"max_tokens": 64}))
+            _finish(trace, answer, raw, call, format_error="no_answer_within_budget", metadata={"forced": True})
+            return
         answer, raw, call = _answer(self, trace, pool, p.model_copy(update={"max_tokens": 64}))
-        _finish(trace, answer, raw, call, format_error="no_answer_within_budget", metadata={"forced": True})
+        _finish(trace, answer, raw, call, metadata={"reader": "direct"})
 
 
 class IterRetGen(LoopStrategy):
