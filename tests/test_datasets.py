@@ -85,6 +85,15 @@ def test_law_med_sources_profiles_and_gold(shared: Path) -> None:
     assert not any(q.answer.endswith('"') and q.answer.count('"') % 2 for q in data.questions)
 
 
+def test_r1router_steps_one_question_per_released_retrieval_step(shared: Path) -> None:
+    data = load_dataset("r1router-steps")
+    assert data.documents() == [] and len(data.questions) == 346  # the 346 ret steps of 119 trajectories
+    golds = {q.gold_source for q in data.questions}
+    assert golds == {"Text Retriever", "Table Retriever", "Text Image Retriever", "None"}
+    first = data.questions[0]
+    assert first.question.startswith("Origin question: ") and first.answers[0] and first.metadata["step"] == 0
+
+
 def test_2wiki_multisource_partitions_the_2wiki_corpus(shared: Path) -> None:
     multi, single = load_dataset("2wiki-multisource"), load_dataset("2wiki")
     assert {n: len(s.docs) for n, s in multi.sources.items()} == {"local": 699, "global": 5420}

@@ -211,3 +211,21 @@ def test_runs_sharing_label_and_name_get_distinct_rows(tmp_path) -> None:
     assert [r.label for r in load_runs([first, third])] == ["realroute (law)", "realroute (law-b)"]
     with pytest.raises(Exception, match="given twice"):
         load_runs([first, first])
+
+
+def test_routing_by_gold_source_counts_first_decisions(tmp_path) -> None:
+    qs = [q.model_copy(update={"gold_source": "passage" if i % 2 == 0 else "graph"}) for i, q in enumerate(_questions("law"))]
+    answers = {q.qid: "wrong" for q in qs}
+    # Scripted searches n = i % 3 times: n=0 -> no decision, else the first search is "passage"
+    run_evaluation(RunSpec(name="r", dataset="law", strategy="router"), qs, lambda: Scripted(answers, ["passage", "graph"]), tmp_path / "r")
+    report = build_report(load_runs([tmp_path / "r"]))
+    by_gold = {r.gold: r for r in report.routing_by_gold}
+    decided = [i for i in range(20) if i % 3 != 0]
+    passage_gold = [i for i in range(20) if i % 2 == 0]
+    assert by_gold["passage"].n == 10 and by_gold["graph"].n == 10
+    assert by_gold["passage"].chosen == {"passage": sum(i in decided for i in passage_gold), "(none)": sum(i not in decided for i in passage_gold)}
+    assert by_gold["passage"].accuracy == pytest.approx(by_gold["passage"].chosen["passage"] / 10)
+    assert by_gold["graph"].accuracy == 0.0
+    assert report.runs[0].routing.accuracy == pytest.approx(sum(i in decided for i in passage_gold) / 20)
+    markdown = render_markdown(report)
+    assert "### Routing by gold source" in markdown and "| router | law | graph | 10 | 0.0 |" in markdown

@@ -216,7 +216,7 @@ def test_question_objects_and_registry():
     trace = RouteRAG(ctx).run(Question(qid="q7", question=Q, answers=["Malgorzata Braunek"]))
     assert trace.qid == "q7" and trace.question == Q and trace.params["k"] == 3
     for name in ["routerag", "routerag-passage", "routerag-graph", "routerag-hybrid", "routerag-random",
-                 "graphrag-r1", "r1-router", "direct", "vanilla", "ircot", "iter-retgen"]:
+                 "graphrag-r1", "r1-router", "r1-router-step", "direct", "vanilla", "ircot", "iter-retgen"]:
         cls = STRATEGIES.get(name)
         assert cls.name == name and cls.Params().model_dump() is not None
 

@@ -264,6 +264,15 @@ def _2wiki_multisource() -> Dataset:
     return realroute_folder(root / "multisource", "2wikimultihopqa", "2wiki-multisource", questions=questions)
 
 
+def _r1router_steps() -> Dataset:
+    path = _need(data_root() / "r1router" / "stepgrpo_valid.jsonl")
+    return Dataset(
+        name="r1router-steps",
+        questions=load_questions(path, "r1router-steps", dataset="r1router-steps"),
+        description="R1-Router's released trajectories, one question per decompose-and-route step (no corpus)",
+    )
+
+
 def _demo() -> Dataset:
     data = hipporag_folder(bundled_data_dir() / "demo", "demo", stem="2wiki", qid_prefix="demo")
     return data.model_copy(update={"description": "a 2WikiMultihopQA slice (Apache-2.0); see data/demo/ATTRIBUTION.md"})
@@ -292,6 +301,7 @@ for _name, _loader in {
     "hotpotqa": _hotpotqa,
     "law-med": _law_med,
     "2wiki-multisource": _2wiki_multisource,
+    "r1router-steps": _r1router_steps,
     "demo": _demo,
     "demo-musique": _demo_musique,
     "tables": _tables,

@@ -485,6 +485,44 @@ def _read_popqa(path: Path, dataset: str) -> Iterator[Question]:
         )
 
 
+def _read_r1router_steps(path: Path, dataset: str) -> Iterator[Question]:
+    """R1-Router Step-GRPO trajectories ``{images, steps: [{step_type, system, problem, answer}]}``:
+    one question per decompose-and-route step (``step_type: ret``). ``question`` is the step's
+    user prompt (origin question + sub-questions and answers so far), ``answers`` the gold
+    sub-question, ``gold_source`` the gold retriever ("Text Retriever", ...; "None" where the gold
+    step ends the decomposition)."""
+    for where, value in _records(path):
+        rec = _record(value, where)
+        steps = _list(rec, "steps", where)
+        index = where.record if where.record is not None else (where.line or 1) - 1
+        for i, raw in enumerate(steps):
+            if not isinstance(raw, dict):
+                raise CorpusFormatError(where, f"step {i}: expected a JSON object, got {_type(raw)}", field="steps")
+            if raw.get("step_type") != "ret":
+                continue
+            gold = raw.get("answer")
+            if not isinstance(gold, dict):
+                raise CorpusFormatError(where, f"step {i}: expected answer {{query, retriever}}, got {_type(gold)}", field="steps")
+            query = gold.get("query")
+            retrievers = gold.get("retriever") or []
+            if not isinstance(query, str) or not isinstance(retrievers, list) or not all(isinstance(r, str) for r in retrievers):
+                raise CorpusFormatError(where, f"step {i}: expected answer.query a string and answer.retriever a list of strings", field="steps")
+            problem = raw.get("problem")
+            if not isinstance(problem, str) or not problem.strip():
+                raise CorpusFormatError(where, f"step {i}: expected a non-empty problem string", field="steps")
+            retriever = retrievers[0].strip() if retrievers else "None"
+            query = " ".join(query.split())
+            yield Question(
+                qid=f"{dataset}-{index}-{i}",
+                question=problem.strip(),
+                answers=[query or "None"],
+                dataset=dataset,
+                # the released labels are lower case ("text retriever"); the prompt offers title case
+                gold_source="None" if retriever.lower() in {"", "none"} else retriever.title(),
+                metadata={"trajectory": index, "step": i, "images": len(rec.get("images") or [])},
+            )
+
+
 def _register_builtins() -> None:
     corpus = [
         ("hipporag", "JSON list of {title, text}", _read_title_text),
@@ -507,6 +545,7 @@ def _register_builtins() -> None:
         ("hotpotqa", "HotpotQA {question, answer, supporting_facts, context}", _read_hotpotqa),
         ("realroute", "RealRoute/DeepSieve {_id, type, question, answer, context}", _read_realroute),
         ("popqa", "PopQA as published with RouteRAG {question, possible_answers (JSON string), paragraphs}", _read_popqa),
+        ("r1router-steps", "R1-Router step-wise trajectories {images, steps}: one question per retrieval step", _read_r1router_steps),
     ]
     for name, description, read in questions:
         QUESTION_FORMATS.register(name, QuestionFormat(name, description, read))
@@ -536,6 +575,10 @@ def _first_record(path: Path) -> tuple[str, Any]:
 
 
 def _question_format_of(rec: dict[str, Any]) -> str | None:
+    if "question" not in rec and isinstance(rec.get("steps"), list) and any(
+        isinstance(st, dict) and "step_type" in st for st in rec["steps"]
+    ):
+        return "r1router-steps"
     if "question" not in rec:
         return None
     if "question_decomposition" in rec or any(isinstance(p, dict) and "paragraph_text" in p for p in rec.get("paragraphs", []) or []):

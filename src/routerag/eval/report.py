@@ -258,6 +258,45 @@ def routing_rows(summaries: Sequence[RunSummary]) -> tuple[list[str], list[list[
     return cols, rows
 
 
+class GoldRouting(BaseModel):
+    """How a run routed the questions whose gold source is ``gold``."""
+
+    label: str
+    dataset: str
+    gold: str
+    n: int
+    accuracy: float  # first decision == gold
+    chosen: dict[str, int]  # first decision ("+"-joined when several sources; "(none)") -> count
+
+
+def routing_by_gold(runs: Sequence[LoadedRun]) -> list[GoldRouting]:
+    """Per run and gold source: routing accuracy and what was chosen instead (a confusion row)."""
+    out = []
+    for run in runs:
+        groups: dict[str, list] = {}
+        for record in run.records:
+            if record.routing is not None:
+                groups.setdefault(record.routing.gold_source, []).append(record.routing)
+        for gold in sorted(groups):
+            outcomes = groups[gold]
+            chosen: dict[str, int] = {}
+            for o in outcomes:
+                key = "+".join(o.chosen) or "(none)"
+                chosen[key] = chosen.get(key, 0) + 1
+            out.append(GoldRouting(label=run.label, dataset=run.header.dataset, gold=gold, n=len(outcomes),
+                                   accuracy=sum(o.correct for o in outcomes) / len(outcomes),
+                                   chosen=dict(sorted(chosen.items(), key=lambda kv: (-kv[1], kv[0])))))
+    return out
+
+
+def routing_by_gold_rows(rows: Sequence[GoldRouting]) -> tuple[list[str], list[list[str]]]:
+    cols = ["Method", "Dataset", "Gold source", "n", "Routing acc.", "First decision (count)"]
+    return cols, [
+        [r.label, r.dataset, r.gold, str(r.n), _fmt(100 * r.accuracy), ", ".join(f"{k} {v}" for k, v in r.chosen.items())]
+        for r in rows
+    ]
+
+
 # ---------------------------------------------------------------- the report
 
 
@@ -266,6 +305,7 @@ class Report(BaseModel):
     comparisons: list[Comparison]
     runs: list[RunSummary]
     warnings: list[str]
+    routing_by_gold: list[GoldRouting] = Field(default_factory=list)
 
 
 def build_report(runs: Sequence[LoadedRun], metrics: Sequence[str] = DEFAULT_TABLE_METRICS, *, seed: int = 0,
@@ -283,6 +323,7 @@ def build_report(runs: Sequence[LoadedRun], metrics: Sequence[str] = DEFAULT_TAB
         comparisons=compare_runs(runs, metrics, seed=seed, baseline=baseline),
         runs=[r.summary for r in runs],
         warnings=warnings,
+        routing_by_gold=routing_by_gold(runs),
     )
 
 
@@ -296,6 +337,9 @@ def render_markdown(report: Report) -> str:
     if rows:
         parts += ["", "## Routing", ""]
         parts.append(_markdown(cols, rows))
+    if report.routing_by_gold:
+        parts += ["", "### Routing by gold source", ""]
+        parts.append(_markdown(*routing_by_gold_rows(report.routing_by_gold)))
     if report.warnings:
         parts += ["", "## Warnings", ""] + [f"- {w}" for w in report.warnings]
     return "\n".join(parts) + "\n"

@@ -13,6 +13,7 @@ _BUILTINS = {
     "routerag-random": "routerag.strategies.routerag:RouteRAGRandom",
     "graphrag-r1": "routerag.strategies.graphrag_r1:GraphRAGR1",
     "r1-router": "routerag.strategies.r1_router:R1Router",
+    "r1-router-step": "routerag.strategies.r1_router_step:R1RouterStep",
     "direct": "routerag.strategies.baselines:Direct",
     "vanilla": "routerag.strategies.baselines:Vanilla",
     "ircot": "routerag.strategies.baselines:IRCoT",
