@@ -53,8 +53,9 @@ def test_a_wrong_retriever_and_the_stop_decision():
 def test_broken_output_is_a_format_error_and_no_routing_decision(output, error):
     # r1-router would fall back to the first retriever; scored as routing that fallback would be
     # "correct" whenever the gold is the Text Retriever
-    trace, _, outcome = _step(output)
+    trace, _, outcome = _step(output, gold="None")
     assert error in (trace.steps[0].format_error or "")
+    assert trace.answer != "None"  # a broken output never matches a gold "stop"
     assert trace.steps[0].sources == [] and outcome.chosen == [] and not outcome.correct
 
 

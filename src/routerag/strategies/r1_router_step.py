@@ -70,7 +70,9 @@ class R1RouterStep(LoopStrategy):
             named = match_name(ret_text, p.retrievers) if ret_text is not None else None
             if named is not None:  # not parse_sub_question's fallback to the first retriever
                 chosen = [named]
-        add_step(trace, "route", query=sub.query, sources=chosen, answer=sub.text if sub.query is not None else STOP,
-                 reasoning=sub.reasoning, raw_output=text, model_calls=[call], latency_ms=call.latency_ms,
-                 format_error="; ".join(errors) or None)
-        trace.answer = sub.text if sub.query is not None else STOP
+        # the step's answer is the sub-question, "None" for a decision to stop, and nothing for a
+        # broken output (which must not match a gold "None")
+        answer = sub.text if sub.query is not None else STOP if chosen == [STOP] else ""
+        add_step(trace, "route", query=sub.query, sources=chosen, answer=answer, reasoning=sub.reasoning, raw_output=text,
+                 model_calls=[call], latency_ms=call.latency_ms, format_error="; ".join(errors) or None)
+        trace.answer = answer

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -34,12 +35,25 @@ def render_profiles(profiles: Mapping[str, str]) -> str:
 ROUTE_QUERY_CHARS = 1500  # the gist is enough to route; law-med questions run to 10,000 characters
 
 
-def route_messages(query: str, profiles: Mapping[str, str], history: str = "") -> list[Message]:
+RoutePrompt = Literal["choice", "inline"]
+
+
+def route_messages(query: str, profiles: Mapping[str, str], history: str = "", *, prompt: RoutePrompt = "inline") -> list[Message]:
+    """The routing call's messages. ``inline`` (what realroute and hard-route use) lists the
+    sources inside the JSON skeleton (``{"source": one of "law", "med", ...}``), which the bundled
+    0.5B reads as keys and copies: ``{"source": "law", "med": "<an answer>"}``. ``choice`` names
+    them in a sentence of their own and gives the reply's shape with a placeholder.
+    benchmarks/bench_route_prompt.py compares the two in both source orders."""
     names = ", ".join(f'"{n}"' for n in profiles)
     parts = [f"Sources:\n{render_profiles(profiles)}", f"Query: {query[:ROUTE_QUERY_CHARS]}"]
     if history:
         parts.append(history)
-    parts.append(f'Reply with JSON only: {{"source": one of {names}, "reason": "<one sentence>"}}')
+    if prompt == "inline":
+        parts.append(f'Reply with JSON only: {{"source": one of {names}, "reason": "<one sentence>"}}')
+    else:
+        listed = " or ".join(f'"{n}"' for n in profiles)
+        parts.append(f'Which source is most likely to hold the answer: {listed}?\n'
+                     f'Reply with JSON only: {{"source": "<the source name>", "reason": "<one sentence>"}}')
     return [Message(role="system", content=ROUTE_SYSTEM), Message(role="user", content="\n\n".join(parts))]
 
 
