@@ -203,12 +203,15 @@ def test_runs_sharing_label_and_name_get_distinct_rows(tmp_path) -> None:
     second = _run(tmp_path / "rev1", "law", "2wiki", "realroute", {0, 1, 2}, ["passage"])
     loaded = load_runs([first, second])
     labels = [r.label for r in loaded]
-    assert labels == ["realroute (rev0/law)", "realroute (rev1/law)"]
+    assert labels == ["realroute (rev0)", "realroute (rev1)"]
     table = main_table(loaded)
     assert [row.scores["2wiki"]["em"] for row in table.rows] == [pytest.approx(5.0), pytest.approx(15.0)]
-    # different run names are enough on their own
+    # a rerun's runs on other datasets join its row
+    other = _run(tmp_path / "rev1", "law-musique", "musique", "realroute", {0}, ["passage"])
+    assert [r.label for r in load_runs([first, second, other])] == ["realroute (rev0)", "realroute (rev1)", "realroute (rev1)"]
+    # in one folder the run names tell them apart
     third = _run(tmp_path / "rev1", "law-b", "2wiki", "realroute", set(), ["passage"])
-    assert [r.label for r in load_runs([first, third])] == ["realroute (law)", "realroute (law-b)"]
+    assert [r.label for r in load_runs([second, third])] == ["realroute (rev1/law)", "realroute (rev1/law-b)"]
     with pytest.raises(Exception, match="given twice"):
         load_runs([first, first])
 

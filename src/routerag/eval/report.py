@@ -65,20 +65,21 @@ def load_runs(paths: Sequence[str | Path]) -> list[LoadedRun]:
     for i, here in enumerate(resolved):
         if here in resolved[:i]:
             raise RunError(f"run {runs[i].path} is given twice")
-    # Two runs in one cell (same label, same dataset) are told apart by run name, and where the
-    # names agree too (a rerun kept in another folder) by the folder that holds the run.
+    # Two runs in one cell (same label, same dataset) are told apart by the folder that holds
+    # them (a rerun kept elsewhere: its runs on every dataset share one row), else by run name.
     base = [r.header.label for r in runs]
     suffixes = (
-        lambda r: r.header.name,
+        lambda r: Path(r.path).resolve().parent.name,
         lambda r: f"{Path(r.path).resolve().parent.name}/{r.header.name}",
         lambda r: str(Path(r.path).resolve()),
     )
     for suffix in suffixes:
         keys = [(r.label, r.header.dataset) for r in runs]
-        if len(set(keys)) == len(keys):
+        clashing = {label for (label, _), n in ((k, keys.count(k)) for k in keys) if n > 1}
+        if not clashing:
             break
-        for run, label, key in zip(runs, base, keys):
-            if keys.count(key) > 1:
+        for run, label in zip(runs, base):
+            if run.label in clashing:  # every run of that row, on every dataset, so rows stay whole
                 run.header.label = run.summary.label = f"{label} ({suffix(run)})"
     return runs
 
