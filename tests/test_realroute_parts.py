@@ -340,3 +340,16 @@ def test_replies_cut_short_are_recovered_field_by_field():
     attempts = [Attempt(query="q", source="law", answer=SubAnswer())]
     reflection = parse_reflection('{"query": "better q", "source": "med", "reason": "the', attempts, ["law", "med"])
     assert (reflection.query, reflection.source) == ("better q", "med") and "broken JSON" in reflection.format_error
+
+
+def test_route_prompt_wordings():
+    from routerag.strategies.source_routing import parse_route, route_messages
+
+    profiles = {"law": "court cases", "med": "clinical questions"}
+    inline = route_messages("What treats asthma?", profiles)[1].content  # the default, what the runs used
+    assert inline.endswith('Reply with JSON only: {"source": one of "law", "med", "reason": "<one sentence>"}')
+    choice = route_messages("What treats asthma?", profiles, prompt="choice")[1].content
+    skeleton = choice.rsplit("Reply with JSON only:", 1)[1]
+    assert '"law" or "med"?' in choice and "law" not in skeleton and "med" not in skeleton
+    # the copy the inline wording invites: the first name as the source, the next as a key
+    assert parse_route('{"source": "law", "med": "Salbutamol", "reason": "x"}', list(profiles)).source == "law"
