@@ -86,7 +86,8 @@ def plot_accuracy_vs_turns(summaries: Sequence[RunSummary], path: str | Path, me
     ax.set_ylabel(f"{METRIC_TITLES.get(metric, metric)} (%)")
     ax.set_title(f"{METRIC_TITLES.get(metric, metric)} vs retrieval turns")
     ax.grid(alpha=0.3, zorder=0)
-    ax.set_xlim(left=min(-0.1, ax.get_xlim()[0]))
+    right = max((s.cost.retrieval_turns for s in summaries), default=0.0)
+    ax.set_xlim(-0.1, right * 1.05 + 0.15)  # whole markers at both ends
     top = max((100 * s.metrics.get(metric, 0.0) for s in summaries), default=0.0)
     ax.set_ylim(0, min(100.0, max(10.0, top * 1.2 + 2)))  # from zero: differences are not exaggerated
     fig.legend(handles=method_handles, title="method", fontsize=8, loc="outside right upper")
