@@ -165,3 +165,59 @@ def test_misrouted_real_questions_recover_by_reflection(tmp_path):
         assert not outcome.correct and outcome.gold_used  # wrong first, gold after reflection
         assert [s.sources for s in trace.search_steps] == [[wrong[question.question[:100]]], [question.gold_source]]
         assert trace.answer == "gold" == trace.fallback_answer
+
+
+class _ToyEmbedder:
+    """Bag-of-words test double of a sentence embedder over a fixed vocabulary."""
+
+    identity, dim = "toy", 6
+    vocab = ["court", "contract", "judge", "patient", "drug", "symptoms"]
+
+    def encode(self, texts, *, is_query=False):
+        import numpy as np
+
+        return np.array([[float(w in t.lower()) for w in self.vocab] for t in texts])
+
+
+def test_embedding_router_picks_the_closest_profile_whatever_the_order():
+    from routerag.strategies.source_routing import embedding_route
+
+    law, med = "court decisions, contract disputes, how a judge ruled", "patient symptoms, drug treatments"
+    query = "A patient with these symptoms takes which drug?"
+    for profiles in ({"law": law, "med": med}, {"med": med, "law": law}):
+        decision, sims = embedding_route(query, profiles, _ToyEmbedder())
+        assert decision.source == "med" and sims["med"] > sims["law"] and decision.format_error is None
+        assert "profile similarity" in decision.reason
+
+
+def test_hard_route_with_the_embedding_router_makes_no_routing_call(monkeypatch):
+    import routerag.index.embedder as embedder_module
+
+    monkeypatch.setattr(embedder_module, "build_embedder", lambda config=None: _ToyEmbedder())
+    films = KeywordSource("films", FILMS.docs, "court judge")  # profiles in the toy vocabulary
+    people = KeywordSource("people", PEOPLE.docs, "patient drug")
+    model = ScriptedModel(responder)
+    params = HardRouteParams(top_k=3, router="profile-embedding", decomposition=False, max_reflections=0)
+    trace = HardRoute(StrategyContext(model=model, sources=SourceSet([films, people])), params).run("Which drug helps this patient?")
+    route = next(s for s in trace.steps if s.kind == "route")
+    assert route.sources == ["people"] and route.model_calls == [] and route.metadata["router"] == "profile-embedding"
+    assert all(c.messages[0].content != ROUTE_SYSTEM for c in model.calls)
+    assert people.queries and not films.queries
+
+
+def test_embedding_router_on_law_med_profiles_with_the_bundled_embedder():
+    """The real embedder on the released law-med profiles and two real-style questions."""
+    import pytest
+
+    from routerag.corpus.datasets import DataNotFoundError, load_dataset
+    from routerag.strategies.source_routing import embedding_route
+
+    try:
+        data = load_dataset("law-med")
+    except DataNotFoundError:
+        pytest.skip("shared benchmark data not available")
+    profiles = {name: spec.profile for name, spec in data.sources.items()}
+    med_q = "A 45-year-old woman presents with fever and a productive cough. Which antibiotic is most appropriate?"
+    law_q = "The court held that the contract was unenforceable because the defendant lacked capacity. Which holding applies?"
+    assert embedding_route(med_q, profiles)[0].source == "med"
+    assert embedding_route(law_q, profiles)[0].source == "law"

@@ -12,7 +12,8 @@ the one routed source. Every model call and retrieval is a :class:`Step` of the 
 
 from __future__ import annotations
 
-from typing import Protocol
+import time
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -22,7 +23,7 @@ from routerag.strategies.base import StrategyContext
 from routerag.strategies.decompose import Plan, SubQuery, bind, decompose_messages, execution_order, parse_plan
 from routerag.strategies.fusion_answer import Hop, fuse_messages, last_hop_answer, parse_fusion
 from routerag.strategies.loop import add_step, call_model, generated_text
-from routerag.strategies.source_routing import parse_route, route_messages
+from routerag.strategies.source_routing import embedding_route, parse_route, route_messages
 from routerag.strategies.reflection import Attempt, parse_reflection, reflect_messages
 from routerag.strategies.subanswer import SubAnswer, answer_messages, parse_subanswer, render_evidence
 from routerag.trace import ModelCall, Trace
@@ -34,6 +35,11 @@ class SieveParams(BaseModel):
     decomposition: bool = Field(default=True, description="split the question into dependent sub-queries")
     max_subqueries: int = Field(default=4, ge=1, le=10, description="sub-queries kept from the plan")
     max_reflections: int = Field(default=2, ge=0, le=5, description="retries of a failed sub-query")
+    router: Literal["llm", "profile-embedding"] = Field(
+        default="llm",
+        description="how a sub-query's source is chosen: an LLM call over the source profiles (the papers'), "
+        "or the profile most similar to the query by sentence embedding (no model call)",
+    )
     fuse_single_hop: bool = Field(
         default=True, description="run the fusion call also when there is one sub-query (else its answer is final)"
     )
@@ -69,8 +75,16 @@ def searchable(query: str) -> str:
 
 
 def route_step(context: StrategyContext, params: SieveParams, trace: Trace, subquery_id: str, query: str) -> str:
-    """One routing call over the source profiles, recorded as a ``route`` step; the chosen source."""
+    """One routing decision over the source profiles, recorded as a ``route`` step; the chosen source."""
     profiles = context.sources.profiles()
+    if params.router == "profile-embedding":
+        start = time.perf_counter()
+        decision, sims = embedding_route(query, profiles)
+        add_step(trace, "route", query=query, sources=[decision.source], routing_reason=decision.reason,
+                 latency_ms=1000 * (time.perf_counter() - start),
+                 metadata={"subquery_id": subquery_id, "preferred_source": decision.source, "router": params.router,
+                           "similarity": sims})
+        return decision.source
     response, call = call_model(context, route_messages(query, profiles), params.generation(flat_json=True), "route")
     text = generated_text(response)
     decision = parse_route(text, list(profiles))

@@ -1,8 +1,16 @@
-"""Routing a query to one source by an LLM call over the source profiles.
+"""Routing a query to one source over the source profiles.
 
 Used by RealRoute (the preferred source of the Adaptive Cap) and by hard-route (the only source
-searched). The model answers ``{"source": "<name>", "reason": "..."}``; a bare name is accepted,
-and output naming no source falls back to the first source not yet tried (a format error)."""
+searched). Two routers:
+
+* ``llm`` (the papers'): one model call; the model answers ``{"source": "<name>", "reason": "..."}``;
+  a bare name is accepted, and output naming no source falls back to the first source not yet
+  tried (a format error). Small models pick by position: the bundled 0.5B chooses the first
+  listed source 80-100% of the time whichever order the sources are listed in
+  (benchmarks/bench_route_prompt.py, docs/realroute.md).
+* ``profile-embedding``: no model call; the source whose profile is most similar to the query
+  (cosine of the bundled sentence embedder), the "semantic router" baseline. Order-invariant.
+"""
 
 from __future__ import annotations
 
@@ -70,6 +78,29 @@ def match_source(text: str, names: Sequence[str]) -> str | None:
         if found and (best is None or found.start() < best[0]):
             best = (found.start(), name)
     return best[1] if best else None
+
+
+def embedding_route(query: str, profiles: Mapping[str, str], embedder=None) -> tuple[RouteDecision, dict[str, float]]:
+    """The source whose profile is closest to the query (cosine of sentence embeddings; the
+    bundled all-MiniLM-L6-v2 unless ``embedder`` is given), and every source's similarity. A
+    source without a profile is compared by its name."""
+    import numpy as np
+
+    if not profiles:
+        raise ValueError("routing needs at least one source")
+    if embedder is None:
+        from routerag.index.embedder import build_embedder
+
+        embedder = build_embedder()
+    names = list(profiles)
+    q = np.asarray(embedder.encode([query[:ROUTE_QUERY_CHARS]], is_query=True), dtype=np.float32)[0]
+    p = np.asarray(embedder.encode([profiles[n] or n for n in names]), dtype=np.float32)
+    q = q / (np.linalg.norm(q) or 1.0)
+    p = p / np.maximum(np.linalg.norm(p, axis=1, keepdims=True), 1e-12)
+    sims = {n: round(float(v), 4) for n, v in zip(names, p @ q)}
+    best = max(names, key=lambda n: sims[n])  # ties: the first listed
+    reason = "profile similarity " + ", ".join(f"{n} {v:.3f}" for n, v in sims.items())
+    return RouteDecision(source=best, reason=reason), sims
 
 
 def parse_route(text: str, names: Sequence[str], avoid: Sequence[str] = ()) -> RouteDecision:
