@@ -109,3 +109,44 @@ def test_a_strategy_revision_must_be_a_non_negative_int() -> None:
         strategy_revision(Odd)
     Odd.revision = 3
     assert strategy_revision(Odd) == 3
+
+
+def test_every_stored_result_run_matches_the_current_code() -> None:
+    """docs/results/runs holds runs of the current strategy code: each fingerprint, recomputed from
+    its stored configuration, matches (so each resumes). A change of answers needs a strategy
+    revision and its runs redone (the old ones go to runs-rev0); a new parameter whose default keeps
+    the old behaviour is marked OMIT_AT_DEFAULT instead of orphaning the runs."""
+    from pathlib import Path
+
+    from routerag.config import load_config
+    from routerag.eval.config import EvalConfig
+    from routerag.eval.runs import RunDir
+    from routerag.eval.setup import answer_fingerprint, check_names
+
+    runs = sorted((Path(__file__).resolve().parents[1] / "docs" / "results" / "runs").iterdir())
+    assert len(runs) >= 20
+    stale = []
+    for run in runs:
+        header = RunDir(run).read_header()
+        cfg = load_config(EvalConfig, run / "config.resolved.yaml", [])
+        cls = check_names(cfg)
+        params = cls.Params.model_validate(cfg.params)
+        if answer_fingerprint(cfg, params, header.versions.model, strategy_revision(cls)) != header.fingerprint:
+            stale.append(run.name)
+    assert stale == []
+
+
+def test_a_parameter_marked_omit_at_default_leaves_the_fingerprint_alone_at_its_default() -> None:
+    from pydantic import BaseModel, Field
+
+    from routerag.config import OMIT_AT_DEFAULT
+    from routerag.eval.setup import fingerprint_params
+
+    class Old(BaseModel):
+        k: int = 3
+
+    class New(Old):
+        router: str = Field(default="llm", json_schema_extra=OMIT_AT_DEFAULT)
+
+    assert fingerprint_params(New()) == fingerprint_params(Old()) == {"k": 3}
+    assert fingerprint_params(New(router="embedding")) == {"k": 3, "router": "embedding"}

@@ -14,6 +14,10 @@ from pydantic import BaseModel, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
 
+# ``json_schema_extra`` of a params field added after runs were stored, whose default keeps the old
+# behaviour: the evaluation fingerprint leaves it out while it has its default (eval.setup).
+OMIT_AT_DEFAULT: dict[str, Any] = {"fingerprint": "omit-at-default"}
+
 
 class ConfigError(ValueError):
     """A configuration file or override that cannot be used; the message says where and why."""

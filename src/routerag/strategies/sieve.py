@@ -17,6 +17,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from routerag.config import OMIT_AT_DEFAULT
 from routerag.llm.base import GenerationParams, Message
 from routerag.sources.base import MAX_QUERY_CHARS, Hit
 from routerag.strategies.base import StrategyContext
@@ -39,6 +40,7 @@ class SieveParams(BaseModel):
         default="llm",
         description="how a sub-query's source is chosen: an LLM call over the source profiles (the papers'), "
         "or the profile most similar to the query by sentence embedding (no model call)",
+        json_schema_extra=OMIT_AT_DEFAULT,  # added after runs were stored; "llm" is the old behaviour
     )
     fuse_single_hop: bool = Field(
         default=True, description="run the fusion call also when there is one sub-query (else its answer is final)"
