@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
 
 from routerag.llm.base import Message
 from routerag.strategies.json_output import as_text, extract_json, partial_object
+
+if TYPE_CHECKING:
+    from routerag.index.embedder import Embedder
 
 
 class RouteDecision(BaseModel):
@@ -80,7 +83,7 @@ def match_source(text: str, names: Sequence[str]) -> str | None:
     return best[1] if best else None
 
 
-def embedding_route(query: str, profiles: Mapping[str, str], embedder=None) -> tuple[RouteDecision, dict[str, float]]:
+def embedding_route(query: str, profiles: Mapping[str, str], embedder: Embedder | None = None) -> tuple[RouteDecision, dict[str, float]]:
     """The source whose profile is closest to the query (cosine of sentence embeddings; the
     bundled all-MiniLM-L6-v2 unless ``embedder`` is given), and every source's similarity. A
     source without a profile is compared by its name."""
