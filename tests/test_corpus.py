@@ -335,7 +335,7 @@ def test_detection_errors(tmp_path: Path) -> None:
 def test_format_registry_lists_valid_names() -> None:
     for name in ["hipporag", "jsonl", "flashrag", "csv", "hotpotqa-corpus", "openie", "musique", "hotpotqa", "popqa", "table-csv", "table-json"]:
         assert name in CORPUS_FORMATS
-    assert set(QUESTION_FORMATS.names()) == {"qa", "musique", "hotpotqa", "realroute", "popqa"}
+    assert set(QUESTION_FORMATS.names()) == {"qa", "musique", "hotpotqa", "realroute", "popqa", "r1router-steps"}
     with pytest.raises(UnknownNameError, match="valid: .*flashrag.*hipporag"):
         CORPUS_FORMATS.get("parquet")
 
