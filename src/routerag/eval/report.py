@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from routerag.config import atomic_write_text
 from routerag.eval.bootstrap import PairedDifference, paired_bootstrap
+from routerag.eval.routing import RoutingOutcome
 from routerag.eval.runs import QuestionRecord, RunDir, RunError, RunHeader
 from routerag.eval.summary import RunSummary, summarize
 
@@ -274,7 +275,7 @@ def routing_by_gold(runs: Sequence[LoadedRun]) -> list[GoldRouting]:
     """Per run and gold source: routing accuracy and what was chosen instead (a confusion row)."""
     out = []
     for run in runs:
-        groups: dict[str, list] = {}
+        groups: dict[str, list[RoutingOutcome]] = {}
         for record in run.records:
             if record.routing is not None:
                 groups.setdefault(record.routing.gold_source, []).append(record.routing)
