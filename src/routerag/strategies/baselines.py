@@ -123,6 +123,7 @@ class IRCoT(LoopStrategy):
         pool: list[Hit] = []
         _add_new(pool, retrieve_step(self.context, trace, trace.question, [p.source], p.k, wikipedia_docs).hits)
         thoughts: list[str] = []
+        marked = False  # a thought said "So the answer is:"
         for _ in range(p.max_steps):
             messages = [Message(role="system", content=IRCOT_SYSTEM),
                         Message(role="user", content=ircot_user(trace.question, pool, thoughts))]
@@ -140,17 +141,18 @@ class IRCoT(LoopStrategy):
                     return
                 add_step(trace, "answer", answer=answer, raw_output=response.text, model_calls=[call], latency_ms=call.latency_ms,
                          reasoning=" ".join(thoughts), metadata={"intermediate": True, "chain_answer": True})
+                marked = True
                 break
             query, errors = clean_query(thought, trace.question, p.max_query_chars)
             step = retrieve_step(self.context, trace, query, [p.source], p.k, wikipedia_docs, model_calls=[call],
                                  reasoning=thought, raw_output=response.text, format_error="; ".join(errors) or None)
             _add_new(pool, step.hits)
-        else:  # no thought gave the answer mark
-            answer, raw, call = _answer(self, trace, pool, p.model_copy(update={"max_tokens": 64}))
-            _finish(trace, answer, raw, call, format_error="no_answer_within_budget", metadata={"forced": True})
-            return
+        # the QA reader over every gathered document; without the mark it is forced (a format error)
         answer, raw, call = _answer(self, trace, pool, p.model_copy(update={"max_tokens": 64}))
-        _finish(trace, answer, raw, call, metadata={"reader": "direct"})
+        if marked:
+            _finish(trace, answer, raw, call, metadata={"reader": "direct"})
+        else:
+            _finish(trace, answer, raw, call, format_error="no_answer_within_budget", metadata={"forced": True})
 
 
 class IterRetGen(LoopStrategy):
