@@ -65,6 +65,7 @@ class SubQuestion(BaseModel):
     query: str | None  # cleaned, for retrieval
     text: str = ""  # verbatim between the tags (as R1-Router's history shows it)
     retriever: str | None = None
+    retriever_fallback: bool = False  # the output named no offered retriever; ``retriever`` is the first one
     reasoning: str = ""
     errors: list[str] = Field(default_factory=list)
 
@@ -99,10 +100,12 @@ def parse_sub_question(text: str, retrievers: list[str], question: str, first: b
     query, query_errors = clean_query(sub, question, max_chars)
     ret_text = extract_tag(text, "<ret>", "</ret>")
     retriever = match_name(ret_text, retrievers) if ret_text is not None else None
-    if retriever is None:
+    fallback = retriever is None
+    if fallback:
         errors.append("missing_retriever" if ret_text is None else f"unknown_retriever:{' '.join(ret_text.split())}")
         retriever = retrievers[0]
-    return SubQuestion(query=query, text=sub, retriever=retriever, reasoning=reasoning, errors=errors + query_errors)
+    return SubQuestion(query=query, text=sub, retriever=retriever, retriever_fallback=fallback, reasoning=reasoning,
+                       errors=errors + query_errors)
 
 
 class R1Router(LoopStrategy):

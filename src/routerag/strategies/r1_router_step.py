@@ -22,7 +22,6 @@ from pydantic import BaseModel, Field
 
 from routerag.llm.base import GenerationParams, Message
 from routerag.strategies.loop import LoopStrategy, add_step, call_model, record_exchange
-from routerag.strategies.parsing import extract_tag, match_name
 from routerag.strategies.prompts import R1_ROUTER_GUIDELINES, r1_router_ret_system
 from routerag.strategies.r1_router import parse_sub_question
 from routerag.trace import Trace
@@ -65,11 +64,8 @@ class R1RouterStep(LoopStrategy):
         if sub.query is None:
             if not errors:  # "None": the decision that no further retrieval is needed
                 chosen = [STOP]
-        else:
-            ret_text = extract_tag(text, "<ret>", "</ret>")
-            named = match_name(ret_text, p.retrievers) if ret_text is not None else None
-            if named is not None:  # not parse_sub_question's fallback to the first retriever
-                chosen = [named]
+        elif not sub.retriever_fallback and sub.retriever is not None:  # never the parser's default
+            chosen = [sub.retriever]
         # the step's answer is the sub-question, "None" for a decision to stop, and nothing for a
         # broken output (which must not match a gold "None")
         answer = sub.text if sub.query is not None else STOP if chosen == [STOP] else ""
