@@ -221,3 +221,22 @@ def test_embedding_router_on_law_med_profiles_with_the_bundled_embedder():
     law_q = "The court held that the contract was unenforceable because the defendant lacked capacity. Which holding applies?"
     assert embedding_route(med_q, profiles)[0].source == "med"
     assert embedding_route(law_q, profiles)[0].source == "law"
+
+
+def test_embedding_router_encodes_the_profiles_once_per_source_set():
+    from routerag.strategies.source_routing import embedding_route
+
+    class Counting(_ToyEmbedder):
+        def __init__(self):
+            self.batches = []
+
+        def encode(self, texts, *, is_query=False):
+            self.batches.append((list(texts), is_query))
+            return super().encode(texts, is_query=is_query)
+
+    embedder = Counting()
+    profiles = {"law": "court judge", "med": "patient drug"}
+    for query in ("which drug?", "which court?", "which judge?"):
+        embedding_route(query, profiles, embedder)
+    assert [b for b in embedder.batches if not b[1]] == [(["court judge", "patient drug"], False)]
+    assert sum(1 for b in embedder.batches if b[1]) == 3

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
@@ -83,6 +84,15 @@ def match_source(text: str, names: Sequence[str]) -> str | None:
     return best[1] if best else None
 
 
+@lru_cache(maxsize=32)
+def _profile_vectors(embedder: Embedder, texts: tuple[str, ...]):
+    """Unit vectors of the source profiles: fixed per source set, so encoded once, not per sub-query."""
+    import numpy as np
+
+    p = np.asarray(embedder.encode(list(texts)), dtype=np.float32)
+    return p / np.maximum(np.linalg.norm(p, axis=1, keepdims=True), 1e-12)
+
+
 def embedding_route(query: str, profiles: Mapping[str, str], embedder: Embedder | None = None) -> tuple[RouteDecision, dict[str, float]]:
     """The source whose profile is closest to the query (cosine of sentence embeddings; the
     bundled all-MiniLM-L6-v2 unless ``embedder`` is given), and every source's similarity. A
@@ -97,9 +107,8 @@ def embedding_route(query: str, profiles: Mapping[str, str], embedder: Embedder 
         embedder = build_embedder()
     names = list(profiles)
     q = np.asarray(embedder.encode([query[:ROUTE_QUERY_CHARS]], is_query=True), dtype=np.float32)[0]
-    p = np.asarray(embedder.encode([profiles[n] or n for n in names]), dtype=np.float32)
     q = q / (np.linalg.norm(q) or 1.0)
-    p = p / np.maximum(np.linalg.norm(p, axis=1, keepdims=True), 1e-12)
+    p = _profile_vectors(embedder, tuple(profiles[n] or n for n in names))
     sims = {n: round(float(v), 4) for n, v in zip(names, p @ q)}
     best = max(names, key=lambda n: sims[n])  # ties: the first listed
     reason = "profile similarity " + ", ".join(f"{n} {v:.3f}" for n, v in sims.items())
