@@ -264,8 +264,14 @@ def _2wiki_multisource() -> Dataset:
     return realroute_folder(root / "multisource", "2wikimultihopqa", "2wiki-multisource", questions=questions)
 
 
+def r1_router_trajectories_path() -> Path:
+    """R1-Router's released Step-GRPO trajectories in the shared data (dataset ``r1router-steps``,
+    and golden trajectories for training)."""
+    return data_root() / "r1router" / "stepgrpo_valid.jsonl"
+
+
 def _r1router_steps() -> Dataset:
-    path = _need(data_root() / "r1router" / "stepgrpo_valid.jsonl")
+    path = _need(r1_router_trajectories_path())
     return Dataset(
         name="r1router-steps",
         questions=load_questions(path, "r1router-steps", dataset="r1router-steps"),

@@ -263,9 +263,9 @@ _EVIDENCE = re.compile(r"^(ter|tar|tir)-(\d+):\s?(.*)$")
 
 
 def r1_router_path() -> Path:
-    from routerag.corpus.datasets import data_root
+    from routerag.corpus.datasets import r1_router_trajectories_path
 
-    return data_root() / "r1router" / "stepgrpo_valid.jsonl"
+    return r1_router_trajectories_path()
 
 
 def read_r1_router(path: str | Path | None = None) -> list[dict[str, Any]]:
