@@ -319,3 +319,16 @@ def test_a_dataset_with_released_openie_builds_its_graph_from_it():
     assert index_settings_for(musique, chosen).graph.extractor == "spacy"  # an explicit choice wins
     wiki = load_dataset("2wiki")
     assert index_settings_for(wiki, EvalConfig(dataset="2wiki")).graph.extractor == "spacy"
+
+
+def test_results_without_a_header_are_not_adopted(tmp_path) -> None:
+    run = tmp_path / "run"
+    run_evaluation(SPEC, questions()[:3], factory(), run)
+    (run / "run.json").unlink()
+    log = (run / "results.jsonl").read_bytes()
+    with pytest.raises(RunError, match="3 answered questions.*no run.json"):
+        run_evaluation(SPEC, questions()[:3], factory(), run)
+    assert (run / "results.jsonl").read_bytes() == log and not (run / "run.json").exists()
+    # an empty log (a crash before the first answer) is nothing to lose: the run starts
+    (run / "results.jsonl").write_bytes(b"")
+    assert run_evaluation(SPEC, questions()[:3], factory(), run).ran == 3
