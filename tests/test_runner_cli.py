@@ -193,3 +193,24 @@ def test_results_without_a_header_are_refused_and_left_untouched(qa_file, tmp_pa
     assert "--out" in again.output  # how to proceed
     after = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name != ".lock"}
     assert after == before
+
+
+def test_runs_compress_then_report_and_resume(qa_file, tmp_path) -> None:
+    import routerag.cli.runs_cmds  # noqa: F401 - registers the commands
+
+    out = tmp_path / "runs" / "direct"
+    assert _eval(qa_file, out, "--limit", "3").exit_code == 0
+    before = runner.invoke(app, ["report", str(out), "--out", str(tmp_path / "r1"), "--no-plots"])
+    packed = runner.invoke(app, ["runs", "compress", str(tmp_path / "runs")])
+    assert packed.exit_code == 0, packed.output
+    assert f"{out}: compressed, 3 records" in packed.output
+    assert not (out / "results.jsonl").exists() and (out / "results.jsonl.gz").is_file()
+    after = runner.invoke(app, ["report", str(out), "--out", str(tmp_path / "r2"), "--no-plots"])
+    assert after.exit_code == 0 and after.stdout == before.stdout
+    assert (tmp_path / "r1" / "main_table.csv").read_bytes() == (tmp_path / "r2" / "main_table.csv").read_bytes()
+    again = _eval(qa_file, out, "--limit", "3")
+    assert again.exit_code == 0 and "(3 resumed, 0 answered now" in again.output
+    more = _eval(qa_file, out, "--limit", "3", "--retry-errors")
+    assert more.exit_code == 0
+    assert runner.invoke(app, ["runs", "compress", str(out)]).output.count("already compressed") == 1
+    assert runner.invoke(app, ["runs", "compress", str(tmp_path / "nothing-here")]).exit_code == 2
