@@ -11,6 +11,7 @@ COMMAND_MODULES = [
     "routerag.cli.index_cmds",  # index, retrieve
     "routerag.cli.server_cmds",  # serve-retrieval, serve
     "routerag.cli.eval_cmds",  # eval, report
+    "routerag.cli.runs_cmds",  # runs compress, runs uncompress
     "routerag.cli.ask_cmds",  # ask, demo
     "routerag.cli.train_cmds",  # train, export-verl
 ]
