@@ -1,0 +1,110 @@
+"""Hostile requests against both servers over real HTTP on loopback (issue 18): each defect found
+by probing the service is reproduced here, and each must get a clean 4xx, keep the connection
+and the server healthy, and lose no run."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import pytest
+
+from routerag.llm.scripted import ScriptedModel
+from routerag.server.app import create_app
+from routerag.server.retrieval_app import create_retrieval_app
+from routerag.server.serving import BackgroundServer
+from routerag.server.settings import SearchR1Settings, ServerSettings, ServiceSettings
+
+VANILLA = {"strategy": "vanilla", "params": {"source": "bm25", "k": 2}}
+LONE = "\ud800"  # a lone surrogate: valid JSON escape, not encodable as UTF-8
+
+
+def answer(messages, params, continue_final) -> str:
+    return "Lothair II" if "Lothair II" in messages[0].content else "unknown"
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("hardening-data")
+
+
+@pytest.fixture(scope="module")
+def service(sources, data_dir):
+    settings = ServiceSettings(run_workers=1, data_dir=data_dir)
+    with BackgroundServer(create_app(ScriptedModel(answer), sources, settings)) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def svc(service):
+    with httpx.Client(base_url=service.url, timeout=30) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def retrieval(sources):
+    settings = ServerSettings(searchr1=SearchR1Settings(default_source="bm25"))
+    with BackgroundServer(create_retrieval_app(sources, settings)) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def ret(retrieval):
+    with httpx.Client(base_url=retrieval.url, timeout=60) as c:
+        yield c
+
+
+def raw_post(client: httpx.Client, path: str, body: object, **headers: str) -> httpx.Response:
+    """POST ``body`` as JSON with ASCII escapes, so a lone surrogate travels as ``\\ud800``."""
+    data = json.dumps(body, ensure_ascii=True).encode("ascii")
+    return client.post(path, content=data, headers={"content-type": "application/json", **headers})
+
+
+def wait_finished(client: httpx.Client, run_id: str, timeout_s: float = 30) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while (status := client.get(f"/v1/runs/{run_id}").json())["finished_at"] is None:
+        assert time.monotonic() < deadline, status
+        time.sleep(0.05)
+    return status
+
+
+# ------------------------------------------------------------------ 1. lone surrogates
+
+SURROGATE_SERVICE = [
+    ("/v1/ask", {"question": f"Who {LONE}?", **VANILLA}),
+    ("/v1/ask", {"question": "Who?", "qid": LONE, **VANILLA}),
+    ("/v1/ask", {"question": "Who?", "strategy": "vanilla", "params": {"source": LONE}}),
+    ("/v1/ask/stream", {"question": f"Who {LONE}?", **VANILLA}),
+    ("/v1/runs", {"questions": [{"question": "Who?", "qid": LONE, "answers": ["x"]}], **VANILLA}),
+    ("/v1/runs", {"questions": [{"question": "Who?", "answers": [LONE]}], **VANILLA}),
+    ("/retrieval/retrieve", {"queries": [LONE], "k": 2, "sources": ["bm25"]}),
+    ("/retrieval/retrieve/searchr1", {"queries": [f"a {LONE}"], "topk": 2}),
+    ("/v1/ask", {"question": "Who?", LONE: 1, **VANILLA}),  # in a key
+]
+
+
+@pytest.mark.parametrize(("path", "body"), SURROGATE_SERVICE)
+def test_lone_surrogates_are_422_and_keep_the_connection(svc, path, body):
+    r = raw_post(svc, path, body)
+    assert r.status_code == 422, r.text
+    assert "surrogate" in r.json()["detail"]
+    assert svc.get("/health").status_code == 200  # same keep-alive connection
+    assert svc.post("/v1/ask", json={"question": "Who was Teutberga married to?", **VANILLA}).status_code == 200
+
+
+@pytest.mark.parametrize("body", [{"queries": [LONE], "k": 2, "sources": ["bm25"]},
+                                  {"queries": ["ok"], "k": 2, "sources": [LONE]}])
+def test_lone_surrogates_on_the_retrieval_server(ret, body):
+    r = raw_post(ret, "/retrieve", body)
+    assert r.status_code == 422, r.text
+    r = raw_post(ret, "/retrieve/searchr1", {"queries": body["queries"], "topk": 2})
+    assert r.status_code in (200, 422), r.text
+    assert ret.get("/health").json()["status"] == "ok"
+
+
+def test_raw_utf8_encoded_surrogates_are_refused_too(svc):
+    # json.loads(bytes) decodes with 'surrogatepass', so ED A0 80 arrives as a lone surrogate
+    data = b'{"question": "Who \xed\xa0\x80?", "strategy": "vanilla", "params": {"source": "bm25"}}'
+    r = svc.post("/v1/ask", content=data, headers={"content-type": "application/json"})
+    assert r.status_code in (400, 422), r.text
