@@ -108,3 +108,42 @@ def test_raw_utf8_encoded_surrogates_are_refused_too(svc):
     data = b'{"question": "Who \xed\xa0\x80?", "strategy": "vanilla", "params": {"source": "bm25"}}'
     r = svc.post("/v1/ask", content=data, headers={"content-type": "application/json"})
     assert r.status_code in (400, 422), r.text
+
+
+# ------------------------------------------------------------------ 2. every run ends and is stored
+
+
+def test_a_run_that_cannot_be_saved_ends_failed_and_is_stored(sources, tmp_path):
+    """Text that cannot be written as UTF-8 JSON (it can no longer arrive over HTTP, see 1.) used
+    to leave the run ``running`` for ever, unsaved, with 500 on /traces and /report."""
+    from routerag.corpus.schema import Question
+    from routerag.server.jobs import ConfigInfo, RunConfig, RunManager
+    from routerag.server.prepare import prepare_strategy
+    from routerag.strategies import StrategyContext
+
+    prepared = prepare_strategy("vanilla", {"source": "bm25", "k": 2})
+    config = RunConfig(info=ConfigInfo(label="vanilla", strategy="vanilla", params={}),
+                       make=lambda: prepared.build(StrategyContext(model=ScriptedModel(answer), sources=sources)))
+    manager = RunManager(store_dir=tmp_path)
+    status = manager.submit([config], [Question(qid=f"q{LONE}", question="Who was Teutberga married to?",
+                                                answers=[LONE])])
+    deadline = time.monotonic() + 30
+    while (now := manager.status(status.run_id)).finished_at is None:
+        assert time.monotonic() < deadline, now
+        time.sleep(0.02)
+    assert now.state == "failed" and "could not be saved" in now.error
+    manager.traces(status.run_id)
+    manager.report(status.run_id).model_dump_json()  # readable, no 500
+    manager.shutdown()
+    reloaded = RunManager(store_dir=tmp_path)  # stored, so it survives a restart
+    assert reloaded.status(status.run_id).state == "failed"
+    reloaded.shutdown()
+
+
+def test_runs_over_http_end_and_survive(svc):
+    r = svc.post("/v1/runs", json={"questions": [{"question": "Who was Teutberga married to?", "answers": ["Lothair II"]}],
+                                   **VANILLA})
+    assert r.status_code == 202, r.text
+    status = wait_finished(svc, r.json()["run_id"])
+    assert status["state"] == "done" and status["error"] is None
+    assert svc.get(f"/v1/runs/{status['run_id']}/report").status_code == 200
