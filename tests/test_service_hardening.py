@@ -147,3 +147,50 @@ def test_runs_over_http_end_and_survive(svc):
     status = wait_finished(svc, r.json()["run_id"])
     assert status["state"] == "done" and status["error"] is None
     assert svc.get(f"/v1/runs/{status['run_id']}/report").status_code == 200
+
+
+# ------------------------------------------------------------------ 3. the Search-R1 endpoint
+
+
+class SearchR1StyleClient:
+    """The retrieval client of a Search-R1 rollout, written from its documented request shape: one
+    POST with every active rollout's query, then ``["result"][i][j]["document"]["contents"]``
+    turned into a ``Doc n(Title: ...) text`` reference block per query."""
+
+    def __init__(self, url: str, topk: int = 3) -> None:
+        self.url, self.topk = url, topk
+
+    def batch_search(self, queries: list[str]) -> list[list[dict]]:
+        import requests
+
+        payload = {"queries": queries, "topk": self.topk, "return_scores": True}
+        return requests.post(self.url, json=payload, timeout=300).json()["result"]
+
+    @staticmethod
+    def passages_to_string(retrieved: list[dict]) -> str:
+        reference = ""
+        for n, item in enumerate(retrieved):
+            content = item["document"]["contents"]
+            title, _, text = content.partition("\n")
+            reference += f"Doc {n + 1}(Title: {title}) {text}\n"
+        return reference
+
+    def search(self, queries: list[str]) -> list[str]:
+        return [self.passages_to_string(hits) for hits in self.batch_search(queries)]
+
+
+@pytest.mark.parametrize("n", [400, 2_560])
+def test_searchr1_client_logic_with_training_sized_batches(retrieval, n):
+    titles = ["Teutberga", "Lothair II", "Bishop of Elmham", "margrave of Tuscany", "Waldrada"]
+    queries = [f"who is {titles[i % len(titles)]} (rollout {i})" for i in range(n)]
+    references = SearchR1StyleClient(retrieval.url + "/retrieve/searchr1").search(queries)
+    assert len(references) == n
+    assert all(ref.count("Doc ") == 3 and "(Title: \"" in ref for ref in references)
+    assert "Teutberga" in references[0].split("\n")[0]  # query 0 is answered by query 0's hits
+
+
+def test_searchr1_limits_are_422(ret):
+    r = ret.post("/retrieve/searchr1", json={"queries": ["x" * 2_001], "topk": 3})
+    assert r.status_code == 422 and "2001 characters" in r.json()["detail"]
+    r = ret.post("/retrieve/searchr1", json={"queries": ["q"] * 8_193, "topk": 3})
+    assert r.status_code == 422 and "at most 8192" in r.json()["detail"], r.text

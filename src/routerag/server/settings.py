@@ -54,6 +54,10 @@ class SearchR1Settings(BaseModel):
         description="paths that accept Search-R1's {queries, topk, return_scores} body",
     )
     default_topk: int = Field(3, ge=1, le=MAX_K, description="k when the request gives no topk (Search-R1 uses 3)")
+    max_queries: int = Field(
+        8_192, ge=1, le=100_000,
+        description="most queries in one request: a trainer sends every active rollout's query at once "
+                    "(512 questions x 5 rollouts = 2,560); they are retrieved in chunks of max_batch")
     default_source: str = Field("passage", description="source for a query without a mode tag")
     tag_sources: dict[str, str] = Field(
         default_factory=lambda: {"passage": "passage", "graph": "graph", "bm25": "bm25", "hybrid": "hybrid"},
