@@ -194,3 +194,72 @@ def test_searchr1_limits_are_422(ret):
     assert r.status_code == 422 and "2001 characters" in r.json()["detail"]
     r = ret.post("/retrieve/searchr1", json={"queries": ["q"] * 8_193, "topk": 3})
     assert r.status_code == 422 and "at most 8192" in r.json()["detail"], r.text
+
+
+# ------------------------------------------------------------------ 4. cross-site writes, 5. Host allow-list
+
+NOTE_JSON = json.dumps([{"title": "Zorblax", "text": "Zorblax is a fictional moon of Neptune."}]).encode()
+
+
+def upload(client: httpx.Client, name: str, data: bytes = NOTE_JSON, **headers: str) -> httpx.Response:
+    return client.post("/v1/sources", data={"name": name}, files={"file": ("n.json", data, "application/json")},
+                       headers=headers)
+
+
+@pytest.mark.parametrize("headers", [
+    {"Origin": "http://attacker.example", "Sec-Fetch-Site": "cross-site"},  # a no-cors fetch from another site
+    {"Origin": "http://attacker.example"},  # an older browser: Origin only
+    {"Sec-Fetch-Site": "same-site"},  # another port on the same host is another origin
+    {"Origin": "null"},  # a sandboxed frame or a file:// page
+])
+def test_cross_site_writes_are_refused_without_a_key(svc, service, headers):
+    r = upload(svc, "crosssite", **headers)
+    assert r.status_code == 403, r.text
+    assert "cross-" in r.json()["detail"]
+    r = svc.post("/v1/ask", json={"question": "Who?", **VANILLA}, headers=headers)
+    assert r.status_code == 403
+    r = svc.post("/retrieval/retrieve", json={"queries": ["q"], "k": 1, "sources": ["bm25"]}, headers=headers)
+    assert r.status_code == 403
+    assert svc.get("/v1/sources/crosssite").status_code == 404  # nothing was stored
+
+
+def test_same_origin_and_non_browser_writes_are_served(svc, service):
+    same = {"Origin": service.url, "Sec-Fetch-Site": "same-origin"}
+    assert svc.post("/v1/ask", json={"question": "Who was Teutberga married to?", **VANILLA}, headers=same).status_code == 200
+    assert svc.post("/v1/ask", json={"question": "Who was Teutberga married to?", **VANILLA}).status_code == 200
+    r = upload(svc, "sameorigin", **same)
+    assert r.status_code == 202, r.text
+
+
+def test_configured_origin_is_allowed(sources, tmp_path):
+    from routerag.server.settings import SecuritySettings
+
+    settings = ServiceSettings(data_dir=tmp_path, security=SecuritySettings(allowed_origins=["https://ui.example.org"]))
+    with BackgroundServer(create_app(ScriptedModel(answer), sources, settings)) as running, \
+            httpx.Client(base_url=running.url, timeout=30) as c:
+        body = {"question": "Who was Teutberga married to?", **VANILLA}
+        assert c.post("/v1/ask", json=body, headers={"Origin": "https://ui.example.org"}).status_code == 200
+        assert c.post("/v1/ask", json=body, headers={"Origin": "https://other.example.org"}).status_code == 403
+
+
+@pytest.mark.parametrize("path", ["/health", "/v1/info", "/retrieval/health", "/"])
+def test_foreign_host_names_are_refused(svc, path):
+    r = svc.get(path, headers={"Host": "attacker.example"})
+    assert r.status_code == 400 and "attacker.example" in r.json()["detail"]
+    assert svc.get(path, headers={"Host": "localhost"}).status_code == 200
+
+
+def test_foreign_host_names_are_refused_by_the_retrieval_server(ret, retrieval):
+    assert ret.get("/health", headers={"Host": "attacker.example:80"}).status_code == 400
+    r = ret.post("/retrieve", json={"queries": ["q"], "k": 1, "sources": ["bm25"]}, headers={"Host": "rebind.example"})
+    assert r.status_code == 400
+    assert ret.get("/health", headers={"Host": f"localhost:{retrieval.port}"}).status_code == 200
+
+
+def test_allowed_hosts_is_configurable():
+    from routerag.server.guard import allowed_host_names
+
+    assert allowed_host_names("127.0.0.1", None) == {"localhost", "127.0.0.1", "::1"}
+    assert allowed_host_names("0.0.0.0", ["api.example.org"]) == {"api.example.org"}
+    assert allowed_host_names("0.0.0.0", None) is None  # exposed servers need a key (settings refuse otherwise)
+    assert allowed_host_names("127.0.0.1", ["*"]) is None

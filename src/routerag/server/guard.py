@@ -33,6 +33,53 @@ from routerag.server.settings import SecuritySettings
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 _GUARDED = "routerag.guarded"
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_WILDCARD_BINDS = frozenset({"0.0.0.0", "::", ""})
+
+
+def host_name(value: str) -> str:
+    """``"[::1]:8700"`` -> ``"::1"``, ``"LocalHost.:80"`` -> ``"localhost"``."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:].split("]", 1)[0]
+    if value.count(":") == 1:
+        value = value.split(":", 1)[0]
+    return value.rstrip(".")
+
+
+def allowed_host_names(bind_host: str, configured: list[str] | None) -> frozenset[str] | None:
+    """The ``Host`` names a server answers to; ``None`` means any. Configured names win; by default
+    the bound host and the loopback names. A wildcard bind (0.0.0.0, ::) answers to any name
+    unless names are configured: such a server needs an API key, which a rebinding page lacks."""
+    if configured is not None:
+        names = {host_name(h) for h in configured}
+        return None if "*" in names else frozenset(names)
+    if bind_host in _WILDCARD_BINDS:
+        return None
+    return frozenset({"localhost", "127.0.0.1", "::1", host_name(bind_host)})
+
+
+def cross_site_problem(headers: Headers, allowed_origins: frozenset[str]) -> str | None:
+    """Why a state-changing request looks like it came from a page on another origin."""
+    site = headers.get("sec-fetch-site")
+    origin = headers.get("origin")
+    if origin is not None:
+        if origin.rstrip("/").lower() in allowed_origins:
+            return None
+        scheme, _, rest = origin.partition("://")
+        if origin == "null" or not rest or host_name(rest) != host_name(headers.get("host", "")) \
+                or _port(rest, scheme) != _port(headers.get("host", ""), scheme):
+            return f"cross-origin request refused (Origin: {origin[:100]})"
+    if site is not None and site not in ("same-origin", "none"):
+        return f"cross-site request refused (Sec-Fetch-Site: {site[:40]})"
+    return None
+
+
+def _port(netloc: str, scheme: str) -> str:
+    netloc = netloc.strip().lower()
+    tail = netloc.rsplit("]", 1)[-1] if netloc.startswith("[") else netloc
+    if ":" in tail and tail.count(":") == 1:
+        return tail.rsplit(":", 1)[1]
+    return "443" if scheme.lower() == "https" else "80"
 
 
 class JsonProblem(ValueError):
@@ -82,10 +129,12 @@ class RequestGuard:
     """See the module docstring. ``body_limit(path)`` gives the body limit for a path (uploads
     get a larger one)."""
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int, security: SecuritySettings,
+    def __init__(self, app: ASGIApp, *, bind_host: str, max_body_bytes: int, security: SecuritySettings,
                  body_limit: Callable[[str], int] | None = None) -> None:
         self.app = app
         self.security = security
+        self.hosts = allowed_host_names(bind_host, security.allowed_hosts)
+        self.origins = frozenset(o.rstrip("/").lower() for o in security.allowed_origins)
         self.body_limit = body_limit or (lambda _path: max_body_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -94,8 +143,17 @@ class RequestGuard:
             return
         scope[_GUARDED] = True
         headers = Headers(scope=scope)
+        if self.hosts is not None and host_name(headers.get("host", "")) not in self.hosts:
+            await self._refuse(scope, receive, send, 400,
+                               f"Host {headers.get('host', '')[:100]!r} is not one this server answers to "
+                               "(see security.allowed_hosts)")
+            return
         if scope["method"] in SAFE_METHODS:
             await self.app(scope, receive, send)
+            return
+        problem = cross_site_problem(headers, self.origins)
+        if problem:
+            await self._refuse(scope, receive, send, 403, problem)
             return
         limit = self.body_limit(scope.get("path", ""))
         declared = headers.get("content-length")

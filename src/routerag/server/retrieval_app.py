@@ -189,7 +189,7 @@ def create_retrieval_app(sources: SourceSet, settings: ServerSettings | None = N
     )
     app.state.runner = runner
     install_error_handlers(app)
-    app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes, security=settings.security)
+    app.add_middleware(RequestGuard, bind_host=settings.host, max_body_bytes=settings.max_body_bytes, security=settings.security)
 
     @app.post("/retrieve", response_model=RetrievalResponse, responses=ERRORS, dependencies=[Depends(require_key)],
               summary="retrieve top-k hits for a batch of queries from the named sources")
