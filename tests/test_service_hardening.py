@@ -263,3 +263,30 @@ def test_allowed_hosts_is_configurable():
     assert allowed_host_names("0.0.0.0", ["api.example.org"]) == {"api.example.org"}
     assert allowed_host_names("0.0.0.0", None) is None  # exposed servers need a key (settings refuse otherwise)
     assert allowed_host_names("127.0.0.1", ["*"]) is None
+
+
+# ------------------------------------------------------------------ 6. uploads
+
+
+@pytest.mark.parametrize(("data", "reason"), [
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    (b'[{"title": "T", "text": "a \\ud800 b"}]', "surrogate"),
+    (b'[{"title": "\\udfff", "text": "fine text here"}]', "surrogate"),
+    (b'[{"title": "T", "text": "fine", "n": ' + b"9" * 5_000 + b"}]", "cannot be read"),
+    (b'[{"title": "the", "text": "and of a is it"}, "the of"]', "no passage has a searchable word"),
+], ids=["deep", "surrogate-text", "surrogate-title", "long-int", "stop-words"])
+def test_hostile_uploads_are_422(svc, data, reason):
+    r = upload(svc, "hostile", data)
+    assert r.status_code == 422, r.text
+    assert reason in r.json()["detail"]
+    assert svc.get("/v1/sources/hostile").status_code == 404
+    assert svc.get("/health").status_code == 200
+
+
+@pytest.mark.parametrize(("name", "status"), [("bm25\n", 422), ("notes\n", 422), ("bm25", 409), ("graph", 409),
+                                              ("hybrid", 409), ("passage", 409)])
+def test_source_names_are_checked_whole_and_reserved_names_refused(svc, name, status):
+    r = upload(svc, name)
+    assert r.status_code == status, r.text
+    custom = [s["name"] for s in svc.get("/v1/sources").json() if s["kind"] == "custom"]
+    assert name not in custom and name.strip() not in custom
