@@ -13,6 +13,7 @@ COMMAND_MODULES = [
     "routerag.cli.eval_cmds",  # eval, report
     "routerag.cli.ask_cmds",  # ask, demo
     "routerag.cli.train_cmds",  # train, export-verl
+    "routerag.cli.router_cmds",  # router labels, router train, router show
 ]
 
 

@@ -12,6 +12,7 @@ from routerag.routing.base import ROUTERS, RouteChoice, Router, RouterDeps, Rout
 _BUILTINS = {
     "llm": "routerag.routing.llm:llm_router",
     "profile-embedding": "routerag.routing.profile:profile_router",
+    "learned": "routerag.routing.learned:learned_router",
 }
 
 for _name, _path in _BUILTINS.items():
