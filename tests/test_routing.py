@@ -139,3 +139,64 @@ def test_training_cross_validates_by_question_and_the_router_routes(tmp_path):
 
     with pytest.raises(ValueError, match="expects the embedder"):
         LearnedRouter.load(tmp_path / "router", embedder=Other()).route("x", choices)
+
+
+def _toy_router(tmp_path, choices, rows):
+    from routerag.routing.train import train_router
+
+    prov = LabelProvenance(kind="source", dataset="toy", k=5, choices=choices, label_rule="toy")
+    path = write_labels(tmp_path / "toy.jsonl.gz", prov, rows)
+    train_router([path], tmp_path / "router", "toy", embedder=ToyEmbedder(), folds=2)
+    return tmp_path / "router"
+
+
+def test_hard_route_with_the_learned_router_routes_without_a_model_call(tmp_path, monkeypatch):
+    import routerag.index.embedder as embedder_module
+    from tests.test_hard_route import FILMS, PEOPLE, KeywordSource, responder
+
+    from routerag.llm.scripted import ScriptedModel
+    from routerag.sources.sourceset import SourceSet
+    from routerag.strategies.base import StrategyContext
+    from routerag.strategies.hard_route import HardRoute, HardRouteParams
+    from routerag.strategies.source_routing import ROUTE_SYSTEM
+
+    rows = [RouteLabel(qid=f"q{i}", dataset="toy", query=("who is related to x" if i % 2 else "define x"),
+                       success={"films": i % 2 == 0, "people": i % 2 == 1}) for i in range(20)]
+    model_dir = _toy_router(tmp_path, ["films", "people"], rows)
+    monkeypatch.setattr(embedder_module, "build_embedder", lambda config=None: ToyEmbedder())
+    films = KeywordSource("films", FILMS.docs, "court judge")
+    people = KeywordSource("people", PEOPLE.docs, "patient drug")
+    model = ScriptedModel(responder)
+    params = HardRouteParams(top_k=3, router="learned", router_model=str(model_dir), decomposition=False, max_reflections=0)
+    trace = HardRoute(StrategyContext(model=model, sources=SourceSet([films, people])), params).run("Who is related to Ann?")
+    route = next(s for s in trace.steps if s.kind == "route")
+    assert route.sources == ["people"] and route.model_calls == [] and route.metadata["router"] == "learned"
+    assert set(route.metadata["scores"]) == {"films", "people"}
+    assert all(c.messages[0].content != ROUTE_SYSTEM for c in model.calls)
+
+
+def test_routerag_mode_router_learned_overrides_the_policy_tag(tmp_path, monkeypatch):
+    import routerag.index.embedder as embedder_module
+    from routerag.strategies.parsing import ParsedAction
+    from routerag.strategies.routerag import ModeRouter, RouteRAGParams
+
+    rows = [RouteLabel(qid=f"q{i}", dataset="toy", query=("who is related to x" if i % 2 else "define x"),
+                       success={"passage": i % 2 == 0, "graph": i % 2 == 1, "hybrid": False}) for i in range(20)]
+    model_dir = _toy_router(tmp_path, ["passage", "graph", "hybrid"], rows)
+    monkeypatch.setattr(embedder_module, "build_embedder", lambda config=None: ToyEmbedder())
+    params = RouteRAGParams(mode_router="learned", mode_router_model=str(model_dir))
+    plan = ModeRouter(params, "q")(ParsedAction(kind="search", query="[passage] who is related to Ann"), "q")
+    assert plan.sources == ["graph"] and plan.metadata["policy_mode"] == "passage" and "learned router" in plan.routing_reason
+    only = RouteRAGParams(mode_router="learned", mode_router_model=str(model_dir), allowed_modes=["passage", "hybrid"])
+    plan = ModeRouter(only, "q")(ParsedAction(kind="search", query="[graph] who is related to Ann"), "q")
+    assert plan.sources[0] in {"passage", "hybrid"}
+
+
+def test_new_router_params_stay_out_of_the_fingerprint_at_their_defaults():
+    from routerag.eval.setup import fingerprint_params
+    from routerag.strategies.hard_route import HardRouteParams
+    from routerag.strategies.routerag import RouteRAGParams
+
+    assert not {"router", "router_model", "router_margin"} & set(fingerprint_params(HardRouteParams()))
+    assert not {"mode_router", "mode_router_model", "mode_router_margin"} & set(fingerprint_params(RouteRAGParams()))
+    assert fingerprint_params(RouteRAGParams(mode_router="learned"))["mode_router"] == "learned"

@@ -55,7 +55,7 @@ class RouteLabel(BaseModel):
     dataset: str
     hop: int = 0
     query: str
-    question: str
+    question: str = ""  # the question the hop belongs to; empty when the query is the question
     success: dict[str, bool]  # choice -> found the gold in the top k
     rank: dict[str, int | None] = Field(default_factory=dict)  # choice -> 1-based rank of the gold, None: not in top k
     wall_ms: dict[str, float] = Field(default_factory=dict)  # choice -> measured retrieval wall time per query
@@ -192,7 +192,7 @@ def mode_labels(dataset: str, *, k: int = 5, modes: Sequence[str] = MODES, eval_
             found = next((j + 1 for j, h in enumerate(results[mode][i].hits[:k]) if _same_doc(h, gold)), None)
             rank[mode] = found
         rows.append(RouteLabel(
-            qid=q.qid, dataset=dataset, hop=n, query=query, question=q.question,
+            qid=q.qid, dataset=dataset, hop=n, query=query, question="" if query == q.question else q.question,
             success={m: rank[m] is not None for m in modes}, rank=rank,
             wall_ms={m: round(results[m][i].latency_ms, 3) for m in modes}, mode_cost=prices,
         ))
@@ -212,7 +212,7 @@ def gold_source_labels(dataset: str, *, eval_sets: Sequence[str] = DEFAULT_EVAL_
     names = list(data.sources)
     if not names:
         raise ValueError(f"{dataset}: not a multi-source dataset")
-    rows = [RouteLabel(qid=q.qid, dataset=dataset, query=q.question, question=q.question,
+    rows = [RouteLabel(qid=q.qid, dataset=dataset, query=q.question,
                        success={n: n == q.gold_source for n in names})
             for q in questions if q.gold_source in names]
     if not rows:
@@ -245,7 +245,7 @@ def answer_source_labels(dataset: str, *, k: int = 5, eval_sets: Sequence[str] =
         for n in names:
             texts = [f" {normalize_answer(f'{h.title} {h.text}')} " for h in results[n][i].hits[:k]]
             success[n] = any(f" {g} " in t for g in golds for t in texts)
-        rows.append(RouteLabel(qid=q.qid, dataset=dataset, query=q.question, question=q.question, success=success,
+        rows.append(RouteLabel(qid=q.qid, dataset=dataset, query=q.question, success=success,
                                wall_ms={n: round(results[n][i].latency_ms, 3) for n in names}))
     provenance = LabelProvenance(
         kind="source", dataset=dataset, k=k, choices=names,

@@ -35,11 +35,23 @@ class SieveParams(BaseModel):
     decomposition: bool = Field(default=True, description="split the question into dependent sub-queries")
     max_subqueries: int = Field(default=4, ge=1, le=10, description="sub-queries kept from the plan")
     max_reflections: int = Field(default=2, ge=0, le=5, description="retries of a failed sub-query")
-    router: Literal["llm", "profile-embedding"] = Field(
+    router: Literal["llm", "profile-embedding", "learned"] = Field(
         default="llm",
         description="how a sub-query's source is chosen (routerag.routing.ROUTERS): an LLM call over the source "
-        "profiles (the papers'), or the profile most similar to the query by sentence embedding (no model call)",
+        "profiles (the papers'), the profile most similar to the query by sentence embedding, or a classifier "
+        "trained on routing outcomes (`learned`; the last two make no model call)",
         json_schema_extra=OMIT_AT_DEFAULT,  # added after runs were stored; "llm" is the old behaviour
+    )
+    router_model: str | None = Field(
+        default=None,
+        description="learned router: a shipped router's name or a model folder (default: the shipped one whose "
+        "labels cover the mounted sources)",
+        json_schema_extra=OMIT_AT_DEFAULT,
+    )
+    router_margin: float = Field(
+        default=0.0, ge=0.0, le=1.0,
+        description="learned router: choose the cheapest source whose predicted success is within this margin of the best",
+        json_schema_extra=OMIT_AT_DEFAULT,
     )
     fuse_single_hop: bool = Field(
         default=True, description="run the fusion call also when there is one sub-query (else its answer is final)"
@@ -81,7 +93,8 @@ def route_step(context: StrategyContext, params: SieveParams, trace: Trace, subq
     from routerag.routing import RouterDeps, build_router
 
     profiles = context.sources.profiles()
-    deps = RouterDeps(context=context, generation=params.generation(flat_json=True))
+    deps = RouterDeps(context=context, generation=params.generation(flat_json=True), model=params.router_model,
+                      margin=params.router_margin)
     start = time.perf_counter()
     result = build_router(params.router, deps).route(query, profiles)
     wall_ms = 1000 * (time.perf_counter() - start)
