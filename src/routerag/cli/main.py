@@ -14,6 +14,7 @@ COMMAND_MODULES = [
     "routerag.cli.runs_cmds",  # runs compress, runs uncompress
     "routerag.cli.ask_cmds",  # ask, demo
     "routerag.cli.train_cmds",  # train, export-verl
+    "routerag.cli.router_cmds",  # router labels, router train, router show
 ]
 
 
