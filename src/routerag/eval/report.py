@@ -419,8 +419,9 @@ def build_report(runs: Sequence[LoadedRun], metrics: Sequence[str] = DEFAULT_TAB
 def render_markdown(report: Report) -> str:
     parts = ["# Evaluation report", "", "Scores in %, means over each run's questions.", ""]
     parts.append(_markdown(table_columns(report.table), table_cells(report.table)))
-    parts += ["", "\"open\": the questions whose answer the question does not name (neither yes/no nor one of two "
-              "options it names; routerag.corpus.question_types).", ""]
+    note = ("\"open\": the questions whose answer the question does not name (neither yes/no nor one of two "
+            "options it names; routerag.corpus.question_types).")
+    parts += ["", note, ""]
     tables = breakdown_tables(report.runs, report.table.metrics)
     if tables:
         parts += ["## By question type", ""]
