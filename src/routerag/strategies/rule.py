@@ -7,8 +7,8 @@
 
 Why the first option by default: the position was fixed on training questions, never on an
 evaluation set — among the choice questions of ``hotpotqa-distractor-train`` (600 train + dev)
-the first named option is the gold answer 30 times, the second 23 times. On 2Wiki the second
-option is gold more often (201 vs 141 of its 1,000 questions), so ``rule`` with
+the first named option is the gold answer 30 times, the second 26 times. On 2Wiki the second
+option is gold more often (202 vs 148 of its 1,000 questions), so ``rule`` with
 ``option=second`` is reported beside it as the stronger variant: a learned policy's accuracy
 should be read against both (docs/evaluation.md).
 
