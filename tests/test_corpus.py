@@ -362,7 +362,7 @@ def test_detection_errors(tmp_path: Path) -> None:
 def test_format_registry_lists_valid_names() -> None:
     for name in ["hipporag", "jsonl", "flashrag", "csv", "hotpotqa-corpus", "openie", "musique", "hotpotqa", "popqa", "table-csv", "table-json"]:
         assert name in CORPUS_FORMATS
-    assert set(QUESTION_FORMATS.names()) == {"qa", "musique", "hotpotqa", "realroute", "popqa", "r1router-steps"}
+    assert set(QUESTION_FORMATS.names()) == {"qa", "musique", "hotpotqa", "realroute", "popqa", "r1router-steps", "searchr1-parquet"}
     with pytest.raises(UnknownNameError, match="valid: .*flashrag.*hipporag"):
         CORPUS_FORMATS.get("parquet")
 

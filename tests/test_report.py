@@ -84,14 +84,19 @@ def test_report_files_and_comparison(runs, tmp_path) -> None:
     report = build_report(load_runs(runs), seed=7)
     files = write_report(report, tmp_path / "report")
     md = files["markdown"].read_text()
-    assert "| Method | 2wiki EM | 2wiki F1 | musique EM | musique F1 | Avg EM | Avg F1 | Turns | Tokens | Latency (s) |" in md
+    assert ("| Method | 2wiki EM | 2wiki F1 | 2wiki open EM | 2wiki open F1 | musique EM | musique F1 | musique open EM "
+            "| musique open F1 | Avg EM | Avg F1 | Avg open EM | Avg open F1 | Turns | Tokens | Latency (s) |") in md
     assert "| ours | 50.0 |" in md
     with files["table_csv"].open() as handle:
         rows = list(csv.reader(handle))
     assert rows[1][:2] == ["baseline", "25.0"]
     em_2wiki = next(c for c in report.comparisons if c.dataset == "2wiki" and c.metric == "em")
-    assert em_2wiki.baseline == "baseline" and em_2wiki.system == "ours"
+    assert em_2wiki.baseline == "baseline" and em_2wiki.system == "ours" and em_2wiki.subset == "all"
     assert em_2wiki.result.n == 20 and em_2wiki.result.diff == pytest.approx(0.25)
+    # ours gets 5 more questions right, none fewer: exact sign test p = 2 * 0.5**5
+    assert (em_2wiki.sign.b_better, em_2wiki.sign.a_better, em_2wiki.sign.ties) == (5, 0, 15)
+    assert em_2wiki.sign.p_value == pytest.approx(0.0625)
+    assert "| 2wiki | all | baseline | ours | EM | 20 | 25.0 | 50.0 | +25.0 |" in md and "| 5 / 0 | 0.062 |" in md
     assert em_2wiki.result.low <= 0.25 <= em_2wiki.result.high
     again = build_report(load_runs(runs), seed=7)
     assert again.comparisons == report.comparisons  # seeded
@@ -192,7 +197,7 @@ def test_report_cli_baseline_option(runs, tmp_path) -> None:
 
     result = CliRunner().invoke(app, ["report", *map(str, runs), "--baseline", "ours", "--out", str(tmp_path / "r"), "--no-plots"])
     assert result.exit_code == 0, result.output
-    assert "| 2wiki | ours | baseline | EM |" in (tmp_path / "r" / "report.md").read_text()
+    assert "| 2wiki | all | ours | baseline | EM |" in (tmp_path / "r" / "report.md").read_text()
     bad = CliRunner().invoke(app, ["report", *map(str, runs), "--baseline", "vanilla", "--out", str(tmp_path / "r")])
     assert bad.exit_code == 2 and "no run is labelled 'vanilla'; labels: baseline, ours" in bad.output
 
@@ -232,3 +237,36 @@ def test_routing_by_gold_source_counts_first_decisions(tmp_path) -> None:
     assert report.runs[0].routing.accuracy == pytest.approx(sum(i in decided for i in passage_gold) / 20)
     markdown = render_markdown(report)
     assert "### Routing by gold source" in markdown and "| router | law | graph | 10 | 0.0 |" in markdown
+
+
+def test_breakdown_by_question_form_and_dataset_type(tmp_path) -> None:
+    """yes/no, choice and open questions (and MuSiQue hop counts from qids) get their own rows;
+    comparisons are repeated on the open questions."""
+    texts = ["Are A and B from the same country?", "Who was born first, Ann Lee or Bob Ray?", "Where was C born?",
+             "Who directed D?"]
+    golds = ["yes", "Bob Ray", "Paris", "Eve"]
+    qs = [Question(qid=f"{2 + i % 2}hop__{i}", question=texts[i % 4], answers=[golds[i % 4]], dataset="musique") for i in range(8)]
+    runs = []
+    for label, right in (("rule", {0, 4}), ("reader", {0, 2, 3, 4, 6, 7})):
+        answers = {q.qid: (q.answers[0] if i in right else "x") for i, q in enumerate(qs)}
+
+        class Fixed:
+            def run(self, question: Question, answers=answers, label=label) -> Trace:
+                return Trace(question=question.question, strategy=label, qid=question.qid, answer=answers[question.qid])
+
+        run_evaluation(RunSpec(name=label, dataset="musique", strategy=label), qs, Fixed, tmp_path / label)
+        runs.append(tmp_path / label)
+    loaded = load_runs(runs)
+    reader = loaded[1].summary
+    assert {g: s.n for g, s in reader.breakdown["form"].items()} == {"yes/no": 2, "choice": 2, "open": 4}
+    assert reader.group("form", "open").metrics["em"] == pytest.approx(1.0)
+    assert reader.group("form", "choice").metrics["em"] == 0.0
+    assert {g: s.n for g, s in reader.breakdown["type"].items()} == {"2-hop": 4, "3-hop": 4}
+    assert all(r.summary_matches for r in loaded)
+    report = build_report(loaded)
+    row = report.table.rows[1]
+    assert row.open_scores["musique"]["em"] == pytest.approx(100.0) and row.scores["musique"]["em"] == pytest.approx(75.0)
+    open_em = next(c for c in report.comparisons if c.subset == "open" and c.metric == "em")
+    assert (open_em.result.n, open_em.sign.b_better, open_em.sign.a_better) == (4, 4, 0)
+    md = render_markdown(report)
+    assert "## By question type" in md and "| Method | yes/no EM (n=2) | choice EM (n=2) | open EM (n=4) | open F1 |" in md

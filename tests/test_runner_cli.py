@@ -72,7 +72,7 @@ def test_eval_resume_and_report(qa_file, tmp_path) -> None:
     report_dir = tmp_path / "report"
     rep = runner.invoke(app, ["report", str(out), "--out", str(report_dir)])
     assert rep.exit_code == 0, rep.output
-    assert "| direct | 66.7 | 66.7 | 66.7 | 66.7 | 0.00 |" in rep.output
+    assert "| direct | 66.7 | 66.7 | 66.7 | 66.7 | 66.7 | 66.7 | 66.7 | 66.7 | 0.00 |" in rep.output  # all, open; avg
     assert (report_dir / "em_vs_turns.png").stat().st_size > 5000
     bad = runner.invoke(app, ["report", str(out), "--metrics", "bleu", "--out", str(report_dir)])
     assert bad.exit_code == 2 and "they have: cover_em, em, f1, f1_recall" in bad.output

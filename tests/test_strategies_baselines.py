@@ -5,19 +5,33 @@ from __future__ import annotations
 from test_strategies_support import make_context
 
 from routerag.strategies.baselines import IRCoT, IRCoTParams, IterRetGen, IterRetGenParams, Vanilla, VanillaParams
-from routerag.strategies.prompts import DIRECT_SYSTEM, IRCOT_SYSTEM
+from routerag.strategies.base import strategy_retrieves, strategy_revision
+from routerag.strategies.prompts import DIRECT_SHORT_EXAMPLES, DIRECT_SHORT_SYSTEM, DIRECT_SYSTEM, IRCOT_SYSTEM
 from routerag.strategies import STRATEGIES
 
 Q = "What is the capital of France?"
 
 
-def test_direct_has_no_retrieval():
+def test_direct_has_no_retrieval_and_asks_for_the_answer_alone():
     ctx, model, sources = make_context(["Answer: Paris\nbecause"], names=("passage",))
-    trace = STRATEGIES.get("direct")(ctx).run(Q)
+    direct = STRATEGIES.get("direct")
+    trace = direct(ctx).run(Q)
     assert trace.answer == "Paris" and trace.retrieval_turns == 0 and not sources["passage"].queries
-    assert model.calls[0].messages[0].content == DIRECT_SYSTEM
-    assert model.calls[0].messages[1].content == f"Question: {Q}"
+    messages = model.calls[0].messages
+    assert messages[0].content == DIRECT_SHORT_SYSTEM and messages[-1].content == f"Question: {Q}"
+    # the worked examples as earlier turns: question, then the bare answer
+    assert [(m.role, m.content) for m in messages[1:3]] == [
+        ("user", f"Question: {DIRECT_SHORT_EXAMPLES[0][0]}"), ("assistant", DIRECT_SHORT_EXAMPLES[0][1])]
+    assert len(messages) == 2 + 2 * len(DIRECT_SHORT_EXAMPLES) and model.calls[0].params.stop == ["\n"]
     assert [s.kind for s in trace.segments] == ["prompt", "model"] and trace.model_calls[0].purpose == "answer"
+    assert strategy_revision(direct) == 1 and strategy_retrieves(direct) is False
+    assert strategy_retrieves(Vanilla) is True
+
+
+def test_direct_flashrag_instruction_is_revision_0s_prompt():
+    ctx, model, _ = make_context(["Paris"], names=("passage",))
+    STRATEGIES.get("direct")(ctx, {"instruction": "flashrag"}).run(Q)
+    assert [m.content for m in model.calls[0].messages] == [DIRECT_SYSTEM, f"Question: {Q}"]
 
 
 def test_vanilla_retrieves_once_and_shows_the_documents():

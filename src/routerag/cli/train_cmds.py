@@ -94,3 +94,41 @@ def export_lora_gguf_command(
     except (LoraExportError, ModelError) as exc:
         _fail(str(exc))
     typer.echo(f"wrote {info.path}: {info.tensors} tensors, rank {info.rank}, alpha {info.alpha:g}, {info.architecture}")
+
+
+@app.command("golden")
+def golden_command(
+    out: Path = typer.Option(..., "--out", "-o", help="folder for golden.jsonl.gz and golden_stats.json"),
+    sources: list[str] = typer.Option(
+        ["hotpotqa-distractor-train", "musique", "hotpotqa"], "--source", "-s",
+        help="golden trajectory sources (repeatable): hotpotqa-distractor-train, musique, hotpotqa, r1router"),
+    exclude: list[str] = typer.Option(
+        ["2wiki", "musique:50", "hotpotqa-distractor"], "--exclude",
+        help="evaluation sets whose questions are dropped (NAME or NAME:N evenly spaced; repeatable)"),
+    ground: bool = typer.Option(True, "--ground/--no-ground", help="observations from real top-k retrieval over each dataset's "
+                                "cached evaluation index (dense + BM25 + graph), the gold paragraph kept"),
+    k: int = typer.Option(3, "--k", help="documents per search (RouteRAG release: 3)"),
+) -> None:
+    """Build golden RouteRAG trajectories from gold decompositions / supporting facts, with statistics."""
+    import shlex
+    import sys
+
+    from routerag.train.data import grounding_sources
+    from routerag.train.golden import GOLDEN_SOURCES, Grounder
+    from routerag.train.golden_set import build_golden_set
+
+    unknown = [s for s in sources if s not in GOLDEN_SOURCES]
+    if unknown:
+        _fail(f"unknown golden source(s) {', '.join(unknown)}; valid: {', '.join(GOLDEN_SOURCES)}")
+
+    def grounder(name: str) -> Grounder:
+        return Grounder(grounding_sources(name, ["dense", "bm25", "graph"]), k=k)
+
+    command = "routerag " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    try:
+        stats = build_golden_set(sources, out, eval_sets=exclude, ground=grounder if ground else None, command=command)
+    except ValueError as exc:
+        _fail(str(exc))
+    typer.echo(f"wrote {stats.trajectories} trajectories to {out} ({', '.join(f'{k} {v}' for k, v in stats.by_source.items())})")
+    for name, g in stats.grounding.items():
+        typer.echo(f"  {name}: {g.hops} hops, gold retrieved {g.retrieved_total} ({g.switched} by another mode), {g.injected} injected")

@@ -11,6 +11,8 @@ multi-source (RealRoute / DeepSieve) sets, named sources each with documents and
                        10-paragraph contexts of that split
 ``hotpotqa-distractor-train``  training: the 600 ``train.jsonl`` + ``dev.jsonl`` questions over one
                        corpus pooled from their contexts (never evaluated on)
+``routerag-train``      RouteRAG's released RL training questions (10,000, ``train.parquet``; no passages)
+``routerag-train-dev``  its 100 ``dev.parquet`` questions
 ``law-med``            RealRoute law-med: 400 questions over sources ``law`` and ``med``
 ``2wiki-multisource``  the 2Wiki questions over the corpus split into sources ``local`` and ``global``
 ``demo``               bundled: a 2Wiki slice (questions whose answers occur in its passages)
@@ -295,6 +297,13 @@ def _hotpotqa_distractor(name: str) -> Dataset:
     return data.model_copy(update={"description": f"HotpotQA distractor ({splits}, CC BY-SA 4.0) over its pooled contexts"})
 
 
+def _routerag_train(split: str, name: str) -> Dataset:
+    path = _need(data_root() / "routerag_train" / f"{split}.parquet")
+    return Dataset(name=name, questions=load_questions(path, "searchr1-parquet", dataset=name),
+                   description="RouteRAG's released training questions (HotpotQA train; no corpus: their evidence is "
+                   "in no index here — for export-verl and closed-book labels, not for retrieval training)")
+
+
 def _law_med() -> Dataset:
     return realroute_folder(
         data_root() / "multisource", "law-med", "law-med", source_names={"local": "law", "global": "med"}
@@ -351,6 +360,8 @@ for _name, _loader in {
     "hotpotqa": _hotpotqa,
     "hotpotqa-distractor": lambda: _hotpotqa_distractor("hotpotqa-distractor"),
     "hotpotqa-distractor-train": lambda: _hotpotqa_distractor("hotpotqa-distractor-train"),
+    "routerag-train": lambda: _routerag_train("train", "routerag-train"),
+    "routerag-train-dev": lambda: _routerag_train("dev", "routerag-train-dev"),
     "law-med": _law_med,
     "2wiki-multisource": _2wiki_multisource,
     "r1router-steps": _r1router_steps,

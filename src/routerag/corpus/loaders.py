@@ -16,7 +16,8 @@ Corpus formats (``load_corpus(path, format=...)``; ``"auto"`` detects from the f
 Question formats (``load_questions(path, format=...)``): ``qa`` (JSON/JSONL ``{question, answer |
 answers | golden_answers}``: 2Wiki as released with HippoRAG 2, FlashRAG), ``musique``, ``hotpotqa``,
 ``realroute`` (``law-med_qa.json``), ``popqa`` (as published with RouteRAG: ``possible_answers`` is a
-JSON *string*).
+JSON *string*), ``searchr1-parquet`` (verl / Search-R1 training parquet, RouteRAG's released
+training questions: the question is the end of the prompt, the answers ``reward_model``'s targets).
 
 Loading is explicit about what it drops: documents with the same title and text (hence the same
 ``doc_id``) after the first are counted as duplicates, blank texts as empty, and both are reported
@@ -563,6 +564,49 @@ def _read_r1router_steps(path: Path, dataset: str) -> Iterator[Question]:
             )
 
 
+def _read_searchr1_parquet(path: Path, dataset: str) -> Iterator[Question]:
+    """verl / Search-R1 parquet rows ``{data_source, prompt[{role, content}], reward_model{ground_truth
+    {target[]}}, extra_info{index, original_id, split, supporting_facts (JSON string)}}``: the
+    question is the text after the last ``Question:`` of the user prompt (RouteRAG's released
+    prompts end with it). Needs ``pyarrow`` (the ``train`` extra)."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:  # pragma: no cover - depends on the install
+        raise CorpusFormatError(Where(str(path)), "reading parquet needs pyarrow: pip install 'routerag[train]'") from None
+    try:
+        table = pq.read_table(path)
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise CorpusFormatError(Where(str(path)), f"not a readable parquet file ({exc})") from None
+    for i, rec in enumerate(table.to_pylist()):
+        where = Where(str(path), record=i)
+        prompt = _list(rec, "prompt", where)
+        users = [m.get("content") for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+        if not users or not isinstance(users[-1], str):
+            raise CorpusFormatError(where, "no user message with text content", field="prompt")
+        _, mark, question = users[-1].rpartition("Question:")
+        if not mark or not question.strip():
+            raise CorpusFormatError(where, "the user prompt has no 'Question: ...'", field="prompt")
+        reward = rec.get("reward_model") if isinstance(rec.get("reward_model"), dict) else {}
+        truth = reward.get("ground_truth") if isinstance(reward.get("ground_truth"), dict) else {}
+        answers = _answers({"answers": truth.get("target")}, where, keys=("answers",)) if truth.get("target") else None
+        if answers is None:
+            raise CorpusFormatError(where, "no answer targets", field="reward_model")
+        extra = rec.get("extra_info") if isinstance(rec.get("extra_info"), dict) else {}
+        meta: dict[str, Any] = {k: extra[k] for k in ("split", "index") if isinstance(extra.get(k), str)}
+        if isinstance(rec.get("data_source"), str):
+            meta["data_source"] = rec["data_source"]
+        facts_raw = extra.get("supporting_facts")
+        if isinstance(facts_raw, str) and facts_raw:
+            try:
+                facts = json.loads(facts_raw)
+            except json.JSONDecodeError:
+                raise CorpusFormatError(where, "expected a JSON-encoded list of [title, sentence]", field="supporting_facts") from None
+            meta["supporting_facts"] = facts
+            meta["supporting_titles"] = list(dict.fromkeys(f[0] for f in facts if isinstance(f, list) and f and isinstance(f[0], str)))
+        qid = extra.get("original_id") if isinstance(extra.get("original_id"), str) and extra.get("original_id") else f"{dataset}-{i}"
+        yield Question(qid=qid, question=" ".join(question.split()), answers=answers, dataset=dataset, metadata=meta)
+
+
 def _register_builtins() -> None:
     corpus = [
         ("hipporag", "JSON list of {title, text}", _read_title_text),
@@ -586,6 +630,8 @@ def _register_builtins() -> None:
         ("realroute", "RealRoute/DeepSieve {_id, type, question, answer, context}", _read_realroute),
         ("popqa", "PopQA as published with RouteRAG {question, possible_answers (JSON string), paragraphs}", _read_popqa),
         ("r1router-steps", "R1-Router step-wise trajectories {images, steps}: one question per retrieval step", _read_r1router_steps),
+        ("searchr1-parquet", "verl / Search-R1 parquet {prompt, reward_model.ground_truth.target, extra_info} (no passages)",
+         _read_searchr1_parquet),
     ]
     for name, description, read in questions:
         QUESTION_FORMATS.register(name, QuestionFormat(name, description, read))
@@ -670,8 +716,11 @@ def detect_corpus_format(path: str | Path) -> str:
 
 
 def detect_question_format(path: str | Path) -> str:
-    """The question format of a JSON/JSONL file, from its first record."""
+    """The question format of a JSON/JSONL file, from its first record (a ``.parquet`` file:
+    ``searchr1-parquet``)."""
     path = open_checked(path)
+    if path.suffix.lower() == ".parquet":
+        return "searchr1-parquet"
     kind, first = _first_record(path)
     if kind != "object" and isinstance(first, dict):
         qformat = _question_format_of(first)

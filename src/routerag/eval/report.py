@@ -1,6 +1,8 @@
 """Reports over stored runs: the papers' main-table layout (datasets as column groups, EM/F1 per
-dataset and their average, then retrieval turns, tokens and latency), routing accuracy, and
-paired comparisons of runs on the same questions with a bootstrap confidence interval.
+dataset and their average — overall and over the open-answer questions — then retrieval turns,
+tokens and latency), the scores by question type (form: yes/no, choice, open; the dataset's own
+type), routing accuracy, and paired comparisons of runs on the same questions (all of them and
+the open-answer ones) with a bootstrap confidence interval and an exact sign test.
 
 Everything is rebuilt from ``results.jsonl`` with :func:`routerag.eval.summary.summarize`; a run
 whose stored ``summary.json`` disagrees with the rebuilt one is flagged in the report.
@@ -20,7 +22,8 @@ from routerag.config import atomic_write_text
 from routerag.eval.bootstrap import PairedDifference, paired_bootstrap
 from routerag.eval.routing import RoutingOutcome
 from routerag.eval.runs import QuestionRecord, RunDir, RunError, RunHeader
-from routerag.eval.summary import RunSummary, summarize
+from routerag.eval.signtest import SignTest, sign_test
+from routerag.eval.summary import RunSummary, record_types, summarize
 
 DEFAULT_TABLE_METRICS = ("em", "f1")
 METRIC_TITLES = {"em": "EM", "f1": "F1", "cover_em": "Acc", "f1_recall": "F1-R", "precision": "P", "semantic": "Sim", "judge": "Judge"}
@@ -37,8 +40,13 @@ class LoadedRun(BaseModel):
     def label(self) -> str:
         return self.header.label
 
-    def scores(self, metric: str) -> dict[str, float]:
-        return {r.qid: v for r in self.records if (v := r.metrics.get(metric)) is not None}
+    def scores(self, metric: str, subset: str = "all") -> dict[str, float]:
+        """qid -> score, over every question or those of one form (``subset="open"``...)."""
+        return {
+            r.qid: v
+            for r in self.records
+            if (v := r.metrics.get(metric)) is not None and (subset == "all" or record_types(r)["form"] == subset)
+        }
 
 
 def load_run(path: str | Path) -> LoadedRun:
@@ -53,8 +61,10 @@ def load_run(path: str | Path) -> LoadedRun:
     summary = summarize(header, records)
     matches: bool | None = None
     if run_dir.summary_path.is_file():
-        stored = RunSummary.model_validate_json(run_dir.summary_path.read_bytes())
-        matches = stored == summary
+        raw = json.loads(run_dir.summary_path.read_bytes())
+        stored = RunSummary.model_validate(raw)
+        # a summary written before the question-type breakdown existed is compared without it
+        matches = stored == (summary if "breakdown" in raw else summary.model_copy(update={"breakdown": {}}))
     return LoadedRun(path=str(path), header=header, records=records, summary=summary, summary_matches=matches)
 
 
@@ -92,6 +102,8 @@ class TableRow(BaseModel):
     label: str
     scores: dict[str, dict[str, float | None]]  # dataset -> metric -> percentage (None: not run)
     average: dict[str, float | None]  # metric -> mean over datasets (None unless all datasets were run)
+    open_scores: dict[str, dict[str, float | None]] = Field(default_factory=dict)  # the same, open-answer questions
+    open_average: dict[str, float | None] = Field(default_factory=dict)
     retrieval_turns: float
     total_tokens: float
     latency_s: float
@@ -115,6 +127,19 @@ def _weighted(pairs: list[tuple[float, int]]) -> float:
     return sum(v * n for v, n in pairs) / total if total else 0.0
 
 
+def _open_score(summary: RunSummary | None, metric: str) -> float | None:
+    group = summary.group("form", "open") if summary is not None else None
+    return 100.0 * group.metrics[metric] if group is not None and metric in group.metrics else None
+
+
+def _average(scores: dict[str, dict[str, float | None]], datasets: Sequence[str], metrics: Sequence[str]) -> dict[str, float | None]:
+    average: dict[str, float | None] = {}
+    for m in metrics:
+        values = [scores[ds][m] for ds in datasets]
+        average[m] = sum(values) / len(values) if all(v is not None for v in values) else None  # type: ignore[misc]
+    return average
+
+
 def main_table(runs: Sequence[LoadedRun], metrics: Sequence[str] = DEFAULT_TABLE_METRICS) -> MainTable:
     datasets: list[str] = []
     labels: list[str] = []
@@ -130,16 +155,15 @@ def main_table(runs: Sequence[LoadedRun], metrics: Sequence[str] = DEFAULT_TABLE
             ds: {m: (100.0 * mine[ds].metrics[m] if ds in mine and m in mine[ds].metrics else None) for m in metrics}
             for ds in datasets
         }
-        average: dict[str, float | None] = {}
-        for m in metrics:
-            values = [scores[ds][m] for ds in datasets]
-            average[m] = sum(values) / len(values) if all(v is not None for v in values) else None  # type: ignore[misc]
+        open_scores = {ds: {m: _open_score(mine.get(ds), m) for m in metrics} for ds in datasets}
         summaries = list(mine.values())
         rows.append(
             TableRow(
                 label=label,
                 scores=scores,
-                average=average,
+                average=_average(scores, datasets, metrics),
+                open_scores=open_scores,
+                open_average=_average(open_scores, datasets, metrics),
                 retrieval_turns=_weighted([(s.cost.retrieval_turns, s.n_done) for s in summaries]),
                 total_tokens=_weighted([(s.cost.total_tokens, s.n_done) for s in summaries]),
                 latency_s=_weighted([(s.cost.latency_ms / 1000.0, s.n_done) for s in summaries]),
@@ -158,6 +182,7 @@ def table_columns(table: MainTable) -> list[str]:
     cols = ["Method"]
     for ds in [*table.datasets, "Avg"]:
         cols.extend(f"{ds} {METRIC_TITLES.get(m, m)}" for m in table.metrics)
+        cols.extend(f"{ds} open {METRIC_TITLES.get(m, m)}" for m in table.metrics)
     return [*cols, "Turns", "Tokens", "Latency (s)"]
 
 
@@ -168,7 +193,9 @@ def table_cells(table: MainTable) -> list[list[str]]:
         cells = [f"{row.label} (partial: {partial})" if partial else row.label]
         for ds in table.datasets:
             cells.extend(_fmt(row.scores[ds][m]) for m in table.metrics)
+            cells.extend(_fmt(row.open_scores.get(ds, {}).get(m)) for m in table.metrics)
         cells.extend(_fmt(row.average[m]) for m in table.metrics)
+        cells.extend(_fmt(row.open_average.get(m)) for m in table.metrics)
         cells.extend([_fmt(row.retrieval_turns, 2), _fmt(row.total_tokens, 0), _fmt(row.latency_s, 2)])
         out.append(cells)
     return out
@@ -197,6 +224,8 @@ class Comparison(BaseModel):
     system: str
     metric: str
     result: PairedDifference  # on the questions both runs answered; scores in [0, 1]
+    subset: str = "all"  # "all" questions or one form ("open": the open-answer ones)
+    sign: SignTest | None = None  # exact sign test (McNemar for 0/1 scores) on the same pairs
 
 
 def compare_runs(
@@ -206,9 +235,11 @@ def compare_runs(
     resamples: int = 10_000,
     seed: int = 0,
     baseline: str | None = None,
+    subsets: Sequence[str] = ("all", "open"),
 ) -> list[Comparison]:
     """Per dataset, every run against the baseline run, paired by qid: the run labelled
-    ``baseline`` when given (a dataset without one is skipped), else the first run given."""
+    ``baseline`` when given (a dataset without one is skipped), else the first run given; over
+    all shared questions and over each of ``subsets`` (question forms)."""
     out = []
     for dataset in dict.fromkeys(r.header.dataset for r in runs):
         group = [r for r in runs if r.header.dataset == dataset]
@@ -218,24 +249,29 @@ def compare_runs(
                 continue
         base = group[0]
         for other in group[1:]:
-            for metric in metrics:
-                a, b = base.scores(metric), other.scores(metric)
-                shared = [q for q in base.header.sample_qids if q in a and q in b]
-                if not shared:
-                    continue
-                result = paired_bootstrap([a[q] for q in shared], [b[q] for q in shared], resamples=resamples, seed=seed)
-                out.append(Comparison(dataset=dataset, baseline=base.label, system=other.label, metric=metric, result=result))
+            for subset in subsets:
+                for metric in metrics:
+                    a, b = base.scores(metric, subset), other.scores(metric, subset)
+                    shared = [q for q in base.header.sample_qids if q in a and q in b]
+                    if not shared:
+                        continue
+                    xs, ys = [a[q] for q in shared], [b[q] for q in shared]
+                    result = paired_bootstrap(xs, ys, resamples=resamples, seed=seed)
+                    out.append(Comparison(dataset=dataset, baseline=base.label, system=other.label, metric=metric,
+                                          result=result, subset=subset, sign=sign_test(xs, ys)))
     return out
 
 
 def comparison_rows(comparisons: Sequence[Comparison]) -> tuple[list[str], list[list[str]]]:
-    cols = ["Dataset", "Baseline", "System", "Metric", "n", "Baseline score", "System score", "Δ", "95% CI", "p"]
+    cols = ["Dataset", "Questions", "Baseline", "System", "Metric", "n", "Baseline score", "System score", "Δ", "95% CI",
+            "p (bootstrap)", "better / worse", "p (sign test)"]
     rows = []
     for c in comparisons:
         r = c.result
         rows.append(
             [
                 c.dataset,
+                c.subset,
                 c.baseline,
                 c.system,
                 METRIC_TITLES.get(c.metric, c.metric),
@@ -245,8 +281,59 @@ def comparison_rows(comparisons: Sequence[Comparison]) -> tuple[list[str], list[
                 f"{100 * r.diff:+.1f}",
                 f"[{100 * r.low:+.1f}, {100 * r.high:+.1f}]",
                 f"{r.p_value:.3f}",
+                f"{c.sign.b_better} / {c.sign.a_better}" if c.sign else "–",
+                f"{c.sign.p_value:.3f}" if c.sign else "–",
             ]
         )
+    return cols, rows
+
+
+def breakdown_tables(summaries: Sequence[RunSummary], metrics: Sequence[str] = DEFAULT_TABLE_METRICS
+                     ) -> list[tuple[str, list[str], list[list[str]]]]:
+    """Per dataset: (dataset, columns, rows) of each run's scores by question form and by the
+    dataset's own type — the first metric per group, every metric on the open questions."""
+    out = []
+    for dataset in dict.fromkeys(s.dataset for s in summaries):
+        mine = [s for s in summaries if s.dataset == dataset]
+        groups: list[tuple[str, str, int]] = []  # (axis, group, n)
+        for axis in ("form", "type"):
+            names = list(dict.fromkeys(g for s in mine for g in s.breakdown.get(axis, {})))
+            for g in names:
+                n = max(s.breakdown[axis][g].n for s in mine if g in s.breakdown.get(axis, {}))
+                groups.append((axis, g, n))
+        if not groups:
+            continue
+        head = METRIC_TITLES.get(metrics[0], metrics[0])
+        cols = ["Method"]
+        for axis, g, n in groups:
+            cols.append(f"{g} {head} (n={n})")
+            if axis == "form" and g == "open":
+                cols.extend(f"open {METRIC_TITLES.get(m, m)}" for m in metrics[1:])
+        cols += [f"{g} turns" for axis, g, _ in groups if axis == "form"]
+        rows = []
+        for s in mine:
+            cells = [s.label]
+            for axis, g, _ in groups:
+                scores = s.group(axis, g)
+                wanted = [metrics[0], *(metrics[1:] if axis == "form" and g == "open" else [])]
+                cells.extend(_fmt(100 * scores.metrics[m] if scores and m in scores.metrics else None) for m in wanted)
+            cells += [_fmt(sc.retrieval_turns if (sc := s.group(axis, g)) else None, 2) for axis, g, _ in groups if axis == "form"]
+            rows.append(cells)
+        out.append((dataset, cols, rows))
+    return out
+
+
+def mode_use_rows(summaries: Sequence[RunSummary]) -> tuple[list[str], list[list[str]]]:
+    """Searches per mode by question form, for the runs that searched: does a policy route
+    different questions differently?"""
+    cols = ["Method", "Dataset", "Form", "n", "Turns", "Searches by mode"]
+    rows = []
+    for s in summaries:
+        if not s.calls_by_mode:
+            continue
+        for g, scores in s.breakdown.get("form", {}).items():
+            modes = ", ".join(f"{m} {c}" for m, c in scores.calls_by_mode.items()) or "none"
+            rows.append([s.label, s.dataset, g, str(scores.n), _fmt(scores.retrieval_turns, 2), modes])
     return cols, rows
 
 
@@ -332,8 +419,19 @@ def build_report(runs: Sequence[LoadedRun], metrics: Sequence[str] = DEFAULT_TAB
 def render_markdown(report: Report) -> str:
     parts = ["# Evaluation report", "", "Scores in %, means over each run's questions.", ""]
     parts.append(_markdown(table_columns(report.table), table_cells(report.table)))
+    note = ("\"open\": the questions whose answer the question does not name (neither yes/no nor one of two "
+            "options it names; routerag.corpus.question_types).")
+    parts += ["", note, ""]
+    tables = breakdown_tables(report.runs, report.table.metrics)
+    if tables:
+        parts += ["## By question type", ""]
+        for dataset, cols, rows in tables:
+            parts += [f"### {dataset}", "", _markdown(cols, rows), ""]
+    cols, rows = mode_use_rows(report.runs)
+    if rows:
+        parts += ["### Retrieval by question form", "", _markdown(cols, rows), ""]
     if report.comparisons:
-        parts += ["", "## Paired comparisons (bootstrap over shared questions, seeded)", ""]
+        parts += ["", "## Paired comparisons (bootstrap over shared questions, seeded; exact sign test)", ""]
         parts.append(_markdown(*comparison_rows(report.comparisons)))
     cols, rows = routing_rows(report.runs)
     if rows:

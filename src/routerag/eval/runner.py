@@ -26,6 +26,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from routerag.config import atomic_write_text
+from routerag.corpus.question_types import dataset_type
 from routerag.corpus.sampling import spread_order
 from routerag.corpus.schema import Question
 from routerag.eval.cost import trace_cost
@@ -99,6 +100,7 @@ def evaluate_question(
         dataset=question.dataset,
         golds=list(question.answers),
         gold_source=question.gold_source,
+        question_type=dataset_type(question.qid, question.metadata),
         prediction=prediction,
         metrics=scores,
         cost=trace_cost(trace),

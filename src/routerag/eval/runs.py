@@ -80,6 +80,7 @@ class QuestionRecord(BaseModel):
     dataset: str = ""
     golds: list[str]
     gold_source: str | None = None
+    question_type: str | None = None  # the dataset's own type (HotpotQA ``type``), if it has one
     prediction: str
     metrics: dict[str, float | None]  # None: not computable (no gold, judge gave no verdict)
     cost: CostMetrics

@@ -20,7 +20,7 @@ from routerag.eval.runner import RunSpec, StrategyFactory
 from routerag.index.settings import IndexSettings
 from routerag.paths import cache_dir
 from routerag.strategies import STRATEGIES, StrategyContext
-from routerag.strategies.base import Strategy, strategy_revision
+from routerag.strategies.base import Strategy, strategy_retrieves, strategy_revision
 
 
 @dataclass
@@ -126,7 +126,12 @@ def build_setup(config: EvalConfig, name: str) -> EvalSetup:
     questions = dataset.sample(config.limit).questions
     if not questions:
         raise ValueError(f"dataset {config.dataset!r} has no questions to evaluate")
-    sources, manifests = build_sources(dataset, config)
+    if strategy_retrieves(cls):
+        sources, manifests = build_sources(dataset, config)
+    else:  # direct, rule: no index to build
+        from routerag.sources.sourceset import SourceSet
+
+        sources, manifests = SourceSet(), []
     resolved = config.model.resolved()
     identity = model_identity(resolved)
     model = build_model(config.model)

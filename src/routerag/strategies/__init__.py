@@ -14,6 +14,7 @@ _BUILTINS = {
     "graphrag-r1": "routerag.strategies.graphrag_r1:GraphRAGR1",
     "r1-router": "routerag.strategies.r1_router:R1Router",
     "r1-router-step": "routerag.strategies.r1_router_step:R1RouterStep",
+    "rule": "routerag.strategies.rule:Rule",
     "direct": "routerag.strategies.baselines:Direct",
     "vanilla": "routerag.strategies.baselines:Vanilla",
     "ircot": "routerag.strategies.baselines:IRCoT",

@@ -28,7 +28,9 @@ class Strategy(Protocol):
     # Optional ``revision: ClassVar[int]``, read through ``strategy_revision`` (a Protocol member
     # cannot carry a default): bumped when a change of the code changes answers (a recovery, a
     # prompt); part of the evaluation fingerprint when non-zero, so that a run is never resumed
-    # with other strategy code.
+    # with other strategy code. Optional ``retrieves: ClassVar[bool]`` (read through
+    # ``strategy_retrieves``; default True): False for a strategy that never searches (direct,
+    # rule), whose evaluation then builds no index.
 
     def __init__(self, context: StrategyContext, params: BaseModel | None = None) -> None: ...
 
@@ -44,3 +46,11 @@ def strategy_revision(cls: type) -> int:
     if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
         raise TypeError(f"strategy {getattr(cls, 'name', cls.__name__)!r}: revision must be an int >= 0, got {revision!r}")
     return revision
+
+
+def strategy_retrieves(cls: type) -> bool:
+    """Whether the strategy class searches its sources (``retrieves``, True when it has none)."""
+    retrieves = getattr(cls, "retrieves", True)
+    if not isinstance(retrieves, bool):
+        raise TypeError(f"strategy {getattr(cls, 'name', cls.__name__)!r}: retrieves must be a bool, got {retrieves!r}")
+    return retrieves

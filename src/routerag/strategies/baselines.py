@@ -1,6 +1,9 @@
 """Baselines with FlashRAG-style short-answer prompts:
 
-* ``direct``      — no retrieval, answer from the model's own knowledge;
+* ``direct``      — no retrieval, answer from the model's own knowledge. Revision 1
+  (``instruction="short"``, the default): the answer alone, asked for with worked examples
+  (:data:`~routerag.strategies.prompts.DIRECT_SHORT_SYSTEM`); revision 0's FlashRAG instruction
+  (``instruction="flashrag"``) made the 0.5B write whole sentences ("No, X and Y are not ...");
 * ``vanilla``     — one retrieval of ``k`` passages for the question, then answer;
 * ``ircot``       — IRCoT (Trivedi et al., 2023): retrieve with the question, then each generated
   chain-of-thought sentence is the next query (new documents are added to the context), up to
@@ -25,6 +28,8 @@ from routerag.sources.base import Hit
 from routerag.strategies.loop import LoopStrategy, add_step, call_model, record_exchange, retrieve_step
 from routerag.strategies.parsing import clean_answer, clean_query
 from routerag.strategies.prompts import (
+    DIRECT_SHORT_EXAMPLES,
+    DIRECT_SHORT_SYSTEM,
     DIRECT_SYSTEM,
     IRCOT_ANSWER_MARK,
     IRCOT_SYSTEM,
@@ -43,6 +48,14 @@ class DirectParams(BaseModel):
 
     def generation(self, stop: Sequence[str] = ()) -> GenerationParams:
         return GenerationParams(max_tokens=self.max_tokens, temperature=self.temperature, stop=list(stop))
+
+
+class ClosedBookParams(DirectParams):
+    instruction: Literal["short", "flashrag"] = Field(
+        default="short",
+        description="short: the answer alone, with worked examples (revision 1); flashrag: FlashRAG's "
+        "'Only give me the answer' instruction (revision 0's prompt)",
+    )
 
 
 class VanillaParams(DirectParams):
@@ -76,6 +89,15 @@ def _answer(strategy: LoopStrategy, trace: Trace, hits: Sequence[Hit] | None, pa
     return clean_answer(response.text), response.text, call
 
 
+def _closed_book_messages(question: str, instruction: str) -> list[Message]:
+    if instruction == "flashrag":
+        return [Message(role="system", content=DIRECT_SYSTEM), Message(role="user", content=question_user(question))]
+    messages = [Message(role="system", content=DIRECT_SHORT_SYSTEM)]
+    for example, answer in DIRECT_SHORT_EXAMPLES:
+        messages += [Message(role="user", content=question_user(example)), Message(role="assistant", content=answer)]
+    return [*messages, Message(role="user", content=question_user(question))]
+
+
 def _finish(trace: Trace, answer: str, raw: str, call: ModelCall, **fields) -> Step:
     trace.answer = answer
     return add_step(trace, "answer", answer=answer, raw_output=raw, model_calls=[call], latency_ms=call.latency_ms, **fields)
@@ -83,11 +105,16 @@ def _finish(trace: Trace, answer: str, raw: str, call: ModelCall, **fields) -> S
 
 class Direct(LoopStrategy):
     name: ClassVar[str] = "direct"
-    Params: ClassVar[type[BaseModel]] = DirectParams
-    params: DirectParams
+    Params: ClassVar[type[BaseModel]] = ClosedBookParams
+    revision: ClassVar[int] = 1  # 1: the short-answer instruction with worked examples (was FlashRAG's)
+    retrieves: ClassVar[bool] = False
+    params: ClosedBookParams
 
     def execute(self, trace: Trace) -> None:
-        _finish(trace, *_answer(self, trace, None, self.params))
+        messages = _closed_book_messages(trace.question, self.params.instruction)
+        response, call = call_model(self.context, messages, self.params.generation(stop=["\n"]), "answer")
+        record_exchange(trace, messages, response.text)
+        _finish(trace, clean_answer(response.text), response.text, call)
 
 
 class Vanilla(LoopStrategy):

@@ -244,6 +244,22 @@ def r1_router_final(question: str, steps: Sequence[tuple[str, str]]) -> str:
 
 # FlashRAG's default short-answer prompts (Jin et al., 2024, flashrag/prompt/base_prompt.py).
 DIRECT_SYSTEM = "Answer the question based on your own knowledge. Only give me the answer and do not output any other words."
+# direct, revision 1: the closed-book reader asked for the answer alone, shown with four worked
+# examples (general facts, none from a benchmark set; two yes/no, two choices answered with the
+# first and with the second option, so that no answer position is taught).
+DIRECT_SHORT_SYSTEM = (
+    "Answer the question from your own knowledge. Reply with the answer alone, in as few words as possible: "
+    "a name, a title, a place, a date, a number, or yes or no. Never write a sentence, never repeat the question, "
+    "never explain."
+)
+DIRECT_SHORT_EXAMPLES: tuple[tuple[str, str], ...] = (
+    ("Who wrote the novel Nineteen Eighty-Four?", "George Orwell"),
+    ("Are the Amazon and the Nile on the same continent?", "no"),
+    ("Which city is farther north, Madrid or Oslo?", "Oslo"),
+    ("When did the Berlin Wall fall?", "9 November 1989"),
+    ("Was Isaac Newton or Albert Einstein born first?", "Isaac Newton"),
+    ("Is Mount Everest taller than Mont Blanc?", "yes"),
+)
 RAG_SYSTEM = (
     "Answer the question based on the given document. Only give me the answer and do not output any other words."
     "\n\nThe following are given documents.\n\n{reference}"

@@ -107,7 +107,7 @@ class GRPOSpec(BaseModel):
 class SFTSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     enabled: bool = Field(default=False, description="run a supervised cold start before RL")
-    sources: list[Literal["musique", "hotpotqa", "r1router"]] = Field(
+    sources: list[Literal["musique", "hotpotqa", "hotpotqa-distractor-train", "r1router"]] = Field(
         default_factory=lambda: ["musique", "hotpotqa"], description="golden trajectory sources"
     )
     max_steps: int = Field(default=100, ge=1, description="SFT optimiser steps (ignored when epochs is set)")

@@ -253,7 +253,13 @@ def from_hotpotqa(q: Question, docs: dict[str, Document], *, mode_policy: ModePo
     return from_hops(q, hotpotqa_hops(q, docs, mode_policy), "hotpotqa", ground=ground, **render)
 
 
-GOLDEN_HOPS: dict[str, Callable[..., tuple[list[Hop], str] | None]] = {"musique": musique_hops, "hotpotqa": hotpotqa_hops}
+GOLDEN_HOPS: dict[str, Callable[..., tuple[list[Hop], str] | None]] = {
+    "musique": musique_hops,
+    "hotpotqa": hotpotqa_hops,
+    # the 600 train + dev questions of HotpotQA distractor over their pooled training corpus
+    "hotpotqa-distractor-train": hotpotqa_hops,
+}
+GOLDEN_SOURCES = (*GOLDEN_HOPS, "r1router")
 
 
 # ---------------------------------------------------------------- R1-Router
@@ -377,7 +383,7 @@ def golden_trajectories(sources: Iterable[str], *, exclude_eval: Sequence[str] =
         elif name == "r1router":
             out += [t for i, r in enumerate(read_r1_router()) if (t := from_r1_router(r, i, **render)) is not None]
         else:
-            raise ValueError(f"unknown golden source {name!r}; valid: musique, hotpotqa, r1router")
+            raise ValueError(f"unknown golden source {name!r}; valid: {', '.join(GOLDEN_SOURCES)}")
     if eval_questions:
         as_questions = [Question(qid=t.qid, question=t.question, answers=t.answers, dataset=t.dataset) for t in out]
         bad = set(check_overlap(as_questions, eval_questions).overlapping)
