@@ -64,14 +64,17 @@ def _last_logits(llm: Any) -> Any:
     return np.ctypeslib.as_array(row, shape=(llm.n_vocab(),))
 
 
-_native_logging = {"enabled": False, "callback": None}
+_native_logging: dict[str, Any] = {"enabled": False, "callback": None, "last_level": 0}
+# ggml_log_level of current llama.cpp (llama-cpp-python's own callback still maps the older enum,
+# so it prints WARN lines such as the LoRA loader's "fallback to CPU" as errors)
+_GGML_ERROR, _GGML_CONT = 4, 5
 
 
 def set_native_logging(enabled: bool) -> None:
-    """Show llama.cpp's own log lines (model loading, LoRA adapters, backends) on stderr, or not
-    (the default). llama-cpp-python's ``verbose=False`` silences only model loading; adapter
-    loading and backend messages still reach its log callback, so this module installs its own,
-    which drops everything unless enabled (routerag's ``--verbose``)."""
+    """Show all of llama.cpp's own log lines (model loading, LoRA adapters, backends) on stderr, or
+    only its errors (the default). llama-cpp-python's ``verbose=False`` silences model loading
+    only; adapter loading still reaches its log callback, so this module installs its own
+    (routerag's ``--verbose`` turns everything on)."""
     _native_logging["enabled"] = enabled
 
 
@@ -86,7 +89,9 @@ def _install_log_callback() -> None:
 
     @capi.llama_log_callback
     def callback(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
-        if _native_logging["enabled"]:
+        if level != _GGML_CONT:
+            _native_logging["last_level"] = level
+        if _native_logging["enabled"] or _native_logging["last_level"] == _GGML_ERROR:
             print(text.decode("utf-8", errors="replace"), end="", flush=True, file=sys.stderr)
 
     capi.llama_log_set(callback, ctypes.c_void_p(0))
