@@ -94,3 +94,25 @@ def test_seeded_sampling_is_reproducible(model) -> None:
 def test_prompt_longer_than_context_is_refused(model) -> None:
     with pytest.raises(ModelError, match="does not fit"):
         model.chat([Message(role="user", content="word " * 2000)])
+
+
+def test_llama_cpp_logs_stay_off_unless_asked(capfd) -> None:
+    """Loading the model with the shipped policy adapter writes nothing to stderr (llama.cpp's
+    adapter loader logs outside llama-cpp-python's verbose=False); ``set_native_logging(True)``
+    (the CLI's --verbose) shows those lines. Captured at the file-descriptor level: C writes there."""
+    from routerag.llm.bundled import bundled_model_path
+    from routerag.llm.config import bundled_policy_path
+    from routerag.llm.llamacpp import LlamaCppModel, set_native_logging
+
+    base, adapter = bundled_model_path(), bundled_policy_path()
+    capfd.readouterr()
+    LlamaCppModel(base, n_ctx=256, n_threads=1, lora_path=adapter)
+    quiet = capfd.readouterr()
+    assert quiet.err == "" and quiet.out == ""
+    set_native_logging(True)
+    try:
+        LlamaCppModel(base, n_ctx=256, n_threads=1, lora_path=adapter)
+    finally:
+        set_native_logging(False)
+    loud = capfd.readouterr()
+    assert "llama_adapter_lora_init" in loud.err + loud.out

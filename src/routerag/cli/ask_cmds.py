@@ -9,7 +9,6 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from routerag.cli.app import app
 
@@ -58,10 +57,18 @@ def ask(
     config: Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML configuration (EvalConfig shape)")] = None,
     set_: Annotated[list[str], typer.Option("--set", help="override: key.path=value (repeatable)")] = [],
     as_json: Annotated[bool, typer.Option("--json", help="print the Trace as JSON")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="also show llama.cpp's own log and routerag's info log")] = False,
 ) -> None:
     """Answer one question with a routing strategy and show its trace."""
+    from routerag import progress
+    from routerag.cli.progress import RichProgress
+
+    _quiet_native_logs(verbose)
     cfg = _eval_config(config, set_, strategy=strategy, dataset=dataset, components=None if index else DEMO_COMPONENTS)
-    trace = _strategy(cfg, _context(cfg, index)).run(question)
+    with progress.reporting(RichProgress(Console(stderr=True))):
+        runner = _strategy(cfg, _context(cfg, index))
+        with progress.step(f"answering with {cfg.strategy}"):
+            trace = runner.run(question)
     if as_json:
         typer.echo(trace.model_dump_json(indent=2))
     else:
@@ -72,6 +79,21 @@ def ask(
         raise typer.Exit(1)
 
 
+def _quiet_native_logs(verbose: bool) -> None:
+    """llama.cpp's own log lines and the Hugging Face loading bars only with ``--verbose`` (the
+    rich progress lines say what is loading); see ``set_native_logging``."""
+    import logging
+    import os
+
+    from routerag.llm.llamacpp import set_native_logging
+
+    set_native_logging(verbose)
+    if not verbose:
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read when transformers is imported (later)
+    else:
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+
+
 @app.command()
 def demo(
     strategy: Annotated[str, typer.Option("--strategy", "-s", help="a registered strategy")] = "routerag",
@@ -80,41 +102,52 @@ def demo(
     set_: Annotated[list[str], typer.Option("--set", help="override: key.path=value (repeatable)")] = [],
     as_json: Annotated[bool, typer.Option("--json", help="print one Trace JSON per line")] = False,
     policy: Annotated[bool, typer.Option("--policy/--untrained", help="routerag on the bundled 0.5B: apply the shipped SFT policy adapter (default) or run the untrained model")] = True,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="also show llama.cpp's own log and routerag's info log")] = False,
 ) -> None:
     """Answer a handful of real multi-hop questions from the bundled demo data with the bundled
-    model: builds (first run) or loads the demo index, then shows each routing trace and its cost."""
+    model: builds (first run) or loads the demo index, shows each routing trace, then a summary of
+    what the policy did, what it cost and how the answers compare with the gold ones."""
+    from routerag import progress
+    from routerag.cli.progress import RichProgress
+    from routerag.cli.render import DemoRow, render_demo_summary, render_trace
     from routerag.corpus.datasets import load_dataset
     from routerag.eval.metrics import exact_match, token_f1
     from routerag.llm.config import with_default_policy
 
+    _quiet_native_logs(verbose)
     cfg = _eval_config(config, set_, strategy=strategy, dataset="demo", components=DEMO_COMPONENTS)
     if policy:
         cfg = cfg.model_copy(update={"model": with_default_policy(cfg.model, cfg.strategy)})
     data = load_dataset(cfg.dataset, n_questions=questions)
-    with console.status("loading the demo index and the bundled model (first run: builds the index, joins the model)…"):
-        context = _context(cfg, None)
-    runner = _strategy(cfg, context)
-    rows = []
-    for q in data.questions:
-        trace = runner.run(q)
-        em, f1 = exact_match(trace.answer, q.answers), token_f1(trace.answer, q.answers)
-        rows.append((q, trace, em, f1))
-        if as_json:
-            typer.echo(json.dumps({"qid": q.qid, "gold": q.answers, "em": em, "f1": f1, "trace": trace.model_dump(mode="json")}))
-        else:
-            from routerag.cli.render import render_trace
-
-            console.print(render_trace(trace, gold=q.answers))
+    rows: list[DemoRow] = []
+    with progress.reporting(RichProgress(Console(stderr=True))):
+        context, index_dir = _demo_context(cfg)
+        runner = _strategy(cfg, context)
+        for i, q in enumerate(data.questions, start=1):
+            with progress.step(f"question {i}/{len(data.questions)}: {_clip(q.question, 60)}"):
+                trace = runner.run(q)
+            row = DemoRow(question=q, trace=trace, em=exact_match(trace.answer, q.answers), f1=token_f1(trace.answer, q.answers))
+            rows.append(row)
+            if as_json:
+                typer.echo(json.dumps({"qid": q.qid, "gold": q.answers, "em": row.em, "f1": row.f1, "trace": trace.model_dump(mode="json")}))
+            else:
+                console.print(render_trace(trace, gold=q.answers))
     if as_json:
         return
-    table = Table(title=f"{strategy} on {len(rows)} demo questions")
-    for column in ("qid", "EM", "F1", "turns", "modes", "tokens", "retrieval ms", "model s", "total s"):
-        table.add_column(column)
-    for q, trace, em, f1 in rows:
-        modes = ",".join(f"{k}×{v}" for k, v in trace.retrieval_calls_by_source().items()) or "-"
-        table.add_row(
-            q.qid, f"{em:.0f}", f"{f1:.2f}", str(trace.retrieval_turns), modes,
-            str(trace.prompt_tokens + trace.completion_tokens), f"{trace.retrieval_ms:.0f}",
-            f"{trace.model_ms / 1000:.1f}", f"{trace.latency_ms / 1000:.1f}",
-        )
-    console.print(table)
+    console.print(render_demo_summary(rows, cfg, index_dir))
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _demo_context(cfg):
+    """The strategy context over the demo index (built on first use) and the index's folder."""
+    from routerag.corpus.datasets import load_dataset
+    from routerag.eval.setup import build_sources
+    from routerag.llm.factory import build_model
+    from routerag.strategies import StrategyContext
+
+    sources, manifests = build_sources(load_dataset(cfg.dataset), cfg)
+    model = build_model(cfg.model)
+    return StrategyContext(model=model, sources=sources), (manifests[0].parent if manifests else None)

@@ -36,8 +36,11 @@ def eval_command(
                               "run's finished questions are spread over the sample; sample: in sample order"),
 ) -> None:
     """Evaluate a strategy on a dataset: resumable, one JSON record per question, a summary at the end."""
+    from contextlib import nullcontext
+
     from pydantic import ValidationError
 
+    from routerag.cli.progress import RichProgress
     from routerag.config import ConfigError, load_config, write_resolved
     from routerag.corpus.datasets import DataNotFoundError
     from routerag.eval.config import EvalConfig
@@ -47,6 +50,7 @@ def eval_command(
     from routerag.eval.setup import build_setup, check_names
     from routerag.index.manifest import IndexError_
     from routerag.llm.base import ModelError
+    from routerag.progress import reporting as progress_steps
     from routerag.registry import UnknownNameError
 
     sets = list(overrides or [])
@@ -65,7 +69,8 @@ def eval_command(
         run_path = out or Path("runs") / f"{cfg.dataset.replace(':', '_').replace('/', '_')}-{cfg.strategy}-{cfg.limit or 'all'}"
         typer.echo(f"run directory: {run_path}", err=True)
         RunDir(run_path).check_adoptable()  # before building anything or writing there
-        setup = build_setup(cfg, name=run_path.name)
+        with progress_steps(RichProgress()) if progress else nullcontext():  # index build, model load
+            setup = build_setup(cfg, name=run_path.name)
         judge = LLMJudge(setup.judge_model) if setup.judge_model is not None else None  # type: ignore[arg-type]
         if not RunDir(run_path).exists():
             write_resolved(cfg.model_copy(update={"model": cfg.model.resolved()}), run_path)

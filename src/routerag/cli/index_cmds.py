@@ -72,6 +72,8 @@ def index_command(
     """Build an index directory (documents + dense/bm25/graph components) from a corpus."""
     import time
 
+    from routerag import progress
+    from routerag.cli.progress import RichProgress
     from routerag.config import ConfigError, load_config
     from routerag.corpus.readers import CorpusFormatError
     from routerag.index.bundle import CONFIG_NAME, build_index, load_index
@@ -80,30 +82,31 @@ def index_command(
     from routerag.registry import UnknownNameError
 
     names = _split(components)
-    try:
-        docs = _load_documents(corpus, fmt)
-        t0 = time.perf_counter()
-        if add:
-            if not out.is_dir():
-                _fail(f"{out}: no index to add to; build it first without --add")
-            base = config if config is not None else out / CONFIG_NAME
-            settings = load_config(IndexSettings, base, overrides)
-            bundle = load_index(out, settings)
-            added = bundle.add_documents(docs)
-            extra = [name for name in names if name not in bundle.components]
-            for name in extra:
-                bundle.add_component(name)
-            typer.echo(
-                f"added {len(added)} new documents ({len(docs) - len(added)} already indexed)"
-                + (f" and the {', '.join(extra)} component" if extra else "")
-                + f" to {out}: {len(bundle.store)} documents, {', '.join(bundle.components)}"
-                + f" in {time.perf_counter() - t0:.1f}s"
-            )
-            return
-        settings = load_config(IndexSettings, config, overrides)
-        bundle = build_index(docs, out, settings, names or ("dense", "bm25"), overwrite=overwrite)
-    except (ConfigError, CorpusFormatError, IndexError_, UnknownNameError, FileExistsError, ValueError) as exc:
-        _fail(str(exc))
+    with progress.reporting(RichProgress()):  # one line per slow step (components, model loads)
+        try:
+            docs = _load_documents(corpus, fmt)
+            t0 = time.perf_counter()
+            if add:
+                if not out.is_dir():
+                    _fail(f"{out}: no index to add to; build it first without --add")
+                base = config if config is not None else out / CONFIG_NAME
+                settings = load_config(IndexSettings, base, overrides)
+                bundle = load_index(out, settings)
+                added = bundle.add_documents(docs)
+                extra = [name for name in names if name not in bundle.components]
+                for name in extra:
+                    bundle.add_component(name)
+                typer.echo(
+                    f"added {len(added)} new documents ({len(docs) - len(added)} already indexed)"
+                    + (f" and the {', '.join(extra)} component" if extra else "")
+                    + f" to {out}: {len(bundle.store)} documents, {', '.join(bundle.components)}"
+                    + f" in {time.perf_counter() - t0:.1f}s"
+                )
+                return
+            settings = load_config(IndexSettings, config, overrides)
+            bundle = build_index(docs, out, settings, names or ("dense", "bm25"), overwrite=overwrite)
+        except (ConfigError, CorpusFormatError, IndexError_, UnknownNameError, FileExistsError, ValueError) as exc:
+            _fail(str(exc))
     typer.echo(
         f"indexed {len(bundle.store)} documents into {out} ({', '.join(bundle.components)}) "
         f"in {time.perf_counter() - t0:.1f}s"

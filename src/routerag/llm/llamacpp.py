@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from routerag import progress
 from routerag.llm.base import (
     ChatResponse,
     GenerationParams,
@@ -63,6 +64,40 @@ def _last_logits(llm: Any) -> Any:
     return np.ctypeslib.as_array(row, shape=(llm.n_vocab(),))
 
 
+_native_logging: dict[str, Any] = {"enabled": False, "callback": None, "last_level": 0}
+# ggml_log_level of current llama.cpp (llama-cpp-python's own callback still maps the older enum,
+# so it prints WARN lines such as the LoRA loader's "fallback to CPU" as errors)
+_GGML_ERROR, _GGML_CONT = 4, 5
+
+
+def set_native_logging(enabled: bool) -> None:
+    """Show all of llama.cpp's own log lines (model loading, LoRA adapters, backends) on stderr, or
+    only its errors (the default). llama-cpp-python's ``verbose=False`` silences model loading
+    only; adapter loading still reaches its log callback, so this module installs its own
+    (routerag's ``--verbose`` turns everything on)."""
+    _native_logging["enabled"] = enabled
+
+
+def _install_log_callback() -> None:
+    """Route llama.cpp's C-level log through a callback of ours (once per process)."""
+    if _native_logging["callback"] is not None:
+        return
+    import ctypes
+    import sys
+
+    from llama_cpp import llama_cpp as capi
+
+    @capi.llama_log_callback
+    def callback(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+        if level != _GGML_CONT:
+            _native_logging["last_level"] = level
+        if _native_logging["enabled"] or _native_logging["last_level"] == _GGML_ERROR:
+            print(text.decode("utf-8", errors="replace"), end="", flush=True, file=sys.stderr)
+
+    capi.llama_log_set(callback, ctypes.c_void_p(0))
+    _native_logging["callback"] = callback  # a reference, or ctypes frees the callback llama.cpp calls
+
+
 def find_stop(text: str, stops: list[str], start: int) -> tuple[int, str] | None:
     """Earliest stop string occurring in ``text`` at or after ``start`` (ties: the longer one)."""
     best: tuple[int, str] | None = None
@@ -102,12 +137,16 @@ class LlamaCppModel(RenderedChatModel):
             from llama_cpp import Llama
         except ImportError as exc:
             raise ModelError("the llamacpp backend needs llama-cpp-python: pip install llama-cpp-python") from exc
+        _install_log_callback()
         threads = n_threads or available_cores()
+        verbose = bool(_native_logging["enabled"])
+        description = f"llama.cpp: loading {path.stem}" + (f" + adapter {Path(lora_path).parent.name}" if lora else "")
         try:
             extra = {"lora_path": str(lora_path), "lora_scale": float(lora_scale)} if lora is not None else {}
-            self._llm = Llama(
-                model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False, **extra
-            )
+            with progress.step(description):
+                self._llm = Llama(
+                    model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=verbose, **extra
+                )
         except (ValueError, RuntimeError) as exc:
             raise ModelError(f"llama.cpp could not load {path}{' with ' + str(lora_path) if lora else ''}: {exc}") from exc
         self.path = path

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from routerag import progress
 from routerag.corpus.schema import Document
 from routerag.index.openie.base import OpenIERecord, Triple, clean_entities, clean_triples
 
@@ -53,15 +54,18 @@ class SpacyOpenIE:
         self.identity = f"spacy:{model}:v1"
 
     def extract(self, docs: Sequence[Document]) -> list[OpenIERecord]:
-        nlp = _load(self.model)
+        with progress.step(f"loading spaCy {self.model}"):
+            nlp = _load(self.model)
         records = []
         n_process = self.n_process or (min(os.cpu_count() or 1, 4) if len(docs) >= _PARALLEL_FROM else 1)
         parsed_docs = nlp.pipe((d.text for d in docs), batch_size=self.batch_size, n_process=n_process)
-        for doc, parsed in zip(docs, parsed_docs):
-            entities, triples = extract_from_parse(parsed, doc.title)
-            records.append(
-                OpenIERecord(doc_id=doc.doc_id, passage=doc.passage, entities=entities, triples=triples)
-            )
+        with progress.step(f"OpenIE with spaCy {self.model}", total=len(docs), unit="items", label="passages") as task:
+            for doc, parsed in zip(docs, parsed_docs):
+                entities, triples = extract_from_parse(parsed, doc.title)
+                records.append(
+                    OpenIERecord(doc_id=doc.doc_id, passage=doc.passage, entities=entities, triples=triples)
+                )
+                task.advance()
         return records
 
 
