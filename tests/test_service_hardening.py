@@ -290,3 +290,42 @@ def test_source_names_are_checked_whole_and_reserved_names_refused(svc, name, st
     assert r.status_code == status, r.text
     custom = [s["name"] for s in svc.get("/v1/sources").json() if s["kind"] == "custom"]
     assert name not in custom and name.strip() not in custom
+
+
+# ------------------------------------------------------------------ 8. strict validation
+
+
+@pytest.mark.parametrize(("path", "body", "reason"), [
+    ("/v1/ask", {"question": "Who?", "sourse": ["bm25"], **VANILLA}, "sourse"),
+    ("/v1/ask", {"question": "Who?", "strategy": "vanilla", "params": {"source": "bm25", "kk": 3}}, "'kk'"),
+    ("/v1/ask", {"question": "Who?", "strategy": "vanilla", "params": {"source": "bm25", "k": True}}, "k:"),
+    ("/v1/ask", {"question": "Who?", "strategy": "vanilla", "params": {"source": "bm25", "k": "3"}}, "k:"),
+    ("/v1/ask", {"question": "Who?", "strategy": "vanilla", "params": {"source": "nope"}}, "unknown source 'nope'"),
+    ("/v1/ask", {"question": "Who?", "strategy": "graphrag-r1", "params": {"text_source": "nope"}}, "unknown source"),
+    ("/v1/ask", {"question": "Who?", "strategy": "routerag", "params": {"mode_sources": {"passage": "nope", "graph": "bm25", "hybrid": "bm25"}}},
+     "unknown source"),
+    ("/v1/ask", {"question": "Who?", "strategy": "realroute", "params": {"max_new_tokens": 10**9}}, "limit of 8192"),
+    ("/v1/ask/stream", {"question": "Who?", "strategy": "vanilla", "params": {"source": "nope"}}, "unknown source"),
+    ("/v1/runs", {"questions": [{"question": "Who?", "answer": ["x"]}], **VANILLA}, "answer"),
+    ("/v1/runs", {"questions": [{"question": "Who?"}], "strategy": "vanilla", "params": {"source": "nope"}},
+     "unknown source"),
+    ("/v1/runs", {"questions": [{"question": "Who?"}], "configs": [{"strategy": "vanilla", "parms": {}}]}, "parms"),
+    ("/v1/runs", {"dataset": "2wikimultihopqa", "sample_size": True, **VANILLA}, "sample_size"),
+    ("/retrieval/retrieve", {"queries": ["q"], "k": True, "sources": ["bm25"]}, "k:"),
+    ("/retrieval/retrieve", {"queries": ["q"], "kk": 3, "sources": ["bm25"]}, "kk"),
+    ("/retrieval/retrieve/searchr1", {"queries": ["q"], "top_k": 5}, "top_k"),
+    ("/retrieval/retrieve/searchr1", {"queries": ["q"], "topk": True}, "topk"),
+    ("/retrieval/retrieve/searchr1", {"queries": ["q"], "return_scores": "yes"}, "return_scores"),
+])
+def test_unknown_and_loosely_typed_fields_are_422(svc, path, body, reason):
+    r = svc.post(path, json=body)
+    assert r.status_code == 422, r.text
+    assert reason in r.json()["detail"]
+
+
+def test_strict_params_still_take_what_the_ui_sends(svc):
+    body = {"question": "Who was Teutberga married to?", "strategy": "vanilla",
+            "params": {"source": "bm25", "k": 2, "temperature": 0, "max_tokens": 32}}
+    r = svc.post("/v1/ask", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["answer"] == "Lothair II"

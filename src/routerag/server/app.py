@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from routerag.corpus.schema import Question
 from routerag.llm.base import ChatModel
@@ -55,6 +55,8 @@ __all__ = ["AskRequest", "StrategyInfo", "create_app", "prepare_strategy"]
 
 
 class AskRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     question: str = Field(min_length=1, description="the question to answer")
     strategy: str = Field("vanilla", description="a registered strategy (GET /v1/strategies)")
     params: dict[str, Any] = Field(default_factory=dict, description="the strategy's parameters")
@@ -133,7 +135,9 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
 
     def prepare_ask(body: AskRequest) -> tuple[AskRequest, PreparedStrategy, SourceSet]:
         check_question(body.question)
-        return body, prepare_strategy(body.strategy, body.params), mounted(body.sources)
+        sourceset = mounted(body.sources)
+        return body, prepare_strategy(body.strategy, body.params, sources=sourceset,
+                                      max_new_tokens=settings.max_new_tokens), sourceset
 
     def item_of(body: AskRequest) -> str | Question:
         return Question(qid=body.qid, question=body.question, answers=[]) if body.qid else body.question
@@ -196,7 +200,9 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
         return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     def prepare_config(config: StrategyConfig) -> tuple[PreparedStrategy, SourceSet]:
-        return prepare_strategy(config.strategy, config.params), mounted(config.sources)
+        sourceset = mounted(config.sources)
+        return prepare_strategy(config.strategy, config.params, sources=sourceset,
+                                max_new_tokens=settings.max_new_tokens), sourceset
 
     app.include_router(build_runs_router(runs, model, prepare_config, check_question, settings), dependencies=auth)
     app.include_router(build_sources_router(sources, store), dependencies=auth)

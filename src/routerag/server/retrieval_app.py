@@ -20,11 +20,11 @@ import anyio
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictInt
 
 from routerag.server.guard import RequestGuard
 from routerag.server.settings import ServerSettings
-from routerag.sources.base import RetrievalError, RetrievalRequest, RetrievalResponse
+from routerag.sources.base import MAX_K, RetrievalError, RetrievalRequest, RetrievalResponse
 from routerag.sources.remote import Limits, RemoteSourceError, SourceInfo, SourcesReply
 from routerag.sources.sourceset import SourceSet
 
@@ -54,6 +54,15 @@ class ApiError(Exception):
 
 
 # --------------------------------------------------------------------------- limits & threads
+
+
+class StrictRetrievalRequest(RetrievalRequest):
+    """The HTTP form of :class:`RetrievalRequest`: unknown fields and ``k: true`` / ``k: "3"`` are
+    refused (422) instead of silently ignored or converted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    k: StrictInt = Field(default=5, ge=1, le=MAX_K)
 
 
 class RetrievalRunner:
@@ -193,7 +202,7 @@ def create_retrieval_app(sources: SourceSet, settings: ServerSettings | None = N
 
     @app.post("/retrieve", response_model=RetrievalResponse, responses=ERRORS, dependencies=[Depends(require_key)],
               summary="retrieve top-k hits for a batch of queries from the named sources")
-    async def retrieve(request: RetrievalRequest, response: Response) -> RetrievalResponse:
+    async def retrieve(request: StrictRetrievalRequest, response: Response) -> RetrievalResponse:
         result = await runner.run(request)
         response.headers["Server-Timing"] = f"retrieve;dur={result.wall_ms:.2f}"
         return result
