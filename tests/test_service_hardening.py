@@ -329,3 +329,42 @@ def test_strict_params_still_take_what_the_ui_sends(svc):
     r = svc.post("/v1/ask", json=body)
     assert r.status_code == 200, r.text
     assert r.json()["answer"] == "Lothair II"
+
+
+# ------------------------------------------------------------------ 9. a gone client's run stops
+
+
+def test_abandoned_asks_stop_their_runs(sources, tmp_path):
+    """Ten clients start a run at once and leave while the two worker threads are busy: the two
+    runs inside a model call finish that call, the eight waiting never call the model (before:
+    all ten ran to the end, and the next ask waited for them)."""
+    import threading
+
+    calls: list[float] = []
+
+    def slow(messages, params, continue_final) -> str:
+        calls.append(time.monotonic())
+        time.sleep(1.0)
+        return "Lothair II"
+
+    settings = ServiceSettings(data_dir=tmp_path, ask_threads=2)
+    body = {"question": "Who was Teutberga married to?", **VANILLA}
+
+    def leave_stream(url: str) -> None:  # read the start event, then hang up
+        with httpx.Client(base_url=url, timeout=30) as c, c.stream("POST", "/v1/ask/stream", json=body) as r:
+            assert next(r.iter_lines()).startswith("event: start")
+            time.sleep(0.3)
+
+    def leave_ask(url: str) -> None:  # give up waiting
+        with httpx.Client(base_url=url, timeout=0.3) as c, pytest.raises(httpx.ReadTimeout):
+            c.post("/v1/ask", json=body)
+
+    with BackgroundServer(create_app(ScriptedModel(slow), sources, settings)) as running:
+        clients = [threading.Thread(target=fn, args=(running.url,)) for fn in [leave_stream, leave_ask] * 5]
+        for t in clients:
+            t.start()
+        for t in clients:
+            t.join()
+        with httpx.Client(base_url=running.url, timeout=30) as c:
+            assert c.post("/v1/ask", json=body).json()["answer"] == "Lothair II"
+        assert len(calls) == settings.ask_threads + 1, len(calls)
