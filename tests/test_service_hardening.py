@@ -368,3 +368,57 @@ def test_abandoned_asks_stop_their_runs(sources, tmp_path):
         with httpx.Client(base_url=running.url, timeout=30) as c:
             assert c.post("/v1/ask", json=body).json()["answer"] == "Lothair II"
         assert len(calls) == settings.ask_threads + 1, len(calls)
+
+
+# ------------------------------------------------------------------ 10. errors, key before body, body timeout
+
+
+def test_an_unexpected_error_names_its_operation():
+    from fastapi import FastAPI
+
+    from routerag.server.retrieval_app import install_error_handlers
+
+    app = FastAPI()
+    install_error_handlers(app)
+
+    @app.post("/v1/sources")
+    async def upload() -> None:
+        raise KeyError("boom")
+
+    with BackgroundServer(app) as running, httpx.Client(base_url=running.url) as c:
+        r = c.post("/v1/sources", json={})
+    assert r.status_code == 500
+    assert r.json()["detail"] == "internal error in POST /v1/sources (KeyError)"
+
+
+def test_the_key_is_checked_before_the_body_is_read(sources, tmp_path):
+    settings = ServiceSettings(data_dir=tmp_path, api_key="k3y")
+    with BackgroundServer(create_app(ScriptedModel(answer), sources, settings)) as running, \
+            httpx.Client(base_url=running.url, timeout=30) as c:
+        for path in ("/v1/ask", "/v1/runs", "/retrieval/retrieve", "/retrieval/retrieve/searchr1"):
+            r = c.post(path, content=b"{not json", headers={"content-type": "application/json"})
+            assert r.status_code == 401, (path, r.text)
+            assert raw_post(c, path, {"question": LONE}).status_code == 401
+        assert upload(c, "late").status_code == 401
+        r = c.post("/v1/ask", content=b"x" * 3_000_000, headers={"content-type": "application/json"})
+        assert r.status_code == 401  # not 413: nothing is read without the key
+        assert c.post("/v1/ask", json={"question": "Who?", **VANILLA}, headers={"X-API-Key": "k3y"}).status_code == 200
+
+
+def test_a_body_that_does_not_arrive_gets_408(sources, tmp_path):
+    import socket
+
+    from routerag.server.settings import SecuritySettings
+
+    settings = ServiceSettings(data_dir=tmp_path, security=SecuritySettings(body_timeout_s=0.5))
+    with BackgroundServer(create_app(ScriptedModel(answer), sources, settings)) as running:
+        with socket.create_connection(("127.0.0.1", running.port), timeout=10) as sock:
+            sock.sendall(b"POST /v1/ask HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 100\r\n\r\n{\"question\": ")  # and then nothing
+            t0 = time.monotonic()
+            reply = sock.recv(4096).decode()
+            waited = time.monotonic() - t0
+        assert reply.startswith("HTTP/1.1 408"), reply
+        assert "did not arrive within 0.5 s" in reply and waited < 5
+        with httpx.Client(base_url=running.url) as c:
+            assert c.get("/health").status_code == 200

@@ -118,7 +118,7 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
     def body_limit(path: str) -> int:
         return upload_limit if path.rstrip("/") == "/v1/sources" else settings.max_body_bytes
 
-    app.add_middleware(RequestGuard, bind_host=settings.host, max_body_bytes=settings.max_body_bytes, security=settings.security,
+    app.add_middleware(RequestGuard, bind_host=settings.host, api_key=settings.api_key, max_body_bytes=settings.max_body_bytes, security=settings.security,
                        body_limit=body_limit)
 
     @app.exception_handler(UnknownRunError)
