@@ -126,6 +126,8 @@ def test_stream_sends_progress_then_the_trace(client):
 
 def test_stream_rejects_bad_params_before_streaming(client):
     r = client.post("/v1/ask/stream", json={"question": "q", "strategy": "vanilla", "params": {"bogus_k": "x", "k": "many"}})
+    assert r.status_code == 422 and "'bogus_k'" in r.json()["detail"]
+    r = client.post("/v1/ask/stream", json={"question": "q", "strategy": "vanilla", "params": {"k": "many"}})
     assert r.status_code == 422 and "k:" in r.json()["detail"]
 
 

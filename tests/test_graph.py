@@ -133,6 +133,11 @@ def test_load_round_trip_and_manifest_checks(musique, tmp_path):
     (broken / GRAPH_NPZ).write_bytes(b"not an npz")
     with pytest.raises(IndexError_, match="graph.npz"):
         GraphIndex.load(broken, graph.store, graph.settings)
+    whole = (directory / GRAPH_NPZ).read_bytes()
+    for cut in (len(whole) // 2, len(whole) - 30, 100):  # a copy or a download that stopped early
+        (broken / GRAPH_NPZ).write_bytes(whole[:cut])
+        with pytest.raises(IndexError_, match="graph.npz: corrupt graph arrays.*rebuild it"):
+            GraphIndex.load(broken, graph.store, graph.settings)
 
 
 def test_triples_source_returns_facts_with_their_passages(musique):

@@ -129,7 +129,7 @@ def test_retries_on_503_then_succeeds(local):
 
     @flaky.get("/sources")
     async def sources():
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=real), base_url="http://x") as c:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=real), base_url="http://localhost") as c:
             return (await c.get("/sources")).json()
 
     @flaky.post("/retrieve")
@@ -137,7 +137,7 @@ def test_retries_on_503_then_succeeds(local):
         calls["n"] += 1
         if calls["n"] <= 2:
             return JSONResponse({"detail": "warming up"}, status_code=503)
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=real), base_url="http://x") as c:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=real), base_url="http://localhost") as c:
             return (await c.post("/retrieve", json=body)).json()
 
     with BackgroundServer(flaky) as running:

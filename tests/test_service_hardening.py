@@ -290,3 +290,135 @@ def test_source_names_are_checked_whole_and_reserved_names_refused(svc, name, st
     assert r.status_code == status, r.text
     custom = [s["name"] for s in svc.get("/v1/sources").json() if s["kind"] == "custom"]
     assert name not in custom and name.strip() not in custom
+
+
+# ------------------------------------------------------------------ 8. strict validation
+
+
+@pytest.mark.parametrize(("path", "body", "reason"), [
+    ("/v1/ask", {"question": "Who?", "sourse": ["bm25"], **VANILLA}, "sourse"),
+    ("/v1/ask", {"question": "Who?", "strategy": "vanilla", "params": {"source": "bm25", "kk": 3}}, "'kk'"),
+    ("/v1/ask", {"question": "Who?", "strategy": "vanilla", "params": {"source": "bm25", "k": True}}, "k:"),
+    ("/v1/ask", {"question": "Who?", "strategy": "vanilla", "params": {"source": "bm25", "k": "3"}}, "k:"),
+    ("/v1/ask", {"question": "Who?", "strategy": "vanilla", "params": {"source": "nope"}}, "unknown source 'nope'"),
+    ("/v1/ask", {"question": "Who?", "strategy": "graphrag-r1", "params": {"text_source": "nope"}}, "unknown source"),
+    ("/v1/ask", {"question": "Who?", "strategy": "routerag", "params": {"mode_sources": {"passage": "nope", "graph": "bm25", "hybrid": "bm25"}}},
+     "unknown source"),
+    ("/v1/ask", {"question": "Who?", "strategy": "realroute", "params": {"max_new_tokens": 10**9}}, "limit of 8192"),
+    ("/v1/ask/stream", {"question": "Who?", "strategy": "vanilla", "params": {"source": "nope"}}, "unknown source"),
+    ("/v1/runs", {"questions": [{"question": "Who?", "answer": ["x"]}], **VANILLA}, "answer"),
+    ("/v1/runs", {"questions": [{"question": "Who?"}], "strategy": "vanilla", "params": {"source": "nope"}},
+     "unknown source"),
+    ("/v1/runs", {"questions": [{"question": "Who?"}], "configs": [{"strategy": "vanilla", "parms": {}}]}, "parms"),
+    ("/v1/runs", {"dataset": "2wikimultihopqa", "sample_size": True, **VANILLA}, "sample_size"),
+    ("/retrieval/retrieve", {"queries": ["q"], "k": True, "sources": ["bm25"]}, "k:"),
+    ("/retrieval/retrieve", {"queries": ["q"], "kk": 3, "sources": ["bm25"]}, "kk"),
+    ("/retrieval/retrieve/searchr1", {"queries": ["q"], "top_k": 5}, "top_k"),
+    ("/retrieval/retrieve/searchr1", {"queries": ["q"], "topk": True}, "topk"),
+    ("/retrieval/retrieve/searchr1", {"queries": ["q"], "return_scores": "yes"}, "return_scores"),
+])
+def test_unknown_and_loosely_typed_fields_are_422(svc, path, body, reason):
+    r = svc.post(path, json=body)
+    assert r.status_code == 422, r.text
+    assert reason in r.json()["detail"]
+
+
+def test_strict_params_still_take_what_the_ui_sends(svc):
+    body = {"question": "Who was Teutberga married to?", "strategy": "vanilla",
+            "params": {"source": "bm25", "k": 2, "temperature": 0, "max_tokens": 32}}
+    r = svc.post("/v1/ask", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["answer"] == "Lothair II"
+
+
+# ------------------------------------------------------------------ 9. a gone client's run stops
+
+
+def test_abandoned_asks_stop_their_runs(sources, tmp_path):
+    """Ten clients start a run at once and leave while the two worker threads are busy: the two
+    runs inside a model call finish that call, the eight waiting never call the model (before:
+    all ten ran to the end, and the next ask waited for them)."""
+    import threading
+
+    calls: list[float] = []
+
+    def slow(messages, params, continue_final) -> str:
+        calls.append(time.monotonic())
+        time.sleep(1.0)
+        return "Lothair II"
+
+    settings = ServiceSettings(data_dir=tmp_path, ask_threads=2)
+    body = {"question": "Who was Teutberga married to?", **VANILLA}
+
+    def leave_stream(url: str) -> None:  # read the start event, then hang up
+        with httpx.Client(base_url=url, timeout=30) as c, c.stream("POST", "/v1/ask/stream", json=body) as r:
+            assert next(r.iter_lines()).startswith("event: start")
+            time.sleep(0.3)
+
+    def leave_ask(url: str) -> None:  # give up waiting
+        with httpx.Client(base_url=url, timeout=0.3) as c, pytest.raises(httpx.ReadTimeout):
+            c.post("/v1/ask", json=body)
+
+    with BackgroundServer(create_app(ScriptedModel(slow), sources, settings)) as running:
+        clients = [threading.Thread(target=fn, args=(running.url,)) for fn in [leave_stream, leave_ask] * 5]
+        for t in clients:
+            t.start()
+        for t in clients:
+            t.join()
+        with httpx.Client(base_url=running.url, timeout=30) as c:
+            assert c.post("/v1/ask", json=body).json()["answer"] == "Lothair II"
+        assert len(calls) == settings.ask_threads + 1, len(calls)
+
+
+# ------------------------------------------------------------------ 10. errors, key before body, body timeout
+
+
+def test_an_unexpected_error_names_its_operation():
+    from fastapi import FastAPI
+
+    from routerag.server.retrieval_app import install_error_handlers
+
+    app = FastAPI()
+    install_error_handlers(app)
+
+    @app.post("/v1/sources")
+    async def upload() -> None:
+        raise KeyError("boom")
+
+    with BackgroundServer(app) as running, httpx.Client(base_url=running.url) as c:
+        r = c.post("/v1/sources", json={})
+    assert r.status_code == 500
+    assert r.json()["detail"] == "internal error in POST /v1/sources (KeyError)"
+
+
+def test_the_key_is_checked_before_the_body_is_read(sources, tmp_path):
+    settings = ServiceSettings(data_dir=tmp_path, api_key="k3y")
+    with BackgroundServer(create_app(ScriptedModel(answer), sources, settings)) as running, \
+            httpx.Client(base_url=running.url, timeout=30) as c:
+        for path in ("/v1/ask", "/v1/runs", "/retrieval/retrieve", "/retrieval/retrieve/searchr1"):
+            r = c.post(path, content=b"{not json", headers={"content-type": "application/json"})
+            assert r.status_code == 401, (path, r.text)
+            assert raw_post(c, path, {"question": LONE}).status_code == 401
+        assert upload(c, "late").status_code == 401
+        r = c.post("/v1/ask", content=b"x" * 3_000_000, headers={"content-type": "application/json"})
+        assert r.status_code == 401  # not 413: nothing is read without the key
+        assert c.post("/v1/ask", json={"question": "Who?", **VANILLA}, headers={"X-API-Key": "k3y"}).status_code == 200
+
+
+def test_a_body_that_does_not_arrive_gets_408(sources, tmp_path):
+    import socket
+
+    from routerag.server.settings import SecuritySettings
+
+    settings = ServiceSettings(data_dir=tmp_path, security=SecuritySettings(body_timeout_s=0.5))
+    with BackgroundServer(create_app(ScriptedModel(answer), sources, settings)) as running:
+        with socket.create_connection(("127.0.0.1", running.port), timeout=10) as sock:
+            sock.sendall(b"POST /v1/ask HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 100\r\n\r\n{\"question\": ")  # and then nothing
+            t0 = time.monotonic()
+            reply = sock.recv(4096).decode()
+            waited = time.monotonic() - t0
+        assert reply.startswith("HTTP/1.1 408"), reply
+        assert "did not arrive within 0.5 s" in reply and waited < 5
+        with httpx.Client(base_url=running.url) as c:
+            assert c.get("/health").status_code == 200

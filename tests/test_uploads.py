@@ -74,9 +74,9 @@ def test_csv_upload_is_indexed_and_mountable(client):
     trace = client.post("/v1/ask", json=body).json()
     assert trace["answer"] == "Ada Quill"
     assert trace["steps"][0]["sources"] == ["notes"] and trace["steps"][0]["hits"][0]["title"] == "Zorblax"
-    # without mounting it, the same strategy cannot see it
+    # without mounting it, the same strategy cannot see it: refused before it runs
     r = client.post("/v1/ask", json={**body, "sources": []})
-    assert r.status_code == 200 and r.json()["error"] and "unknown source 'notes'" in r.json()["error"]
+    assert r.status_code == 422 and "unknown source 'notes'" in r.json()["detail"]
 
 
 def test_json_upload_of_objects_and_strings(client):

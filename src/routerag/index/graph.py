@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -354,8 +355,8 @@ class GraphIndex:
         try:
             with np.load(directory / GRAPH_NPZ, allow_pickle=False) as npz:
                 arrays = {name: npz[name] for name in _ARRAYS}
-        except (KeyError, ValueError, OSError) as exc:
-            raise IndexError_(f"{directory / GRAPH_NPZ}: corrupt graph arrays: {exc}") from None
+        except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:  # truncated: BadZipFile/EOFError
+            raise IndexError_(f"{directory / GRAPH_NPZ}: corrupt graph arrays ({type(exc).__name__}: {exc}); rebuild it") from None
         try:
             entries = read_openie_file(directory / OPENIE_NAME)
         except ValueError as exc:

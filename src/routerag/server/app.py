@@ -19,18 +19,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 from fastapi import Depends, FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, Field
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
 
 from routerag.corpus.schema import Question
 from routerag.llm.base import ChatModel
 from routerag.paths import cache_dir
+from routerag.server.cancel import CancellableModel, CancellableSourceSet, unless_disconnected, wait_for_disconnect
 from routerag.server.events import ObservedModel, ObservedSourceSet, ProgressEvent
 from routerag.server.guard import RequestGuard
 from routerag.server.jobs import RunManager, UnknownRunError
@@ -51,10 +54,14 @@ from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES, StrategyContext
 from routerag.trace import Trace
 
+log = logging.getLogger(__name__)
+
 __all__ = ["AskRequest", "StrategyInfo", "create_app", "prepare_strategy"]
 
 
 class AskRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     question: str = Field(min_length=1, description="the question to answer")
     strategy: str = Field("vanilla", description="a registered strategy (GET /v1/strategies)")
     params: dict[str, Any] = Field(default_factory=dict, description="the strategy's parameters")
@@ -111,7 +118,7 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
     def body_limit(path: str) -> int:
         return upload_limit if path.rstrip("/") == "/v1/sources" else settings.max_body_bytes
 
-    app.add_middleware(RequestGuard, bind_host=settings.host, max_body_bytes=settings.max_body_bytes, security=settings.security,
+    app.add_middleware(RequestGuard, bind_host=settings.host, api_key=settings.api_key, max_body_bytes=settings.max_body_bytes, security=settings.security,
                        body_limit=body_limit)
 
     @app.exception_handler(UnknownRunError)
@@ -133,7 +140,9 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
 
     def prepare_ask(body: AskRequest) -> tuple[AskRequest, PreparedStrategy, SourceSet]:
         check_question(body.question)
-        return body, prepare_strategy(body.strategy, body.params), mounted(body.sources)
+        sourceset = mounted(body.sources)
+        return body, prepare_strategy(body.strategy, body.params, sources=sourceset,
+                                      max_new_tokens=settings.max_new_tokens), sourceset
 
     def item_of(body: AskRequest) -> str | Question:
         return Question(qid=body.qid, question=body.question, answers=[]) if body.qid else body.question
@@ -160,43 +169,73 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
 
     @app.post("/v1/ask", response_model=Trace, responses=ERRORS, dependencies=auth,
               summary="answer one question with a strategy; returns its trace")
-    async def ask(prepared: tuple[AskRequest, PreparedStrategy, SourceSet] = Depends(prepare_ask)) -> Trace:
+    async def ask(request: Request,
+                  prepared: tuple[AskRequest, PreparedStrategy, SourceSet] = Depends(prepare_ask)) -> Trace | Response:
         body, strategy, sourceset = prepared
-        runner = strategy.build(StrategyContext(model=model, sources=sourceset))
-        return await anyio.to_thread.run_sync(runner.run, item_of(body), limiter=ask_limiter())
+        cancelled = threading.Event()  # set when the client leaves: the run stops at its next call
+        runner = strategy.build(StrategyContext(model=CancellableModel(model, cancelled),
+                                                sources=CancellableSourceSet(sourceset, cancelled)))
+        finished, trace = await unless_disconnected(
+            request.receive, cancelled, anyio.to_thread.run_sync(runner.run, item_of(body), limiter=ask_limiter()))
+        return trace if finished else Response(status_code=499)  # nobody reads it
 
     @app.post("/v1/ask/stream", response_model=None, dependencies=auth,
               responses={200: {"content": {"text/event-stream": {}}, "description": "start, retrieval/model..., trace, done"},
                          **ERRORS},
               summary="the same as /v1/ask, streamed as server-sent events")
     async def ask_stream(
+        request: Request,
         prepared: tuple[AskRequest, PreparedStrategy, SourceSet] = Depends(prepare_ask),
     ) -> StreamingResponse:
         body, strategy, sourceset = prepared
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[ProgressEvent | None] = asyncio.Queue()
+        cancelled = threading.Event()  # set when the client leaves: the run stops at its next call
 
         def sink(event: ProgressEvent) -> None:  # called from the worker thread
             loop.call_soon_threadsafe(queue.put_nowait, event)
 
-        runner = strategy.build(StrategyContext(model=ObservedModel(model, sink),
-                                                sources=ObservedSourceSet(sourceset, sink)))
+        runner = strategy.build(StrategyContext(
+            model=ObservedModel(CancellableModel(model, cancelled), sink),
+            sources=ObservedSourceSet(CancellableSourceSet(sourceset, cancelled), sink)))
 
         async def events() -> AsyncIterator[str]:
             yield _sse("start", {"question": body.question, "strategy": strategy.name,
                                  "params": strategy.params.model_dump(mode="json"), "sources": sourceset.names()})
             task = asyncio.ensure_future(anyio.to_thread.run_sync(runner.run, item_of(body), limiter=ask_limiter()))
             task.add_done_callback(lambda _: loop.call_soon(queue.put_nowait, None))
-            while (event := await queue.get()) is not None:
-                yield _sse(event.kind, event)
-            trace: Trace = task.result()
-            yield _sse("trace", trace)
-            yield _sse("done", {"answer": trace.answer, "error": trace.error, **trace.summary()})
+            watcher = asyncio.ensure_future(wait_for_disconnect(request.receive))
+
+            def client_left(w: asyncio.Future[None]) -> None:
+                if not w.cancelled():
+                    cancelled.set()
+                    queue.put_nowait(None)  # ends the event loop below
+
+            watcher.add_done_callback(client_left)
+            try:
+                while (event := await queue.get()) is not None:
+                    yield _sse(event.kind, event)
+                if cancelled.is_set():
+                    return  # the client has gone
+                trace: Trace = await task
+                yield _sse("trace", trace)
+                yield _sse("done", {"answer": trace.answer, "error": trace.error, **trace.summary()})
+            except Exception as exc:  # noqa: BLE001 — the stream still ends with its error and done events
+                log.exception("the streamed run failed")
+                error = f"internal error while answering ({type(exc).__name__})"
+                yield _sse("error", {"error": error})
+                yield _sse("done", {"answer": None, "error": error})
+            finally:  # also when the client left mid-stream (the generator is closed)
+                watcher.cancel()
+                if not task.done():
+                    cancelled.set()  # the run stops at its next call and frees its thread
 
         return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     def prepare_config(config: StrategyConfig) -> tuple[PreparedStrategy, SourceSet]:
-        return prepare_strategy(config.strategy, config.params), mounted(config.sources)
+        sourceset = mounted(config.sources)
+        return prepare_strategy(config.strategy, config.params, sources=sourceset,
+                                max_new_tokens=settings.max_new_tokens), sourceset
 
     app.include_router(build_runs_router(runs, model, prepare_config, check_question, settings), dependencies=auth)
     app.include_router(build_sources_router(sources, store), dependencies=auth)

@@ -85,10 +85,11 @@ class ObservedSourceSet(SourceSet):
 
     def __init__(self, inner: SourceSet, sink: Sink) -> None:
         super().__init__(inner.get(name) for name in inner.names())
+        self.inner = inner
         self.sink = sink
 
     def retrieve(self, request: RetrievalRequest) -> RetrievalResponse:
-        response = super().retrieve(request)
+        response = self.inner.retrieve(request)  # the inner set may wrap retrieval too
         top = [TopHit(doc_id=r[0].hits[0].doc_id, title=r[0].hits[0].title, score=r[0].hits[0].score, source=name)
                for name, r in response.results.items() if r and r[0].hits]
         self.sink(RetrievalEvent(

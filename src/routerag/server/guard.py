@@ -19,11 +19,14 @@ an outer guard is not checked again.
 
 from __future__ import annotations
 
+import hmac
 import json
 import re
 from collections.abc import Callable
 from typing import Any
 
+import anyio
+from pydantic import SecretStr
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -56,6 +59,23 @@ def allowed_host_names(bind_host: str, configured: list[str] | None) -> frozense
     if bind_host in _WILDCARD_BINDS:
         return None
     return frozenset({"localhost", "127.0.0.1", "::1", host_name(bind_host)})
+
+
+def key_problem(headers: Headers, expected: SecretStr | None) -> str | None:
+    """Why the request's API key is missing or wrong (``X-API-Key: KEY`` or ``Authorization:
+    Bearer KEY``); ``None`` when it is right or no key is configured."""
+    if expected is None:
+        return None
+    given = headers.get("x-api-key")
+    if given is None:
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and token:
+            given = token.strip()
+    if given is None:
+        return "an API key is required: send `X-API-Key: KEY` or `Authorization: Bearer KEY`"
+    if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected.get_secret_value().encode()):
+        return "the API key is not valid"
+    return None
 
 
 def cross_site_problem(headers: Headers, allowed_origins: frozenset[str]) -> str | None:
@@ -129,9 +149,10 @@ class RequestGuard:
     """See the module docstring. ``body_limit(path)`` gives the body limit for a path (uploads
     get a larger one)."""
 
-    def __init__(self, app: ASGIApp, *, bind_host: str, max_body_bytes: int, security: SecuritySettings,
-                 body_limit: Callable[[str], int] | None = None) -> None:
+    def __init__(self, app: ASGIApp, *, bind_host: str, api_key: SecretStr | None, max_body_bytes: int,
+                 security: SecuritySettings, body_limit: Callable[[str], int] | None = None) -> None:
         self.app = app
+        self.api_key = api_key
         self.security = security
         self.hosts = allowed_host_names(bind_host, security.allowed_hosts)
         self.origins = frozenset(o.rstrip("/").lower() for o in security.allowed_origins)
@@ -155,6 +176,10 @@ class RequestGuard:
         if problem:
             await self._refuse(scope, receive, send, 403, problem)
             return
+        problem = key_problem(headers, self.api_key)  # every state-changing route needs the key
+        if problem:
+            await self._refuse(scope, receive, send, 401, problem, {"WWW-Authenticate": "Bearer"}, close=True)
+            return
         limit = self.body_limit(scope.get("path", ""))
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -163,19 +188,25 @@ class RequestGuard:
             return
         chunks: list[bytes] = []
         size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                await self._refuse(scope, receive, send, 413,
-                                   f"request body is {size} bytes or more; the limit is {limit}", close=True)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
+        try:
+            with anyio.fail_after(self.security.body_timeout_s):
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > limit:
+                        await self._refuse(scope, receive, send, 413,
+                                           f"request body is {size} bytes or more; the limit is {limit}", close=True)
+                        return
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            await self._refuse(scope, receive, send, 408,
+                               f"the request body did not arrive within {self.security.body_timeout_s:g} s", close=True)
+            return
         body = b"".join(chunks)
         if body and _is_json(headers):
             try:

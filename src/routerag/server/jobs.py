@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from routerag import __version__
 from routerag.config import atomic_write_text
@@ -46,6 +46,8 @@ _RUN_ID = "0123456789abcdef"
 
 
 class RunQuestion(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     question: str = Field(min_length=1)
     qid: str | None = None
     answers: list[str] = Field(default_factory=list, description="gold answers; with them EM/F1 are computed")

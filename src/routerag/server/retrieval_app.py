@@ -11,7 +11,6 @@ Retrieval runs in worker threads (never on the event loop); bad input gets a 4xx
 
 from __future__ import annotations
 
-import hmac
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -20,11 +19,11 @@ import anyio
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictInt
 
-from routerag.server.guard import RequestGuard
+from routerag.server.guard import RequestGuard, key_problem
 from routerag.server.settings import ServerSettings
-from routerag.sources.base import RetrievalError, RetrievalRequest, RetrievalResponse
+from routerag.sources.base import MAX_K, RetrievalError, RetrievalRequest, RetrievalResponse
 from routerag.sources.remote import Limits, RemoteSourceError, SourceInfo, SourcesReply
 from routerag.sources.sourceset import SourceSet
 
@@ -54,6 +53,15 @@ class ApiError(Exception):
 
 
 # --------------------------------------------------------------------------- limits & threads
+
+
+class StrictRetrievalRequest(RetrievalRequest):
+    """The HTTP form of :class:`RetrievalRequest`: unknown fields and ``k: true`` / ``k: "3"`` are
+    refused (422) instead of silently ignored or converted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    k: StrictInt = Field(default=5, ge=1, le=MAX_K)
 
 
 class RetrievalRunner:
@@ -101,22 +109,13 @@ class RetrievalRunner:
 
 def api_key_dependency(api_key: SecretStr | None) -> Callable[[Request], Awaitable[None]]:
     """A dependency that accepts ``X-API-Key: KEY`` or ``Authorization: Bearer KEY`` (or nothing,
-    when no key is configured)."""
-    expected = api_key.get_secret_value().encode() if api_key else None
+    when no key is configured). State-changing requests are also checked by the front door
+    (:class:`~routerag.server.guard.RequestGuard`) before their body is read."""
 
     async def require_key(request: Request) -> None:
-        if expected is None:
-            return
-        given = request.headers.get("x-api-key")
-        if given is None:
-            scheme, _, token = request.headers.get("authorization", "").partition(" ")
-            if scheme.lower() == "bearer" and token:
-                given = token.strip()
-        if given is None:
-            raise ApiError(401, "an API key is required: send `X-API-Key: KEY` or `Authorization: Bearer KEY`",
-                           {"WWW-Authenticate": "Bearer"})
-        if not hmac.compare_digest(given.encode(), expected):
-            raise ApiError(401, "the API key is not valid", {"WWW-Authenticate": "Bearer"})
+        problem = key_problem(request.headers, api_key)
+        if problem:
+            raise ApiError(401, problem, {"WWW-Authenticate": "Bearer"})
 
     return require_key
 
@@ -157,9 +156,10 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"detail": f"an upstream retrieval server failed: {exc}"}, status_code=502)
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-        log.exception("retrieval failed")
-        return JSONResponse({"detail": f"internal error while retrieving ({type(exc).__name__})"}, status_code=500)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        operation = f"{request.method} {request.url.path}"
+        log.error("internal error in %s", operation, exc_info=exc)
+        return JSONResponse({"detail": f"internal error in {operation} ({type(exc).__name__})"}, status_code=500)
 
 
 # --------------------------------------------------------------------------- the app
@@ -189,11 +189,11 @@ def create_retrieval_app(sources: SourceSet, settings: ServerSettings | None = N
     )
     app.state.runner = runner
     install_error_handlers(app)
-    app.add_middleware(RequestGuard, bind_host=settings.host, max_body_bytes=settings.max_body_bytes, security=settings.security)
+    app.add_middleware(RequestGuard, bind_host=settings.host, api_key=settings.api_key, max_body_bytes=settings.max_body_bytes, security=settings.security)
 
     @app.post("/retrieve", response_model=RetrievalResponse, responses=ERRORS, dependencies=[Depends(require_key)],
               summary="retrieve top-k hits for a batch of queries from the named sources")
-    async def retrieve(request: RetrievalRequest, response: Response) -> RetrievalResponse:
+    async def retrieve(request: StrictRetrievalRequest, response: Response) -> RetrievalResponse:
         result = await runner.run(request)
         response.headers["Server-Timing"] = f"retrieve;dur={result.wall_ms:.2f}"
         return result

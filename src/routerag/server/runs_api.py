@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import anyio
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from routerag.corpus.sampling import evenly_spaced
 from routerag.corpus.schema import Question
@@ -26,9 +26,11 @@ class RunRequest(BaseModel):
     """Questions (given, or sampled evenly from a named dataset) and one configuration
     (``strategy``/``params``/``sources``) or several (``configs``) to compare."""
 
+    model_config = ConfigDict(extra="forbid")
+
     questions: list[RunQuestion] | None = Field(None, min_length=1, description="the questions (with optional gold answers)")
     dataset: str | None = Field(None, description="a named dataset (GET /v1/datasets) to sample questions from")
-    sample_size: int | None = Field(None, ge=1, description="keep this many evenly spaced questions")
+    sample_size: StrictInt | None = Field(None, ge=1, description="keep this many evenly spaced questions")
     strategy: str = "vanilla"
     params: dict = Field(default_factory=dict)
     sources: list[str] = Field(default_factory=list, max_length=16)

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from routerag.server.settings import SearchR1Settings
 from routerag.sources.base import MAX_K, Hit, RetrievalRequest
@@ -31,9 +31,11 @@ _ONE_TAG = re.compile(r"\[([^\[\]\s]{1,32})\]")
 
 
 class SearchR1Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt "top_k" would otherwise silently give 3 hits
+
     queries: list[str] = Field(min_length=1, description="at most SearchR1Settings.max_queries (default 8,192)")
-    topk: int | None = Field(None, ge=1, le=MAX_K, description="hits per query (server default when omitted)")
-    return_scores: bool = Field(False, description="wrap each document as {document, score}")
+    topk: StrictInt | None = Field(None, ge=1, le=MAX_K, description="hits per query (server default when omitted)")
+    return_scores: StrictBool = Field(False, description="wrap each document as {document, score}")
 
 
 class SearchR1Document(BaseModel):

@@ -116,6 +116,8 @@ class ServiceSettings(BaseModel):
     api_key: SecretStr | None = Field(None, description="when set, /v1/* and /retrieval/* need the key")
     max_body_bytes: int = Field(2_000_000, ge=1_024, description="larger request bodies get 413")
     max_question_chars: int = Field(4_000, ge=1, le=100_000, description="longest question")
+    max_new_tokens: int = Field(8_192, ge=16, le=131_072,
+                                description="largest token limit a request may give a strategy (max_tokens, ...)")
     ask_threads: int = Field(4, ge=1, le=64, description="strategy runs of /v1/ask at once (worker threads)")
     run_workers: int = Field(1, ge=1, le=64, description="questions of background runs answered at once")
     max_run_questions: int = Field(5_000, ge=1, description="most questions in one background run")
