@@ -38,6 +38,11 @@ class LoraSpec(BaseModel):
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
         description="module names that get adapters (Qwen2 attention + MLP projections)",
     )
+    layers_top: int | None = Field(
+        default=None, ge=1,
+        description="adapters on the top N decoder layers only (None: every layer); the layers below hold no trainable "
+        "parameter, so the SFT fast path runs them without autograd and caches their output (train/frozen_prefix.py)",
+    )
     init_from: str | None = Field(
         default=None,
         description="continue training a trained adapter instead of a fresh one: a PEFT adapter directory, a llama.cpp "
@@ -135,6 +140,24 @@ class SFTSpec(BaseModel):
         default=False,
         description="compute the output layer only where the next token is labelled (same loss; ~25% less compute "
         "for multi-turn rows whose observations are masked, the saving that makes a CPU run feasible)",
+    )
+    gradient_checkpointing: bool = Field(
+        default=False,
+        description="recompute activations in the backward pass (TRL's SFTConfig default is on: it saves memory but runs the "
+        "forward twice and, with LoRA, makes autograd track every layer; off is the CPU fast path)",
+    )
+    frozen_no_grad: bool = Field(
+        default=True, description="run the decoder layers below the lowest adapted layer under torch.no_grad (same loss)"
+    )
+    cache_frozen: bool = Field(
+        default=True,
+        description="keep the frozen lower layers' output per row in memory, so a row seen again (another epoch, the golden "
+        "rows of the next RFT round) skips them; same loss",
+    )
+    max_observation_tokens: int | None = Field(
+        default=None, ge=16,
+        description="cut each observation of an SFT row to this many tokens (the <information> block keeps its closing tag, "
+        "as env.max_observation_tokens cuts rollouts); None: observations whole",
     )
     export_gguf: bool = Field(default=True, description="LoRA runs: also write the adapter as a llama.cpp LoRA GGUF (adapter.gguf)")
 

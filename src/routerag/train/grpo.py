@@ -13,7 +13,7 @@ from typing import Any
 
 from routerag.corpus.schema import Question
 from routerag.trace import Trace
-from routerag.train.adapters import fresh_lora_config
+from routerag.train.adapters import fresh_lora_config, num_layers_of
 from routerag.train.config import TrainConfig
 from routerag.train.env import RouteRAGEnv
 from routerag.train.policy import gguf_base_path
@@ -149,7 +149,7 @@ def grpo_trainer(
         train_dataset=Dataset.from_list(dataset_rows),
         processing_class=tokenizer,
         rollout_func=rollout_func,
-        peft_config=fresh_lora_config(cfg.lora),
+        peft_config=fresh_lora_config(cfg.lora, num_layers_of(model)),
         callbacks=[metrics_callback(out_dir / METRICS_FILE)],
     )
     return trainer

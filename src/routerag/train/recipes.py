@@ -194,7 +194,8 @@ def routerag_sft(cfg: TrainConfig) -> RunSummary:
     tokenizer = load_tokenizer_for(cfg.model)
     codec = HFCodec(tokenizer, chat_template=cfg.model.chat_template)
     trajectories = sft_trajectories(cfg, out)
-    rows, dropped = fit_rows(sft_rows(trajectories, codec, 10**9), cfg.sft.max_length, cfg.sft.drop_longer)
+    rows, dropped = fit_rows(sft_rows(trajectories, codec, 10**9, cfg.sft.max_observation_tokens), cfg.sft.max_length,
+                             cfg.sft.drop_longer)
     rows = [{k: v[: cfg.sft.max_length] for k, v in r.items()} for r in rows]
     if not rows:
         raise ValueError("no SFT rows left (all trajectories longer than sft.max_length?)")
