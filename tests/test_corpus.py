@@ -76,6 +76,33 @@ def test_hipporag_corpus_from_2wiki(shared: Path, tmp_path: Path) -> None:
     assert docs[0].title == "Teutberga" and docs[0].source == "default"
 
 
+def test_hotpotqa_hf_columns_from_the_distractor_set(shared: Path, tmp_path: Path) -> None:
+    """The HF ``hotpot_qa`` serialisation (context and supporting facts as columns) is HotpotQA."""
+    source = shared / "hotpotqa_distractor1100" / "train.jsonl"
+    records = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines()[:3]]
+    path = _write_jsonl(tmp_path / "hf.jsonl", records)
+    assert detect_question_format(path) == "hotpotqa" and detect_corpus_format(path) == "hotpotqa"
+    questions = load_questions(path)
+    docs, report = load_corpus(path)
+    assert report.records == sum(len(r["context"]["title"]) for r in records)
+    ids = {d.doc_id for d in docs}
+    first, rec = questions[0], records[0]
+    assert first.qid == rec["id"] and first.answers == [rec["answer"]] and first.metadata["type"] == rec["type"]
+    assert first.metadata["supporting_facts"] == [list(f) for f in zip(rec["supporting_facts"]["title"], rec["supporting_facts"]["sent_id"])]
+    by_id = {d.doc_id: d for d in docs}
+    for q in questions:
+        assert len(q.supporting_doc_ids) == 2 and set(q.supporting_doc_ids) <= ids
+        assert {by_id[i].title for i in q.supporting_doc_ids} == set(q.metadata["supporting_titles"])
+    i = rec["context"]["title"].index(rec["supporting_facts"]["title"][0])
+    assert by_id[first.supporting_doc_ids[0]].text == "".join(rec["context"]["sentences"][i])
+    broken = dict(rec, context={"title": ["A", "B"], "sentences": [["a."]]})
+    with pytest.raises(CorpusFormatError, match=r"line 1: field 'context': 2 titles but 1 sentence lists"):
+        load_questions(_write_jsonl(tmp_path / "bad.jsonl", [broken]), "hotpotqa")
+    broken = dict(rec, supporting_facts={"title": ["A"], "sent_id": ["zero"]})
+    with pytest.raises(CorpusFormatError, match=r"field 'supporting_facts': entry 0: expected \[title, sentence_index\]"):
+        load_questions(_write_jsonl(tmp_path / "bad2.jsonl", [broken]), "hotpotqa")
+
+
 def test_hotpotqa_corpus_and_questions_share_doc_ids(shared: Path, tmp_path: Path) -> None:
     folder = shared / "hotpotqa_train100"
     questions_path = _write_json(tmp_path / "hq.json", _first(folder / "hotpotqa_train.json", 2))

@@ -38,7 +38,8 @@ def _ids(dataset: Dataset) -> set[str]:
 
 
 def test_names_and_unknown_name() -> None:
-    assert {"2wiki", "musique", "hotpotqa", "law-med", "2wiki-multisource", "demo", "tables"} <= set(dataset_names())
+    assert {"2wiki", "musique", "hotpotqa", "hotpotqa-distractor", "hotpotqa-distractor-train", "law-med",
+            "2wiki-multisource", "demo", "tables"} <= set(dataset_names())
     with pytest.raises(UnknownNameError) as err:
         load_dataset("2wikii")
     message = str(err.value)
@@ -67,6 +68,32 @@ def test_hotpotqa(shared: Path) -> None:
     data = load_dataset("hotpotqa")
     assert (len(data.questions), len(data.corpus)) == (100, 994)
     assert all(len(q.supporting_doc_ids) == 2 and set(q.supporting_doc_ids) <= _ids(data) for q in data.questions)
+
+
+def test_hotpotqa_distractor_held_out_and_training_corpora(shared: Path) -> None:
+    test, train = load_dataset("hotpotqa-distractor"), load_dataset("hotpotqa-distractor-train")
+    assert (len(test.questions), len(train.questions)) == (500, 600)
+    # pooled contexts, each paragraph (title + text) once: 4,992 / 5,967 context paragraphs in the files
+    assert (len(test.corpus), test.reports[0].duplicates) == (4948, 44)
+    assert (len(train.corpus), train.reports[0].duplicates) == (5913, 54)
+    for data in (test, train):
+        ids, by_id = _ids(data), {d.doc_id: d for d in data.corpus}
+        assert len(ids) == len(data.corpus)
+        for q in data.questions:  # every question's two gold paragraphs are in its corpus, by title
+            assert len(q.supporting_doc_ids) == 2 and set(q.supporting_doc_ids) <= ids
+            assert [by_id[i].title for i in q.supporting_doc_ids] == q.metadata["supporting_titles"]
+            assert q.metadata["type"] in {"bridge", "comparison"} and q.metadata["supporting_facts"]
+    assert not {q.qid for q in test.questions} & {q.qid for q in train.questions}
+    assert {q.dataset for q in test.questions} == {"hotpotqa-distractor"}
+    assert [q.qid for q in load_dataset("hotpotqa-distractor", n_questions=100).questions][:2] == [
+        test.questions[0].qid, test.questions[5].qid]
+
+
+def test_hotpotqa_distractor_is_disjoint_from_the_evaluation_sets(shared: Path) -> None:
+    from routerag.train.golden import check_overlap
+
+    train = load_dataset("hotpotqa-distractor-train").questions
+    assert check_overlap(train, ["hotpotqa-distractor", "hotpotqa", "2wiki", "musique"]).clean
 
 
 def test_law_med_sources_profiles_and_gold(shared: Path) -> None:

@@ -319,3 +319,73 @@ def test_a_dataset_with_released_openie_builds_its_graph_from_it():
     assert index_settings_for(musique, chosen).graph.extractor == "spacy"  # an explicit choice wins
     wiki = load_dataset("2wiki")
     assert index_settings_for(wiki, EvalConfig(dataset="2wiki")).graph.extractor == "spacy"
+
+
+def test_results_without_a_header_are_not_adopted(tmp_path) -> None:
+    run = tmp_path / "run"
+    run_evaluation(SPEC, questions()[:3], factory(), run)
+    (run / "run.json").unlink()
+    log = (run / "results.jsonl").read_bytes()
+    with pytest.raises(RunError, match="3 answered questions.*no run.json"):
+        run_evaluation(SPEC, questions()[:3], factory(), run)
+    assert (run / "results.jsonl").read_bytes() == log and not (run / "run.json").exists()
+    # an empty log (a crash before the first answer) is nothing to lose: the run starts
+    (run / "results.jsonl").write_bytes(b"")
+    assert run_evaluation(SPEC, questions()[:3], factory(), run).ran == 3
+
+
+def test_a_compressed_log_reads_resumes_and_retries_like_a_plain_one(tmp_path) -> None:
+    import gzip
+
+    from routerag.eval.runs import ResultsLog
+
+    run = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        run_evaluation(SPEC, questions(), lambda: Interrupting(Failing(factory()(), "q8"), 4), run)
+    log = ResultsLog(run / "results.jsonl")
+    plain = (run / "results.jsonl").read_bytes()
+    report = log.compress()
+    assert (report.records, report.plain_bytes) == (4, len(plain)) and report.packed_bytes < len(plain)
+    assert not (run / "results.jsonl").exists() and gzip.decompress((run / "results.jsonl.gz").read_bytes()) == plain
+    assert log.location == run / "results.jsonl.gz" and [r.qid for r in log.read()] == ["q0", "q8", "q4", "q2"]
+    assert log.compress().already  # a second compress changes nothing
+    # resume: the compressed log is unpacked, then appended to; nothing lost or twice
+    outcome = run_evaluation(SPEC, questions(), factory(), run)
+    assert (outcome.skipped, outcome.ran) == (4, 6) and outcome.summary.n_errors == 1
+    assert not (run / "results.jsonl.gz").exists() and sorted(r["qid"] for r in lines(run)) == sorted(f"q{i}" for i in range(10))
+    log.compress()
+    retry = run_evaluation(SPEC, questions(), factory(), run, retry_errors=True)  # rewrite of a compressed log
+    assert (retry.retried_errors, retry.ran) == (1, 1) and retry.summary.n_errors == 0
+    assert not (run / "results.jsonl.gz").exists() and len(lines(run)) == 10
+    log.compress()
+    done = run_evaluation(SPEC, questions(), factory(), run)  # a finished compressed run stays compressed
+    assert (done.ran, done.skipped) == (0, 10) and (run / "results.jsonl.gz").exists() and not (run / "results.jsonl").exists()
+
+
+def test_compressed_and_plain_logs_side_by_side(tmp_path) -> None:
+    """A crash between writing one form and removing the other leaves both: read as one log when
+    they agree, refused (nothing changed) when they differ; a damaged gzip is refused."""
+    import gzip
+
+    from routerag.eval.runs import ResultsLog
+
+    run = tmp_path / "run"
+    run_evaluation(SPEC, questions()[:3], factory(), run)
+    plain = (run / "results.jsonl").read_bytes()
+    (run / "results.jsonl.gz").write_bytes(gzip.compress(plain))
+    log = ResultsLog(run / "results.jsonl")
+    assert len(log.read()) == 3
+    assert run_evaluation(SPEC, questions()[:3], factory(), run).skipped == 3
+    (run / "results.jsonl.gz").write_bytes(gzip.compress(plain.splitlines(keepends=True)[0]))
+    with pytest.raises(RunError, match="both results.jsonl and results.jsonl.gz exist and hold different records"):
+        log.read()
+    (run / "results.jsonl").unlink()
+    (run / "results.jsonl.gz").write_bytes(gzip.compress(plain)[:-20])
+    with pytest.raises(RunError, match="damaged compressed log"):
+        run_evaluation(SPEC, questions()[:3], factory(), run)
+    # compressing refuses a log whose last line a crash cut
+    (run / "results.jsonl.gz").unlink()
+    (run / "results.jsonl").write_bytes(plain[:-10])
+    with pytest.raises(RunError, match="resume the run before compressing"):
+        log.compress()
+    assert (run / "results.jsonl").read_bytes() == plain[:-10]

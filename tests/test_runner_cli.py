@@ -150,3 +150,67 @@ def test_a_parameter_marked_omit_at_default_leaves_the_fingerprint_alone_at_its_
 
     assert fingerprint_params(New()) == fingerprint_params(Old()) == {"k": 3}
     assert fingerprint_params(New(router="embedding")) == {"k": 3, "router": "embedding"}
+
+
+def test_a_recovered_log_is_reported_once(qa_file, tmp_path) -> None:
+    """A crash left half a line: the resumed eval says so exactly once (not once per layer). Run
+    as a process, as a user runs it: in-process, pytest's log capture would hide a logged copy."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "run"
+    assert _eval(qa_file, out, "--limit", "4").exit_code == 0
+    log = out / "results.jsonl"
+    rows = log.read_text().splitlines(keepends=True)
+    log.write_text("".join(rows[:2]) + rows[2][:40])  # two records and a partial third
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    args = [
+        sys.executable, "-m", "routerag.cli.main", "eval", "--dataset", f"file:{qa_file}", "--strategy", "direct",
+        "--out", str(out), "--no-progress", "--set", "model.backend=scripted",
+        "--set", "model.scripted_outputs=[Paris, Quito, Tokyo, Lima]", "--order", "sample", "--limit", "4",
+    ]
+    again = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 0, again.stderr
+    both = again.stdout + again.stderr
+    assert both.count("the last line was incomplete") == 1, both
+    assert "(2 resumed, 2 answered now" in both
+
+
+def test_results_without_a_header_are_refused_and_left_untouched(qa_file, tmp_path) -> None:
+    """A folder with answers but no run.json cannot show which configuration made them: eval
+    refuses to adopt it, says how to go on, and changes nothing there."""
+    out = tmp_path / "run"
+    assert _eval(qa_file, out, "--limit", "3").exit_code == 0
+    (out / "run.json").unlink()
+    (out / "config.resolved.yaml").write_text("# the user's own notes\n")
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name != ".lock"}
+    again = _eval(qa_file, out, "--limit", "3")
+    assert again.exit_code == 1
+    assert "3 answered questions" in again.output and "no run.json" in again.output
+    assert "--out" in again.output  # how to proceed
+    after = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name != ".lock"}
+    assert after == before
+
+
+def test_runs_compress_then_report_and_resume(qa_file, tmp_path) -> None:
+    import routerag.cli.runs_cmds  # noqa: F401 - registers the commands
+
+    out = tmp_path / "runs" / "direct"
+    assert _eval(qa_file, out, "--limit", "3").exit_code == 0
+    before = runner.invoke(app, ["report", str(out), "--out", str(tmp_path / "r1"), "--no-plots"])
+    packed = runner.invoke(app, ["runs", "compress", str(tmp_path / "runs")])
+    assert packed.exit_code == 0, packed.output
+    assert f"{out}: compressed, 3 records" in packed.output
+    assert not (out / "results.jsonl").exists() and (out / "results.jsonl.gz").is_file()
+    after = runner.invoke(app, ["report", str(out), "--out", str(tmp_path / "r2"), "--no-plots"])
+    assert after.exit_code == 0 and after.stdout == before.stdout
+    assert (tmp_path / "r1" / "main_table.csv").read_bytes() == (tmp_path / "r2" / "main_table.csv").read_bytes()
+    again = _eval(qa_file, out, "--limit", "3")
+    assert again.exit_code == 0 and "(3 resumed, 0 answered now" in again.output
+    more = _eval(qa_file, out, "--limit", "3", "--retry-errors")
+    assert more.exit_code == 0
+    assert runner.invoke(app, ["runs", "compress", str(out)]).output.count("already compressed") == 1
+    assert runner.invoke(app, ["runs", "compress", str(tmp_path / "nothing-here")]).exit_code == 2

@@ -64,6 +64,7 @@ def eval_command(
         check_names(cfg)
         run_path = out or Path("runs") / f"{cfg.dataset.replace(':', '_').replace('/', '_')}-{cfg.strategy}-{cfg.limit or 'all'}"
         typer.echo(f"run directory: {run_path}", err=True)
+        RunDir(run_path).check_adoptable()  # before building anything or writing there
         setup = build_setup(cfg, name=run_path.name)
         judge = LLMJudge(setup.judge_model) if setup.judge_model is not None else None  # type: ignore[arg-type]
         if not RunDir(run_path).exists():

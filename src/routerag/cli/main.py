@@ -11,8 +11,10 @@ COMMAND_MODULES = [
     "routerag.cli.index_cmds",  # index, retrieve
     "routerag.cli.server_cmds",  # serve-retrieval, serve
     "routerag.cli.eval_cmds",  # eval, report
+    "routerag.cli.runs_cmds",  # runs compress, runs uncompress
     "routerag.cli.ask_cmds",  # ask, demo
     "routerag.cli.train_cmds",  # train, export-verl
+    "routerag.cli.router_cmds",  # router labels, router train, router show
 ]
 
 

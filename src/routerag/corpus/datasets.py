@@ -7,6 +7,10 @@ multi-source (RealRoute / DeepSieve) sets, named sources each with documents and
 ``2wiki``              2WikiMultihopQA as used by HippoRAG 2 / RouteRAG: 1,000 questions, 6,119 passages
 ``musique``            100 MuSiQue questions, 1,890 passages, precomputed OpenIE (``openie_path``)
 ``hotpotqa``           100 HotpotQA questions, 994 passages
+``hotpotqa-distractor``  held-out: the 500 HotpotQA distractor ``test.jsonl`` questions over the pooled
+                       10-paragraph contexts of that split
+``hotpotqa-distractor-train``  training: the 600 ``train.jsonl`` + ``dev.jsonl`` questions over one
+                       corpus pooled from their contexts (never evaluated on)
 ``law-med``            RealRoute law-med: 400 questions over sources ``law`` and ``med``
 ``2wiki-multisource``  the 2Wiki questions over the corpus split into sources ``local`` and ``global``
 ``demo``               bundled: a 2Wiki slice (questions whose answers occur in its passages)
@@ -251,6 +255,46 @@ def _hotpotqa() -> Dataset:
     return hipporag_folder(data_root() / "hotpotqa_train100", "hotpotqa", stem="hotpotqa_train")
 
 
+HOTPOTQA_DISTRACTOR_SPLITS = {"hotpotqa-distractor": ("test",), "hotpotqa-distractor-train": ("train", "dev")}
+
+
+def hotpotqa_distractor_folder() -> Path:
+    return data_root() / "hotpotqa_distractor1100"
+
+
+def pooled_question_files(paths: list[Path], name: str) -> Dataset:
+    """Questions of several question files that carry their passages (HotpotQA distractor
+    contexts, MuSiQue paragraphs), over ONE corpus pooled from all their passages: a paragraph
+    with the same title and text (the same ``doc_id``) is kept once across files; the report
+    counts the repeats as duplicates. Each question's ``supporting_doc_ids`` point into it."""
+    from routerag.corpus.loaders import iter_documents
+
+    questions: list[Question] = []
+    docs: list[Document] = []
+    seen: set[str] = set()
+    report = LoadReport(path=", ".join(str(p) for p in paths), format="")
+    for path in paths:
+        qformat = detect_question_format(path)
+        report.format = qformat
+        questions += load_questions(path, qformat, dataset=name)
+        for doc in iter_documents(path, qformat, report=report):  # repeats inside a file counted there
+            if doc.doc_id in seen:
+                report.loaded -= 1
+                report.duplicates += 1
+                continue
+            seen.add(doc.doc_id)
+            docs.append(doc)
+    return Dataset(name=name, questions=questions, corpus=docs, reports=[report])
+
+
+def _hotpotqa_distractor(name: str) -> Dataset:
+    folder = _need(hotpotqa_distractor_folder())
+    paths = [_need(folder / f"{split}.jsonl") for split in HOTPOTQA_DISTRACTOR_SPLITS[name]]
+    data = pooled_question_files(paths, name)
+    splits = " + ".join(f"{s}.jsonl" for s in HOTPOTQA_DISTRACTOR_SPLITS[name])
+    return data.model_copy(update={"description": f"HotpotQA distractor ({splits}, CC BY-SA 4.0) over its pooled contexts"})
+
+
 def _law_med() -> Dataset:
     return realroute_folder(
         data_root() / "multisource", "law-med", "law-med", source_names={"local": "law", "global": "med"}
@@ -305,6 +349,8 @@ for _name, _loader in {
     "2wiki": _2wiki,
     "musique": _musique,
     "hotpotqa": _hotpotqa,
+    "hotpotqa-distractor": lambda: _hotpotqa_distractor("hotpotqa-distractor"),
+    "hotpotqa-distractor-train": lambda: _hotpotqa_distractor("hotpotqa-distractor-train"),
     "law-med": _law_med,
     "2wiki-multisource": _2wiki_multisource,
     "r1router-steps": _r1router_steps,

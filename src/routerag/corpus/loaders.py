@@ -308,11 +308,26 @@ def _read_musique_passages(path: Path) -> Iterator[RawPassage]:
 
 
 def _hotpot_contexts(rec: dict[str, Any], where: Where) -> list[tuple[str, str]]:
-    """``context`` as (title, text); HotpotQA sentences carry their own leading spaces and are joined
-    with ``""``; 2WikiMultihopQA's (recognised by its ``evidences`` field) are joined with ``" "``."""
+    """``context`` as (title, text), in either serialisation of HotpotQA: the original list of
+    ``[title, [sentences]]`` or the HF ``hotpot_qa`` columns ``{title: [...], sentences: [[...]]}``.
+    HotpotQA sentences carry their own leading spaces and are joined with ``""``;
+    2WikiMultihopQA's (recognised by its ``evidences`` field) are joined with ``" "``."""
     joiner = " " if "evidences" in rec else ""
-    contexts = []
-    for i, item in enumerate(_list(rec, "context", where)):
+    return [(title, joiner.join(sentences)) for title, sentences in _hotpot_paragraphs(rec, where)]
+
+
+def _hotpot_paragraphs(rec: dict[str, Any], where: Where) -> list[tuple[str, list[str]]]:
+    """``context`` as (title, sentences), from the list or the HF column serialisation."""
+    raw = rec.get("context")
+    if isinstance(raw, dict):
+        titles, sentences = _list(raw, "title", where), _list(raw, "sentences", where)
+        if len(titles) != len(sentences):
+            raise CorpusFormatError(where, f"{len(titles)} titles but {len(sentences)} sentence lists", field="context")
+        items: list[Any] = [[t, s] for t, s in zip(titles, sentences)]
+    else:
+        items = _list(rec, "context", where)
+    paragraphs = []
+    for i, item in enumerate(items):
         if (
             not isinstance(item, list)
             or len(item) != 2
@@ -321,8 +336,33 @@ def _hotpot_contexts(rec: dict[str, Any], where: Where) -> list[tuple[str, str]]
             or not all(isinstance(s, str) for s in item[1])
         ):
             raise CorpusFormatError(where, f"entry {i}: expected [title, [sentences]]", field="context")
-        contexts.append((item[0], joiner.join(item[1])))
-    return contexts
+        paragraphs.append((item[0], item[1]))
+    return paragraphs
+
+
+def _hotpot_supporting_facts(rec: dict[str, Any], where: Where) -> list[tuple[str, int]]:
+    """``supporting_facts`` as (title, sentence index): the original ``[[title, i], ...]`` or the HF
+    columns ``{title: [...], sent_id: [...]}``."""
+    raw = rec.get("supporting_facts")
+    if isinstance(raw, dict):
+        titles, sent_ids = _list(raw, "title", where), _list(raw, "sent_id", where)
+        if len(titles) != len(sent_ids):
+            raise CorpusFormatError(where, f"{len(titles)} titles but {len(sent_ids)} sentence ids", field="supporting_facts")
+        items: list[Any] = [[t, i] for t, i in zip(titles, sent_ids)]
+    else:
+        items = _list(rec, "supporting_facts", where)
+    facts = []
+    for i, fact in enumerate(items):
+        if (
+            not isinstance(fact, list)
+            or len(fact) != 2
+            or not isinstance(fact[0], str)
+            or isinstance(fact[1], bool)
+            or not isinstance(fact[1], int)
+        ):
+            raise CorpusFormatError(where, f"entry {i}: expected [title, sentence_index]", field="supporting_facts")
+        facts.append((fact[0], fact[1]))
+    return facts
 
 
 def _read_hotpotqa_passages(path: Path) -> Iterator[RawPassage]:
@@ -406,27 +446,27 @@ def _read_musique(path: Path, dataset: str) -> Iterator[Question]:
 
 
 def _read_hotpotqa(path: Path, dataset: str) -> Iterator[Question]:
+    """HotpotQA questions (original or HF ``hotpot_qa`` serialisation). ``supporting_doc_ids`` are
+    the context paragraphs the supporting facts name; ``metadata`` keeps ``type``/``level``, the
+    supporting titles and the facts themselves (``[[title, sentence index], ...]``)."""
     for where, value in _records(path):
         rec = _record(value, where)
         contexts = _hotpot_contexts(rec, where)
         ids_by_title: dict[str, list[str]] = {}
         for title, text in contexts:
             ids_by_title.setdefault(title, []).append(doc_id_for(title, text))
-        titles: list[str] = []
-        for i, fact in enumerate(_list(rec, "supporting_facts", where)):
-            if not isinstance(fact, list) or len(fact) != 2 or not isinstance(fact[0], str):
-                raise CorpusFormatError(where, f"entry {i}: expected [title, sentence_index]", field="supporting_facts")
-            if fact[0] not in titles:
-                titles.append(fact[0])
+        facts = _hotpot_supporting_facts(rec, where)
+        titles = list(dict.fromkeys(title for title, _ in facts))
         supporting = [doc_id for t in titles for doc_id in ids_by_title.get(t, [])]
         meta: dict[str, Any] = {k: rec[k] for k in ("type", "level") if isinstance(rec.get(k), str)}
         meta["supporting_titles"] = titles
+        meta["supporting_facts"] = [[title, index] for title, index in facts]
         yield Question(
             qid=_qid(rec, where, dataset),
             question=_str(rec, "question", where),
             answers=_answers(rec, where, keys=("answer",)),
             dataset=dataset,
-            supporting_doc_ids=supporting,
+            supporting_doc_ids=list(dict.fromkeys(supporting)),
             metadata=meta,
         )
 
@@ -542,7 +582,7 @@ def _register_builtins() -> None:
     questions = [
         ("qa", "JSON/JSONL {question, answer | answers | golden_answers[, id]}", _read_qa),
         ("musique", "MuSiQue {id, question, answer, answer_aliases, question_decomposition, paragraphs}", _read_musique),
-        ("hotpotqa", "HotpotQA {question, answer, supporting_facts, context}", _read_hotpotqa),
+        ("hotpotqa", "HotpotQA {question, answer, supporting_facts, context}, original or HF hotpot_qa columns", _read_hotpotqa),
         ("realroute", "RealRoute/DeepSieve {_id, type, question, answer, context}", _read_realroute),
         ("popqa", "PopQA as published with RouteRAG {question, possible_answers (JSON string), paragraphs}", _read_popqa),
         ("r1router-steps", "R1-Router step-wise trajectories {images, steps}: one question per retrieval step", _read_r1router_steps),

@@ -189,6 +189,7 @@ def _open_header(run_dir: RunDir, spec: RunSpec, questions: Sequence[Question]) 
         versions=spec.versions or collect_versions(),
     )
     if not run_dir.exists():
+        run_dir.check_adoptable()
         run_dir.write_header(header)
         return header
     stored = run_dir.read_header()
@@ -236,9 +237,9 @@ def run_evaluation(
     with run_dir.lock():
         header = _open_header(run_dir, spec, questions)
         log_ = run_dir.results
-        recovery = log_.recover()
+        recovery = log_.recover()  # the caller reports a repair (RunOutcome.recovery), once
         if recovery.repaired:
-            log.warning(recovery.message(log_.path))
+            log.info(recovery.message(log_.path))
         records = log_.read()
         by_qid: dict[str, QuestionRecord] = {}
         for record in records:

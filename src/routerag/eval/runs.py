@@ -6,18 +6,28 @@
       run.json              RunHeader: dataset, strategy, sampled qids, fingerprint, versions
       config.resolved.yaml  the resolved evaluation configuration (CLI runs)
       results.jsonl         one QuestionRecord per line, appended + fsynced per question
+        or results.jsonl.gz   the same log compressed, once the run is finished (``routerag runs compress``)
       summary.json          RunSummary, rewritten atomically at the end (and on interruption)
 
 Appends are one ``write`` of a whole line followed by ``fsync``, so a crash can only leave a
 *trailing* partial or corrupt line. :meth:`ResultsLog.recover` truncates such a tail back to the
 last good line and says so; a bad line *followed by good ones* is not a crash artefact and is
 refused rather than "repaired".
+
+Compression: a running evaluation writes plain JSONL (an fsynced append per question; gzip
+members would make a crash-cut tail unrecoverable). Every reader takes either form. A finished
+log is compressed whole (:meth:`ResultsLog.compress`: written beside, verified, then the plain
+file removed); resuming a compressed run first decompresses it (the same steps the other way),
+then appends. A crash between the two steps leaves both files with the same records, which is
+read as one log; two files that differ are refused.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -25,13 +35,14 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
-from routerag.config import atomic_write_text
+from routerag.config import atomic_write_bytes, atomic_write_text
 from routerag.eval.cost import CostMetrics
 from routerag.eval.routing import RoutingOutcome
 from routerag.trace import Trace
 
 HEADER_NAME = "run.json"
 RESULTS_NAME = "results.jsonl"
+PACKED_SUFFIX = ".gz"  # results.jsonl.gz: a finished log, compressed
 SUMMARY_NAME = "summary.json"
 CONFIG_NAME = "config.resolved.yaml"
 LOCK_NAME = ".lock"
@@ -101,17 +112,48 @@ def _parse(line: bytes) -> QuestionRecord | None:
         return None
 
 
+class CompressReport(BaseModel):
+    records: int
+    plain_bytes: int
+    packed_bytes: int
+    already: bool = False  # the log was compressed before
+
+
 class ResultsLog:
-    """Append-only JSONL of :class:`QuestionRecord`, one fsynced line per question."""
+    """Append-only JSONL of :class:`QuestionRecord`, one fsynced line per question; read from
+    ``results.jsonl`` or, for a finished run, ``results.jsonl.gz`` (see the module docstring)."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+        self.path = Path(path)  # the plain log; appends always go here
+        self.packed_path = self.path.with_name(self.path.name + PACKED_SUFFIX)
+
+    @property
+    def location(self) -> Path:
+        """The file that holds the log now (the compressed one when only it exists)."""
+        return self.packed_path if self.packed_path.exists() and not self.path.exists() else self.path
+
+    def _unpacked(self) -> bytes:
+        try:
+            return gzip.decompress(self.packed_path.read_bytes())
+        except (OSError, EOFError, zlib.error) as exc:
+            raise RunError(f"{self.packed_path}: damaged compressed log ({exc}); nothing was changed") from None
+
+    def _data(self) -> bytes:
+        """The log's bytes, from whichever file holds it."""
+        plain, packed = self.path.exists(), self.packed_path.exists()
+        if not packed:
+            return self.path.read_bytes() if plain else b""
+        data = self._unpacked()
+        if plain and self.path.read_bytes() != data:
+            raise RunError(
+                f"{self.path.parent}: both {self.path.name} and {self.packed_path.name} exist and hold different "
+                "records; nothing was changed. Keep the right one and move the other away."
+            )
+        return data
 
     def _scan(self) -> tuple[list[QuestionRecord], int, int]:
-        """(good records, byte offset after the last good line, file size)."""
-        if not self.path.exists():
-            return [], 0, 0
-        data = self.path.read_bytes()
+        """(good records, byte offset after the last good line, size of the log)."""
+        data = self._data()
         records: list[QuestionRecord] = []
         good_end = 0
         bad_at: int | None = None
@@ -128,7 +170,7 @@ class ResultsLog:
                 if bad_at is not None:
                     line_no = data.count(b"\n", 0, bad_at) + 1
                     raise RunError(
-                        f"{self.path}: line {line_no} is corrupt but later lines are not; this is not a crash "
+                        f"{self.location}: line {line_no} is corrupt but later lines are not; this is not a crash "
                         "artefact, so nothing was changed. Inspect the file or start a new run."
                     )
                 records.append(record)
@@ -147,6 +189,7 @@ class ResultsLog:
         records, good_end, size = self._scan()
         if good_end == size:
             return RecoveryReport(records=len(records))
+        self.unpack()  # a compressed log is written whole, but a bad tail is cut the same way
         with self.path.open("rb") as handle:
             handle.seek(good_end)
             preview = handle.read(60).decode("utf-8", errors="replace")
@@ -156,9 +199,41 @@ class ResultsLog:
             os.fsync(handle.fileno())
         return RecoveryReport(records=len(records), truncated_bytes=size - good_end, dropped_preview=preview)
 
+    def unpack(self) -> None:
+        """Make the plain file the log again (before an append): write it from the compressed
+        one, then remove that. Nothing to do for a plain log."""
+        if not self.packed_path.exists():
+            return
+        data = self._data()  # checks that a plain file beside it, if any, holds the same
+        if not self.path.exists():
+            atomic_write_bytes(self.path, data)
+        self.packed_path.unlink()
+
+    def compress(self) -> CompressReport:
+        """Replace a complete plain log by its gzip (written beside, read back and compared, then
+        the plain file removed). Refuses a log with a damaged tail (resume or recover it first)."""
+        if self.packed_path.exists() and not self.path.exists():
+            records = self.read()
+            size = len(self._data())
+            return CompressReport(records=len(records), plain_bytes=size, packed_bytes=self.packed_path.stat().st_size, already=True)
+        if not self.path.exists():
+            raise RunError(f"{self.path.parent}: no {self.path.name} to compress")
+        records, good_end, size = self._scan()
+        if good_end != size:
+            raise RunError(f"{self.path}: the last line is incomplete (a crash mid-write); resume the run before compressing it")
+        data = self.path.read_bytes()
+        packed = gzip.compress(data, compresslevel=9, mtime=0)  # mtime 0: the same log gives the same bytes
+        atomic_write_bytes(self.packed_path, packed)
+        if self._unpacked() != data:
+            self.packed_path.unlink()
+            raise RunError(f"{self.packed_path}: the compressed copy does not read back; kept {self.path.name}")
+        self.path.unlink()
+        return CompressReport(records=len(records), plain_bytes=len(data), packed_bytes=len(packed))
+
     def append(self, record: QuestionRecord) -> None:
         data = (record.model_dump_json() + "\n").encode("utf-8")
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.unpack()
         with self.path.open("ab") as handle:
             handle.write(data)
             handle.flush()
@@ -167,6 +242,7 @@ class ResultsLog:
     def rewrite(self, records: list[QuestionRecord]) -> None:
         """Atomically replace the log with ``records`` (used to drop errored records for a retry)."""
         atomic_write_text(self.path, "".join(r.model_dump_json() + "\n" for r in records))
+        self.packed_path.unlink(missing_ok=True)
 
 
 class RunDir:
@@ -193,6 +269,20 @@ class RunDir:
 
     def exists(self) -> bool:
         return self.header_path.is_file()
+
+    def check_adoptable(self) -> None:
+        """Refuse a folder that holds answers but no header: nothing shows which configuration
+        made them, so resuming could mix two configurations in one run. Nothing is changed."""
+        if self.exists():
+            return
+        records = self.results.read()
+        if records:
+            raise RunError(
+                f"{self.path} holds {len(records)} answered questions in {self.results.path.name} but no {HEADER_NAME}, "
+                "so nothing shows which configuration produced them; nothing was changed. To keep them, restore "
+                f"{HEADER_NAME} (from a backup or git); to start a new run, choose another --out (or move "
+                f"{self.results.path.name} out of the folder)."
+            )
 
     def read_header(self) -> RunHeader:
         if not self.header_path.is_file():

@@ -32,12 +32,12 @@ from routerag.corpus.schema import Question
 from routerag.llm.base import ChatModel
 from routerag.paths import cache_dir
 from routerag.server.events import ObservedModel, ObservedSourceSet, ProgressEvent
+from routerag.server.guard import RequestGuard
 from routerag.server.jobs import RunManager, UnknownRunError
 from routerag.server.prepare import PreparedStrategy, StrategyConfig, prepare_strategy
 from routerag.server.retrieval_app import (
     ERRORS,
     ApiError,
-    BodyLimitMiddleware,
     api_key_dependency,
     create_retrieval_app,
     install_error_handlers,
@@ -82,18 +82,6 @@ def _sse(event: str, data: BaseModel | dict[str, Any]) -> str:
     return f"event: {event}\ndata: {payload}\n\n"
 
 
-class _PathBodyLimit:
-    """The JSON body limit everywhere, a larger one for uploads."""
-
-    def __init__(self, app: Any, default: int, uploads: int) -> None:
-        self.default = BodyLimitMiddleware(app, default)
-        self.uploads = BodyLimitMiddleware(app, uploads)
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        upload = scope["type"] == "http" and scope.get("path", "").rstrip("/") == "/v1/sources"
-        await (self.uploads if upload else self.default)(scope, receive, send)
-
-
 def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings | None = None) -> FastAPI:
     settings = settings or ServiceSettings()
     data_dir = settings.data_dir or cache_dir("service")
@@ -118,9 +106,13 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
     app.state.runs = runs
     app.state.sources = store
     install_error_handlers(app)
-    multipart_slack = 64 * 1024
-    app.add_middleware(_PathBodyLimit, default=settings.max_body_bytes,
-                       uploads=max(settings.max_body_bytes, settings.uploads.max_bytes + multipart_slack))
+    upload_limit = max(settings.max_body_bytes, settings.uploads.max_bytes + 64 * 1024)  # multipart slack
+
+    def body_limit(path: str) -> int:
+        return upload_limit if path.rstrip("/") == "/v1/sources" else settings.max_body_bytes
+
+    app.add_middleware(RequestGuard, bind_host=settings.host, max_body_bytes=settings.max_body_bytes, security=settings.security,
+                       body_limit=body_limit)
 
     @app.exception_handler(UnknownRunError)
     async def _no_run(_: Request, exc: UnknownRunError) -> JSONResponse:

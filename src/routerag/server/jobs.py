@@ -41,7 +41,7 @@ from routerag.trace import Trace
 
 log = logging.getLogger(__name__)
 
-RunState = Literal["queued", "running", "done", "cancelled"]
+RunState = Literal["queued", "running", "done", "cancelled", "failed"]
 _RUN_ID = "0123456789abcdef"
 
 
@@ -73,6 +73,7 @@ class RunStatus(BaseModel):
     created_at: float
     started_at: float | None = None
     finished_at: float | None = None
+    error: str | None = None  # why the run failed (state "failed")
 
 
 class ConfigSummary(BaseModel):
@@ -200,7 +201,7 @@ class RunManager:
             strategy = config.make()
             record = evaluate_question(strategy, question, position, strategy_name=config.info.strategy,
                                        metrics=DEFAULT_METRICS)
-        except Exception as exc:  # noqa: BLE001 — building the strategy failed; the run goes on
+        except Exception as exc:  # noqa: BLE001 — this answer failed; the run goes on and ends
             trace = Trace(question=question.question, strategy=config.info.strategy, qid=question.qid,
                           error=f"{type(exc).__name__}: {exc}")
             record = QuestionRecord(position=position, qid=question.qid, question=question.question, golds=question.answers,
@@ -222,21 +223,33 @@ class RunManager:
                                              "finished_at": time.time()})
         if last:
             # saved before it is published, so a client that sees it finished also finds it on disk
-            self._persist(run, final)
+            final = self._persist(run, final)
             with self._lock:
-                run.status.state, run.status.finished_at = final.state, final.finished_at
+                run.status.state, run.status.finished_at, run.status.error = final.state, final.finished_at, final.error
                 self._evict()
 
     # ------------------------------------------------------------------ persistence
-    def _persist(self, run: _Run, status: RunStatus) -> None:
-        if self._store is None:
-            return
+    def _persist(self, run: _Run, status: RunStatus) -> RunStatus:
+        """Saves a finished run and returns the status to publish: ``failed`` (and saved as such,
+        without its answers) when the answers cannot be saved. Never raises: a run always ends."""
         # the last answer is in: nothing of this run changes any more, so no lock is needed
-        payload = _Persisted(status=status, questions=run.questions, records=run.records).model_dump_json()
         try:
-            atomic_write_text(self._store / f"{status.run_id}.json", payload)
-        except OSError:
+            payload = _Persisted(status=status, questions=run.questions, records=run.records).model_dump_json()
+            if self._store is not None:
+                atomic_write_text(self._store / f"{status.run_id}.json", payload)
+            return status
+        except Exception as exc:  # noqa: BLE001 — the reason becomes the run's state
             log.exception("cannot save run %s", status.run_id)
+            reason = f"the run's answers could not be saved ({type(exc).__name__}: {exc})"
+            failed = status.model_copy(update={"state": "failed", "error": reason.encode("utf-8", "replace").decode()})
+        run.questions, run.records = [], [[] for _ in status.configs]  # what is kept is what is stored
+        if self._store is not None:
+            try:
+                atomic_write_text(self._store / f"{status.run_id}.json",
+                                  _Persisted(status=failed, questions=[], records=run.records).model_dump_json())
+            except Exception:  # noqa: BLE001
+                log.exception("cannot save failed run %s", status.run_id)
+        return failed
 
     def _load(self) -> None:
         assert self._store is not None

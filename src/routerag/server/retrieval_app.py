@@ -21,8 +21,8 @@ from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, SecretStr
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from routerag.server.guard import RequestGuard
 from routerag.server.settings import ServerSettings
 from routerag.sources.base import RetrievalError, RetrievalRequest, RetrievalResponse
 from routerag.sources.remote import Limits, RemoteSourceError, SourceInfo, SourcesReply
@@ -121,62 +121,6 @@ def api_key_dependency(api_key: SecretStr | None) -> Callable[[Request], Awaitab
     return require_key
 
 
-# --------------------------------------------------------------------------- body size
-
-
-class BodyLimitMiddleware:
-    """Reads at most ``max_bytes`` of a request body before the app sees it; more -> 413.
-
-    Checks ``Content-Length`` up front and also counts chunked bodies, then replays the buffered
-    body to the app."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._too_large(scope, receive, send, int(declared))
-            return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                await self._too_large(scope, receive, send, size)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send, size: int) -> None:
-        reply = JSONResponse(
-            {"detail": f"request body is {size} bytes or more; the limit is {self.max_bytes}"},
-            status_code=413,
-            headers={"Connection": "close"},
-        )
-        await reply(scope, receive, send)
-
-
 # --------------------------------------------------------------------------- error replies
 
 
@@ -245,7 +189,7 @@ def create_retrieval_app(sources: SourceSet, settings: ServerSettings | None = N
     )
     app.state.runner = runner
     install_error_handlers(app)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestGuard, bind_host=settings.host, max_body_bytes=settings.max_body_bytes, security=settings.security)
 
     @app.post("/retrieve", response_model=RetrievalResponse, responses=ERRORS, dependencies=[Depends(require_key)],
               summary="retrieve top-k hits for a batch of queries from the named sources")

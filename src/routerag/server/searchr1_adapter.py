@@ -21,7 +21,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
 
 from routerag.server.settings import SearchR1Settings
-from routerag.sources.base import MAX_BATCH, MAX_K, Hit, RetrievalRequest
+from routerag.sources.base import MAX_K, Hit, RetrievalRequest
 
 if TYPE_CHECKING:
     from routerag.server.retrieval_app import RetrievalRunner
@@ -31,7 +31,7 @@ _ONE_TAG = re.compile(r"\[([^\[\]\s]{1,32})\]")
 
 
 class SearchR1Request(BaseModel):
-    queries: list[str] = Field(min_length=1, max_length=MAX_BATCH)
+    queries: list[str] = Field(min_length=1, description="at most SearchR1Settings.max_queries (default 8,192)")
     topk: int | None = Field(None, ge=1, le=MAX_K, description="hits per query (server default when omitted)")
     return_scores: bool = Field(False, description="wrap each document as {document, score}")
 
@@ -104,10 +104,18 @@ def build_searchr1_router(
     tag_router = TagRouter(settings)
 
     async def searchr1(body: SearchR1Request) -> SearchR1Response:
+        limits = runner.settings
+        if len(body.queries) > settings.max_queries:
+            raise ApiError(422, f"{len(body.queries)} queries in one request; this endpoint takes at most "
+                                f"{settings.max_queries} (searchr1.max_queries)")
         k = body.topk or settings.default_topk
+        if k > limits.max_k:
+            raise ApiError(422, f"topk={k} is above this server's limit of {limits.max_k}")
         groups: dict[str, list[int]] = {}
         texts: list[str] = []
         for i, raw in enumerate(body.queries):
+            if len(raw) > limits.max_query_chars:
+                raise ApiError(422, f"query {i} has {len(raw)} characters; this server takes at most {limits.max_query_chars}")
             tags, text = parse_mode_tags(raw)
             if not text:
                 raise ApiError(422, f"query {i} is empty once its mode tags are removed")
@@ -117,16 +125,18 @@ def build_searchr1_router(
                 raise ApiError(422, f"query {i}: {exc}") from None
             texts.append(text)
             groups.setdefault(source, []).append(i)
-        requests = {
-            source: RetrievalRequest(queries=[texts[i] for i in idx], k=k, sources=[source])
-            for source, idx in groups.items()
-        }
-        for request in requests.values():
-            runner.check(request)  # every group is valid before any runs
-        replies = await asyncio.gather(*(runner.run(r) for r in requests.values()))
+        # every group in chunks of the server's batch size, all checked before any runs
+        chunks: list[tuple[str, list[int], RetrievalRequest]] = []
+        for source, idx in groups.items():
+            for start in range(0, len(idx), limits.max_batch):
+                part = idx[start : start + limits.max_batch]
+                request = RetrievalRequest(queries=[texts[i] for i in part], k=k, sources=[source])
+                runner.check(request)
+                chunks.append((source, part, request))
+        replies = await asyncio.gather(*(runner.run(request) for _, _, request in chunks))
         hits_per_query: list[list[Hit]] = [[] for _ in body.queries]
-        for (source, idx), reply in zip(groups.items(), replies):
-            for i, result in zip(idx, reply.results[source]):
+        for (source, part, _), reply in zip(chunks, replies):
+            for i, result in zip(part, reply.results[source]):
                 hits_per_query[i] = result.hits
         if body.return_scores:
             scored = [

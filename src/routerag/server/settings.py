@@ -24,6 +24,21 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+class SecuritySettings(BaseModel):
+    """What the front door (:mod:`routerag.server.guard`) accepts; see docs/security.md."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allowed_hosts: list[str] | None = Field(
+        None, description="Host header names served (\"*\" = any); default: the bound host, localhost, "
+                          "127.0.0.1 and ::1 (any name when bound to 0.0.0.0/::, which needs an API key)")
+    allowed_origins: list[str] = Field(
+        default_factory=list, description="other browser origins (scheme://host:port) allowed to send "
+                                          "state-changing requests; the server's own origin always is")
+    body_timeout_s: float = Field(30.0, gt=0, le=3600, description="a request body must arrive within this time (408)")
+    max_json_depth: int = Field(32, ge=2, le=1000, description="deepest nesting of a JSON body (422)")
+
+
 class SearchR1Settings(BaseModel):
     """The Search-R1 / RouteRAG compatibility endpoint.
 
@@ -39,6 +54,10 @@ class SearchR1Settings(BaseModel):
         description="paths that accept Search-R1's {queries, topk, return_scores} body",
     )
     default_topk: int = Field(3, ge=1, le=MAX_K, description="k when the request gives no topk (Search-R1 uses 3)")
+    max_queries: int = Field(
+        8_192, ge=1, le=100_000,
+        description="most queries in one request: a trainer sends every active rollout's query at once "
+                    "(512 questions x 5 rollouts = 2,560); they are retrieved in chunks of max_batch")
     default_source: str = Field("passage", description="source for a query without a mode tag")
     tag_sources: dict[str, str] = Field(
         default_factory=lambda: {"passage": "passage", "graph": "graph", "bm25": "bm25", "hybrid": "hybrid"},
@@ -75,6 +94,7 @@ class ServerSettings(BaseModel):
     max_query_chars: int = Field(MAX_QUERY_CHARS, ge=1, le=MAX_QUERY_CHARS, description="longest query")
     retrieval_threads: int = Field(4, ge=1, le=64, description="retrievals running at once in the worker threads")
     searchr1: SearchR1Settings = Field(default_factory=SearchR1Settings)
+    security: SecuritySettings = Field(default_factory=SecuritySettings)
 
     @model_validator(mode="after")
     def _check_exposure(self) -> "ServerSettings":
@@ -106,6 +126,7 @@ class ServiceSettings(BaseModel):
     uploads: UploadSettings = Field(default_factory=UploadSettings, description="limits on uploaded custom sources")
     ui: bool = Field(True, description="serve the web UI at /")
     retrieval: ServerSettings = Field(default_factory=ServerSettings, description="the mounted retrieval API")
+    security: SecuritySettings = Field(default_factory=SecuritySettings, description="Host/Origin checks, body limits")
 
     @model_validator(mode="after")
     def _check_exposure(self) -> "ServiceSettings":
@@ -116,5 +137,6 @@ class ServiceSettings(BaseModel):
         return self
 
     def retrieval_settings(self) -> ServerSettings:
-        """The mounted retrieval API shares this service's key and body limit."""
-        return self.retrieval.model_copy(update={"api_key": self.api_key, "max_body_bytes": self.max_body_bytes})
+        """The mounted retrieval API shares this service's host, key, body limit and security settings."""
+        return self.retrieval.model_copy(update={"host": self.host, "api_key": self.api_key,
+                                                 "max_body_bytes": self.max_body_bytes, "security": self.security})

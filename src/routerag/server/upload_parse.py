@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import re
+from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,6 +20,11 @@ from routerag.corpus.schema import Document
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,40}$"
 _NAME = re.compile(NAME_PATTERN)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# names a request could confuse with a retrieval mode or a Search-R1 tag: refused for uploads even
+# when the service does not mount a source of that name
+RESERVED_NAMES = frozenset({"passage", "bm25", "graph", "hybrid", "triples", "table", "tables", "dense", "remote",
+                            "web", "all", "none", "default"})
 
 JSON_TYPES = frozenset({"application/json", "text/json"})
 CSV_TYPES = frozenset({"text/csv", "application/csv", "text/comma-separated-values", "application/vnd.ms-excel"})
@@ -72,7 +78,7 @@ class ParsedUpload(BaseModel):
 
 
 def check_name(name: str) -> str:
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):  # fullmatch: "$" alone lets a trailing newline through
         raise UploadRejected(
             422, f"invalid source name {name!r}: use 1-41 characters a-z, 0-9, '_' or '-', starting with a letter or digit"
         )
@@ -129,7 +135,11 @@ class _Collector:
     def add(self, line: int, record: int, title: str, text: str) -> None:
         s = self.settings
         ok = True
-        if not text.strip():
+        if _SURROGATE.search(title) or _SURROGATE.search(text):
+            self.error(line, record, "title" if _SURROGATE.search(title) else "text",
+                       "holds a lone surrogate (such as \\ud800), which is not valid Unicode text")
+            ok = False
+        elif not text.strip():
             self.error(line, record, "text", "empty text")
             ok = False
         elif len(text) > s.max_text_chars:
@@ -153,7 +163,26 @@ class _Collector:
             )
         if not self.docs:
             raise UploadRejected(422, "the file holds no passages")
+        if not _searchable(self.docs.values()):
+            raise UploadRejected(422, "no passage has a searchable word: every word is a stop word, a number "
+                                      "sign or punctuation, so nothing could ever be retrieved from this source")
         return ParsedUpload(format=fmt, docs=list(self.docs.values()), rows=self.rows, duplicates=self.duplicates)
+
+
+def _searchable(docs: Iterable[Document], chunk: int = 256) -> bool:
+    """True when some passage leaves a token after the BM25 tokenizer (stop words removed)."""
+    from routerag.index.bm25 import BM25Tokenizer
+    from routerag.index.settings import BM25Settings
+
+    tokenize = BM25Tokenizer(BM25Settings())
+    batch: list[str] = []
+    for doc in docs:
+        batch.append(doc.passage)
+        if len(batch) == chunk:
+            if any(tokenize(batch)):
+                return True
+            batch = []
+    return bool(batch) and any(tokenize(batch))
 
 
 def _parse_json(text: str, out: _Collector) -> None:
@@ -191,6 +220,10 @@ def _parse_json(text: str, out: _Collector) -> None:
                 value, end = decoder.raw_decode(text, i)
             except json.JSONDecodeError as exc:
                 raise syntax(exc.pos, exc.msg) from None
+            except RecursionError:
+                raise syntax(i, "a record is nested too deeply") from None
+            except ValueError as exc:  # an integer of more than 4,300 digits
+                raise syntax(i, f"a value cannot be read ({exc})") from None
             at = line_at(start)
             out.count_row()
             if isinstance(value, str):

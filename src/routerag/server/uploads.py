@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ValidationError
 
 from routerag.config import atomic_write_text
-from routerag.server.upload_parse import ParsedUpload, UploadRejected, UploadSettings, check_name
+from routerag.server.upload_parse import RESERVED_NAMES, ParsedUpload, UploadRejected, UploadSettings, check_name
 from routerag.sources.base import Source
 from routerag.sources.sourceset import SourceSet
 
@@ -110,6 +110,8 @@ class SourceStore:
         check_name(name)
         if name in self.reserved:
             raise UploadRejected(409, f"{name!r} is a source the service was started with; choose another name")
+        if name in RESERVED_NAMES:
+            raise UploadRejected(409, f"{name!r} is reserved for a retrieval mode; choose another name")
         profile = profile.strip() or f"Uploaded passages '{name}' ({len(parsed.docs)} passages)"
         if len(profile) > self.settings.max_profile_chars:
             raise UploadRejected(422, f"profile has {len(profile)} characters; the limit is {self.settings.max_profile_chars}")

@@ -31,6 +31,7 @@ class SearchPlan(BaseModel):
     routing_reason: str = ""
     errors: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, object] = Field(default_factory=dict)  # recorded in the retrieve step (a router's scores)
 
 
 Planner = Callable[[ParsedAction, str], SearchPlan]  # (action, question) -> plan
@@ -71,7 +72,7 @@ class TagLoop:
                 step = retrieve_step(
                     ctx, trace, plan.query, plan.sources, plan.k, self.render,
                     routing_reason=plan.routing_reason, format_error="; ".join(errors) or None,
-                    metadata={"tags": plan.tags, "raw_query": action.query}, **common,
+                    metadata={"tags": plan.tags, "raw_query": action.query, **plan.metadata}, **common,
                 )
                 step.latency_ms = call.latency_ms + step.retrieval_ms
                 transcript.add_observation(step.observation)

@@ -15,6 +15,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field, create_model, model_validator
 
+from routerag.config import OMIT_AT_DEFAULT
 from routerag.llm.base import GenerationParams, Message
 from routerag.strategies.agentic import SearchPlan, TagLoop
 from routerag.strategies.loop import LoopStrategy
@@ -43,6 +44,20 @@ class RouteRAGParams(BaseModel):
     mode_sources: dict[str, str] = Field(
         default_factory=lambda: {m: m for m in MODES}, description="mounted source serving each mode"
     )
+    mode_router: Literal["policy", "learned"] = Field(
+        default="policy",
+        description="who chooses a search's mode: the policy's tags, or the learned router (routerag.routing) over "
+        "the allowed modes - the policy writes the query, the router chooses where it goes",
+        json_schema_extra=OMIT_AT_DEFAULT,  # added after runs were stored; "policy" is the old behaviour
+    )
+    mode_router_model: str | None = Field(
+        default=None, description="learned mode router: a shipped router's name or a model folder (default: the "
+        "shipped one whose labels cover the allowed modes)", json_schema_extra=OMIT_AT_DEFAULT,
+    )
+    mode_router_margin: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="learned mode router: the cheapest mode whose predicted success is "
+        "within this margin of the best", json_schema_extra=OMIT_AT_DEFAULT,
+    )
 
     @model_validator(mode="after")
     def _default_allowed(self) -> "RouteRAGParams":
@@ -56,11 +71,17 @@ class RouteRAGParams(BaseModel):
 
 class ModeRouter:
     """Turns a search action into a plan: parse tags, repair the query, apply the Params'
-    overrides (allowed modes, random routing). One instance per question (it owns the RNG)."""
+    overrides (allowed modes, random routing, the learned router). One instance per question
+    (it owns the RNG)."""
 
     def __init__(self, params: RouteRAGParams, question: str) -> None:
         self.params = params
         self.rng = random.Random(f"{params.seed}:{question}")  # str seeds are hashed stably
+        self.learned = None
+        if params.mode_router == "learned":
+            from routerag.routing import RouterDeps, build_router
+
+            self.learned = build_router("learned", RouterDeps(model=params.mode_router_model, margin=params.mode_router_margin))
 
     def __call__(self, action: ParsedAction, question: str) -> SearchPlan:
         p = self.params
@@ -68,12 +89,17 @@ class ModeRouter:
         choice = resolve_modes(tags, MODES, p.default_mode, combined="hybrid")
         query, query_errors = clean_query(query, question, p.max_query_chars)
         mode, reason = choice.mode, f"policy tags {''.join(f'[{t}]' for t in tags) or '(none)'}"
+        metadata: dict[str, object] = {}
         if p.random_routing:
             mode, reason = self.rng.choice(p.allowed_modes), f"random routing (seed {p.seed}); policy chose {choice.mode}"
+        elif self.learned is not None:
+            result = self.learned.route(query, {m: "" for m in p.allowed_modes})
+            mode, reason = result.choice, f"{result.reason}; policy chose {choice.mode}"
+            metadata = {"router": "learned", "router_scores": result.scores, "policy_mode": choice.mode}
         elif mode not in p.allowed_modes:
             mode, reason = p.default_mode, f"{choice.mode} not allowed; forced to {p.default_mode}"
         return SearchPlan(query=query, sources=[p.mode_sources[mode]], k=p.k, routing_reason=reason,
-                          errors=choice.errors + query_errors, tags=tags)
+                          errors=choice.errors + query_errors, tags=tags, metadata=metadata)
 
 
 class RouteRAG(LoopStrategy):

@@ -24,7 +24,6 @@ from routerag.strategies.base import StrategyContext
 from routerag.strategies.decompose import Plan, SubQuery, bind, decompose_messages, execution_order, parse_plan
 from routerag.strategies.fusion_answer import Hop, fuse_messages, last_hop_answer, parse_fusion
 from routerag.strategies.loop import add_step, call_model, generated_text
-from routerag.strategies.source_routing import embedding_route, parse_route, route_messages
 from routerag.strategies.reflection import Attempt, parse_reflection, reflect_messages
 from routerag.strategies.subanswer import SubAnswer, answer_messages, parse_subanswer, render_evidence
 from routerag.trace import ModelCall, Trace
@@ -36,11 +35,23 @@ class SieveParams(BaseModel):
     decomposition: bool = Field(default=True, description="split the question into dependent sub-queries")
     max_subqueries: int = Field(default=4, ge=1, le=10, description="sub-queries kept from the plan")
     max_reflections: int = Field(default=2, ge=0, le=5, description="retries of a failed sub-query")
-    router: Literal["llm", "profile-embedding"] = Field(
+    router: Literal["llm", "profile-embedding", "learned"] = Field(
         default="llm",
-        description="how a sub-query's source is chosen: an LLM call over the source profiles (the papers'), "
-        "or the profile most similar to the query by sentence embedding (no model call)",
+        description="how a sub-query's source is chosen (routerag.routing.ROUTERS): an LLM call over the source "
+        "profiles (the papers'), the profile most similar to the query by sentence embedding, or a classifier "
+        "trained on routing outcomes (`learned`; the last two make no model call)",
         json_schema_extra=OMIT_AT_DEFAULT,  # added after runs were stored; "llm" is the old behaviour
+    )
+    router_model: str | None = Field(
+        default=None,
+        description="learned router: a shipped router's name or a model folder (default: the shipped one whose "
+        "labels cover the mounted sources)",
+        json_schema_extra=OMIT_AT_DEFAULT,
+    )
+    router_margin: float = Field(
+        default=0.0, ge=0.0, le=1.0,
+        description="learned router: choose the cheapest source whose predicted success is within this margin of the best",
+        json_schema_extra=OMIT_AT_DEFAULT,
     )
     fuse_single_hop: bool = Field(
         default=True, description="run the fusion call also when there is one sub-query (else its answer is final)"
@@ -77,31 +88,29 @@ def searchable(query: str) -> str:
 
 
 def route_step(context: StrategyContext, params: SieveParams, trace: Trace, subquery_id: str, query: str) -> str:
-    """One routing decision over the source profiles, recorded as a ``route`` step; the chosen source."""
+    """One routing decision over the source profiles (by the router ``params.router`` names),
+    recorded as a ``route`` step; the chosen source."""
+    from routerag.routing import RouterDeps, build_router
+
     profiles = context.sources.profiles()
-    if params.router == "profile-embedding":
-        start = time.perf_counter()
-        decision, sims = embedding_route(query, profiles)
-        add_step(trace, "route", query=query, sources=[decision.source], routing_reason=decision.reason,
-                 latency_ms=1000 * (time.perf_counter() - start),
-                 metadata={"subquery_id": subquery_id, "preferred_source": decision.source, "router": params.router,
-                           "similarity": sims})
-        return decision.source
-    response, call = call_model(context, route_messages(query, profiles), params.generation(flat_json=True), "route")
-    text = generated_text(response)
-    decision = parse_route(text, list(profiles))
+    deps = RouterDeps(context=context, generation=params.generation(flat_json=True), model=params.router_model,
+                      margin=params.router_margin)
+    start = time.perf_counter()
+    result = build_router(params.router, deps).route(query, profiles)
+    wall_ms = 1000 * (time.perf_counter() - start)
     add_step(
         trace,
         "route",
         query=query,
-        sources=[decision.source],
-        routing_reason=decision.reason,
-        model_calls=[call],
-        raw_output=text,
-        format_error=decision.format_error,
-        metadata={"subquery_id": subquery_id, "preferred_source": decision.source},
+        sources=[result.choice],
+        routing_reason=result.reason,
+        model_calls=result.model_calls,
+        raw_output=result.raw_output or "",
+        format_error=result.format_error,
+        latency_ms=0.0 if result.model_calls else wall_ms,  # a model call carries its own latency
+        metadata={"subquery_id": subquery_id, "preferred_source": result.choice, **result.metadata},
     )
-    return decision.source
+    return result.choice
 
 
 class SievePipeline:

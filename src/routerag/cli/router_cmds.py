@@ -1,0 +1,103 @@
+"""``routerag router labels | train | show``: routing labels from retrieval outcomes, the learned
+router fitted on them (cross-validated by question), and what a trained router holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import NoReturn
+
+import typer
+
+from routerag.cli.app import app
+
+router_app = typer.Typer(help="The learned router: labels from outcomes, training, inspection.", no_args_is_help=True)
+app.add_typer(router_app, name="router")
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _default_labels() -> Path:
+    from routerag.routing.learned import shipped_dir
+
+    return shipped_dir() / "labels"
+
+
+@router_app.command("labels")
+def labels_command(
+    sets: list[str] = typer.Option(None, "--set", help="label sets to build (default: all; see routerag.routing.labels.LABEL_SETS)"),
+    out: Path = typer.Option(None, "--out", "-o", help="folder of the label files (default: the package's shipped labels)"),
+    k: int = typer.Option(5, "-k", help="a choice succeeds when its top k holds the gold"),
+    eval_sets: list[str] = typer.Option(None, "--eval-set", help="evaluation sets whose questions are excluded (default: 2wiki:100, musique:50, law-med:50)"),
+) -> None:
+    """Build routing labels (training questions only) by searching every mode / source."""
+    from routerag.routing.labels import DEFAULT_EVAL_SETS, LABEL_SETS, build_label_set
+
+    out = out or _default_labels()
+    for stem in sets or list(LABEL_SETS):
+        try:
+            path = build_label_set(stem, out, k=k, eval_sets=eval_sets or DEFAULT_EVAL_SETS)
+        except (ValueError, FileNotFoundError) as exc:
+            _fail(f"{stem}: {exc}")
+        typer.echo(f"wrote {path}")
+
+
+# model name -> the label files it is trained on (globs in the labels folder)
+ROUTER_LABELS: dict[str, str] = {"mode": "mode-*.jsonl.gz", "source-law-med": "source-law-med.jsonl.gz",
+                                 "source-2wiki-multisource": "source-2wiki-multisource.jsonl.gz"}
+
+
+@router_app.command("train")
+def train_command(
+    names: list[str] = typer.Option(None, "--name", help="routers to train (default: mode, source-law-med, source-2wiki-multisource)"),
+    labels: Path = typer.Option(None, "--labels", help="folder of label files (default: the shipped labels)"),
+    files: list[Path] = typer.Option(None, "--file", help="train one router (--name) on these label files instead"),
+    out: Path = typer.Option(None, "--out", "-o", help="folder of router models (default: the package's shipped routers)"),
+    c: float = typer.Option(1.0, "--C", help="inverse L2 strength of the logistic regressions"),
+    folds: int = typer.Option(5, "--folds", help="cross-validation folds (grouped by question)"),
+) -> None:
+    """Fit, cross-validate (grouped by question) and save learned routers."""
+    from routerag.routing.learned import shipped_dir
+    from routerag.routing.train import train_router
+
+    labels = labels or _default_labels()
+    out = out or shipped_dir()
+    if files:
+        if not names or len(names) != 1:
+            _fail("--file needs exactly one --name")
+        plan = {names[0]: list(files)}
+    else:
+        plan = {}
+        for name in names or list(ROUTER_LABELS):
+            if name not in ROUTER_LABELS:
+                _fail(f"unknown router {name!r}; valid: {', '.join(ROUTER_LABELS)} (or --file with --name)")
+            found = sorted(labels.glob(ROUTER_LABELS[name]))
+            if not found:
+                _fail(f"{name}: no label files {ROUTER_LABELS[name]} in {labels}; build them with `routerag router labels`")
+            plan[name] = found
+    for name, paths in plan.items():
+        try:
+            manifest = train_router(paths, out / name, name, c=c, folds=folds)
+        except (ValueError, ImportError) as exc:
+            _fail(f"{name}: {exc}")
+        cv = manifest.cv
+        best = cv["learned"]["0"]
+        typer.echo(f"{name}: {manifest.rows} rows, {manifest.questions} questions, labels {manifest.labels}; "
+                   f"fit {manifest.train_seconds:.2f} s; CV ({cv['folds']} folds by question) accuracy {best['accuracy']:.3f} "
+                   f"vs oracle {cv['oracle']['accuracy']:.3f}; saved {out / name}")
+
+
+@router_app.command("show")
+def show_command(model: str = typer.Argument(..., help="a shipped router's name or a model folder")) -> None:
+    """Print a router's manifest (embedder, features, labels, training provenance, cross-validation)."""
+    from routerag.routing.learned import resolve_model
+    from routerag.routing.model import load_model
+
+    try:
+        manifest, _ = load_model(resolve_model(model, []))
+    except ValueError as exc:
+        _fail(str(exc))
+    typer.echo(json.dumps(manifest.model_dump(mode="json"), indent=2))

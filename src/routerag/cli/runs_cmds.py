@@ -1,0 +1,83 @@
+"""``routerag runs compress`` / ``routerag runs uncompress``: store finished evaluation runs as
+``results.jsonl.gz`` (every reader and resume accept both forms; see :mod:`routerag.eval.runs`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from routerag.cli.app import app
+
+runs_app = typer.Typer(help="Maintain stored evaluation runs (compress finished ones).", no_args_is_help=True)
+app.add_typer(runs_app, name="runs")
+
+
+def _run_dirs(paths: list[Path]) -> list[Path]:
+    """Each path is a run directory (it has run.json) or a folder searched for run directories."""
+    from routerag.eval.runs import HEADER_NAME
+
+    found: list[Path] = []
+    for path in paths:
+        if not path.is_dir():
+            typer.echo(f"error: {path} is not a directory", err=True)
+            raise typer.Exit(2)
+        if (path / HEADER_NAME).is_file():
+            found.append(path)
+        else:
+            found.extend(sorted(p.parent for p in path.rglob(HEADER_NAME)))
+    if not found:
+        typer.echo(f"error: no run directory (a folder with {HEADER_NAME}) under {', '.join(map(str, paths))}", err=True)
+        raise typer.Exit(2)
+    return found
+
+
+@runs_app.command("compress")
+def compress_command(
+    paths: list[Path] = typer.Argument(..., help="run directories, or folders holding them (searched recursively)"),
+) -> None:
+    """Replace each finished run's results.jsonl by results.jsonl.gz (verified before the plain
+    file is removed). `routerag report` reads it as before; resuming the run decompresses it."""
+    from routerag.eval.runs import RunDir, RunError
+
+    failed = 0
+    plain_total = packed_total = 0
+    for path in _run_dirs(paths):
+        run = RunDir(path)
+        try:
+            with run.lock():
+                report = run.results.compress()
+        except RunError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            failed += 1
+            continue
+        plain_total += report.plain_bytes
+        packed_total += report.packed_bytes
+        state = "already compressed" if report.already else "compressed"
+        typer.echo(f"{path}: {state}, {report.records} records, {report.plain_bytes:,} -> {report.packed_bytes:,} bytes")
+    typer.echo(f"total {plain_total:,} -> {packed_total:,} bytes")
+    if failed:
+        raise typer.Exit(1)
+
+
+@runs_app.command("uncompress")
+def uncompress_command(
+    paths: list[Path] = typer.Argument(..., help="run directories, or folders holding them (searched recursively)"),
+) -> None:
+    """Turn results.jsonl.gz back into results.jsonl (resume does this by itself; this is for
+    reading the log with line tools)."""
+    from routerag.eval.runs import RunDir, RunError
+
+    failed = 0
+    for path in _run_dirs(paths):
+        run = RunDir(path)
+        try:
+            with run.lock():
+                run.results.unpack()
+        except RunError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            failed += 1
+            continue
+        typer.echo(f"{path}: {run.results.location.name}")
+    if failed:
+        raise typer.Exit(1)

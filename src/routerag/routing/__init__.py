@@ -1,0 +1,22 @@
+"""Routers: one interface (a query and the choices' profiles -> choices ranked with scores) behind
+one registry. Built-ins are registered lazily (``"module:factory"``):
+
+* ``llm`` - one model call over the source profiles (the papers' router);
+* ``profile-embedding`` - the profile most similar to the query (no model call);
+* ``learned`` - a small classifier trained on retrieval outcomes (no model call; see
+  :mod:`routerag.routing.learned`).
+"""
+
+from routerag.routing.base import ROUTERS, RouteChoice, Router, RouterDeps, RouteResult, build_router
+
+_BUILTINS = {
+    "llm": "routerag.routing.llm:llm_router",
+    "profile-embedding": "routerag.routing.profile:profile_router",
+    "learned": "routerag.routing.learned:learned_router",
+}
+
+for _name, _path in _BUILTINS.items():
+    if _name not in ROUTERS:
+        ROUTERS.register(_name, _path)
+
+__all__ = ["ROUTERS", "RouteChoice", "RouteResult", "Router", "RouterDeps", "build_router"]

@@ -1,0 +1,45 @@
+"""The checkout stays small: no models, indexes or checkpoints in git, and run traces compressed.
+A tracked file over 5 MB fails here (the one exception is the shipped policy adapter)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_FILE_BYTES = 5 * 1024 * 1024
+MAX_RESULTS_BYTES = 15 * 1024 * 1024  # docs/results: compressed traces (`routerag runs compress docs/results`)
+ALLOWED_LARGE = {"src/routerag/data/policies/routerag-sft-qwen2.5-coder-0.5b/adapter.gguf"}  # the shipped policy
+
+
+def _tracked() -> list[Path]:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    result = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, timeout=60)
+    if result.returncode != 0:
+        pytest.skip("not a git checkout")
+    names = [n for n in result.stdout.decode("utf-8", errors="surrogateescape").split("\0") if n]
+    return [Path(n) for n in names if (ROOT / n).is_file()]  # a file deleted in the work tree is not shipped
+
+
+def test_no_tracked_file_over_5_mb_but_the_shipped_policy() -> None:
+    large = {
+        str(p): (ROOT / p).stat().st_size
+        for p in _tracked()
+        if (ROOT / p).stat().st_size > MAX_FILE_BYTES and p.as_posix() not in ALLOWED_LARGE
+    }
+    assert large == {}, (
+        f"tracked files over {MAX_FILE_BYTES // 2**20} MB: {large}. Keep models, indexes, checkpoints and adapters out "
+        "of git (.gitignore); compress finished runs with `routerag runs compress DIR`."
+    )
+
+
+def test_stored_results_stay_under_15_mb() -> None:
+    total = sum((ROOT / p).stat().st_size for p in _tracked() if p.parts[:2] == ("docs", "results"))
+    assert total < MAX_RESULTS_BYTES, (
+        f"docs/results holds {total / 2**20:.1f} MB of tracked files (limit {MAX_RESULTS_BYTES // 2**20} MB); "
+        "compress the finished runs: routerag runs compress docs/results"
+    )

@@ -1,0 +1,202 @@
+"""Routers behind one registry; the learned router's features, weights, training and decisions."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from routerag.routing import ROUTERS, RouterDeps, build_router
+from routerag.routing.features import FEATURE_NAMES, entity_count, query_features, question_form
+from routerag.routing.labels import LabelProvenance, RouteLabel, read_labels, write_labels
+from routerag.routing.learned import LearnedRouter, cost_aware_choice
+from routerag.routing.model import RouterManifest, RouterWeights, load_model, save_model
+
+
+class ToyEmbedder:
+    """Two dimensions: mentions of 'graph' words and of 'passage' words."""
+
+    identity = "toy"
+    dim = 2
+
+    def encode(self, texts, *, is_query=False):
+        rows = [[t.lower().count("related"), t.lower().count("define")] for t in texts]
+        return np.asarray(rows, dtype=np.float32)
+
+
+def test_registry_lists_the_routers_and_the_llm_router_needs_a_model():
+    assert {"llm", "profile-embedding", "learned"} <= set(ROUTERS.names())
+    with pytest.raises(ValueError, match="needs a model"):
+        build_router("llm", RouterDeps())
+
+
+def test_profile_router_ranks_every_choice_with_its_similarity(monkeypatch):
+    import routerag.index.embedder as embedder_module
+
+    class Words:
+        identity = "words"
+        dim = 2
+
+        def encode(self, texts, *, is_query=False):
+            return np.asarray([[t.count("court"), t.count("drug")] for t in texts], dtype=np.float32) + 1e-3
+
+    monkeypatch.setattr(embedder_module, "build_embedder", lambda config=None: Words())
+    result = build_router("profile-embedding").route("which drug drug?", {"law": "court", "med": "drug"})
+    assert result.choice == "med" and [c.name for c in result.ranked] == ["med", "law"]
+    assert result.scores["med"] > result.scores["law"] and result.metadata["router"] == "profile-embedding"
+
+
+def test_cost_aware_choice_takes_the_cheapest_within_the_margin():
+    probs = {"passage": 0.60, "graph": 0.70, "hybrid": 0.72}
+    costs = {"passage": 1.0, "graph": 3.0, "hybrid": 4.0}
+    assert cost_aware_choice(probs, costs, 0.0) == "hybrid"
+    assert cost_aware_choice(probs, costs, 0.05) == "graph"
+    assert cost_aware_choice(probs, costs, 0.2) == "passage"
+    assert cost_aware_choice({"a": 0.5, "b": 0.5}, {}, 0.0) == "a"  # equal cost: the first given
+
+
+def test_query_features():
+    assert question_form("Who directed Phoolwari?".split()) == "who"
+    assert question_form("Is Paris older than Rome?".split()) == "yes_no"
+    assert question_form("Phoolwari".split()) == "statement"
+    assert entity_count("Who is the mother of Lothair II of Lotharingia?") == 1
+    assert entity_count('Which film came first, "Blind Shaft" or The Mask of Fu Manchu?') == 2
+    feats = query_features("Who was born first, Ann Smith or Bob Jones?")
+    assert feats.shape == (len(FEATURE_NAMES),)
+    named = dict(zip(FEATURE_NAMES, feats))
+    assert named["form_who"] == 1 and named["comparison_cue"] == 1 and named["question_mark"] == 1
+
+
+def test_weights_round_trip_without_pickle_and_bad_files_are_refused(tmp_path):
+    manifest = RouterManifest(name="t", kind="mode", labels=["a", "b"], embedder="toy", embed_dim=2,
+                              features=list(FEATURE_NAMES), features_version=1)
+    d = 2 + len(FEATURE_NAMES)
+    weights = RouterWeights(np.zeros(d), np.ones(d), np.arange(2 * d, dtype=np.float32).reshape(2, d), np.zeros(2))
+    save_model(tmp_path / "m", manifest, weights)
+    back_manifest, back = load_model(tmp_path / "m")
+    assert back_manifest == manifest and np.array_equal(back.coef, weights.coef)
+    with np.load(tmp_path / "m" / "weights.npz", allow_pickle=False) as arrays:  # plain arrays only
+        assert sorted(arrays.files) == ["coef", "intercept", "mean", "scale"]
+    bad = manifest.model_copy(update={"embed_dim": 5})
+    (tmp_path / "m" / "manifest.json").write_text(bad.model_dump_json(), encoding="utf-8")
+    with pytest.raises(ValueError, match="weights are"):
+        load_model(tmp_path / "m")
+    with pytest.raises(ValueError, match="not a router model"):
+        load_model(tmp_path / "nothing")
+
+
+def _labels(n_questions: int = 40) -> list[RouteLabel]:
+    rows = []
+    for i in range(n_questions):
+        graphy = i % 2 == 0
+        for hop in range(2):
+            query = f"who is related to person {i}?" if graphy else f"define term {i} {hop}"
+            rows.append(RouteLabel(qid=f"q{i}", dataset="toy", hop=hop, query=query, question=query,
+                                   success={"passage": not graphy, "graph": graphy, "hybrid": hop == 0},
+                                   wall_ms={"passage": 1.0, "graph": 3.0, "hybrid": 4.0},
+                                   mode_cost={"passage": 1.0, "graph": 3.0, "hybrid": 4.0}))
+    return rows
+
+
+def test_labels_file_round_trip_and_errors(tmp_path):
+    prov = LabelProvenance(kind="mode", dataset="toy", k=5, choices=["passage", "graph", "hybrid"], label_rule="toy",
+                           mode_cost={"passage": 1.0, "graph": 3.0, "hybrid": 4.0})
+    path = write_labels(tmp_path / "mode-toy.jsonl.gz", prov, _labels(3))
+    back_prov, rows = read_labels(path)
+    assert back_prov.rows == 6 and rows[0].label == ["graph", "hybrid"] and rows[1].label == ["graph"]
+    broken = tmp_path / "broken.jsonl.gz"
+    with gzip.open(broken, "wt") as handle:
+        handle.write(json.dumps({"rows": 1}) + "\n")
+    with pytest.raises(ValueError, match="provenance"):
+        read_labels(broken)
+
+
+def test_training_cross_validates_by_question_and_the_router_routes(tmp_path):
+    from routerag.routing.train import train_router
+
+    prov = LabelProvenance(kind="mode", dataset="toy", k=5, choices=["passage", "graph", "hybrid"], label_rule="toy",
+                           mode_cost={"passage": 1.0, "graph": 3.0, "hybrid": 4.0})
+    path = write_labels(tmp_path / "mode-toy.jsonl.gz", prov, _labels())
+    manifest = train_router([path], tmp_path / "router", "toy-mode", embedder=ToyEmbedder(), folds=4)
+    cv = manifest.cv
+    assert cv["grouped_by"] == "question" and cv["questions"] == 40 and cv["rows"] == 80
+    assert cv["learned"]["0"]["accuracy"] >= 0.95 > cv["always"]["passage"]["accuracy"]
+    assert cv["oracle"]["accuracy"] == 1.0 and manifest.mode_cost["graph"] == 3.0
+
+    router = LearnedRouter.load(tmp_path / "router", embedder=ToyEmbedder())
+    choices = {"passage": "", "graph": "", "hybrid": ""}
+    assert router.route("who is related to person 99?", choices).choice == "graph"
+    result = router.route("define term 99 1", choices)
+    assert result.choice == "passage" and set(result.scores) == set(choices) and result.metadata["router"] == "learned"
+    assert router.route("who is related to person 99?", {"passage": "", "hybrid": ""}).choice in {"passage", "hybrid"}
+    with pytest.raises(ValueError, match="knows"):
+        router.route("x", {"bm25": ""})
+
+    class Other(ToyEmbedder):
+        identity = "other"
+
+    with pytest.raises(ValueError, match="expects the embedder"):
+        LearnedRouter.load(tmp_path / "router", embedder=Other()).route("x", choices)
+
+
+def _toy_router(tmp_path, choices, rows):
+    from routerag.routing.train import train_router
+
+    prov = LabelProvenance(kind="source", dataset="toy", k=5, choices=choices, label_rule="toy")
+    path = write_labels(tmp_path / "toy.jsonl.gz", prov, rows)
+    train_router([path], tmp_path / "router", "toy", embedder=ToyEmbedder(), folds=2)
+    return tmp_path / "router"
+
+
+def test_hard_route_with_the_learned_router_routes_without_a_model_call(tmp_path, monkeypatch):
+    import routerag.index.embedder as embedder_module
+    from tests.test_hard_route import FILMS, PEOPLE, KeywordSource, responder
+
+    from routerag.llm.scripted import ScriptedModel
+    from routerag.sources.sourceset import SourceSet
+    from routerag.strategies.base import StrategyContext
+    from routerag.strategies.hard_route import HardRoute, HardRouteParams
+    from routerag.strategies.source_routing import ROUTE_SYSTEM
+
+    rows = [RouteLabel(qid=f"q{i}", dataset="toy", query=("who is related to x" if i % 2 else "define x"),
+                       success={"films": i % 2 == 0, "people": i % 2 == 1}) for i in range(20)]
+    model_dir = _toy_router(tmp_path, ["films", "people"], rows)
+    monkeypatch.setattr(embedder_module, "build_embedder", lambda config=None: ToyEmbedder())
+    films = KeywordSource("films", FILMS.docs, "court judge")
+    people = KeywordSource("people", PEOPLE.docs, "patient drug")
+    model = ScriptedModel(responder)
+    params = HardRouteParams(top_k=3, router="learned", router_model=str(model_dir), decomposition=False, max_reflections=0)
+    trace = HardRoute(StrategyContext(model=model, sources=SourceSet([films, people])), params).run("Who is related to Ann?")
+    route = next(s for s in trace.steps if s.kind == "route")
+    assert route.sources == ["people"] and route.model_calls == [] and route.metadata["router"] == "learned"
+    assert set(route.metadata["scores"]) == {"films", "people"}
+    assert all(c.messages[0].content != ROUTE_SYSTEM for c in model.calls)
+
+
+def test_routerag_mode_router_learned_overrides_the_policy_tag(tmp_path, monkeypatch):
+    import routerag.index.embedder as embedder_module
+    from routerag.strategies.parsing import ParsedAction
+    from routerag.strategies.routerag import ModeRouter, RouteRAGParams
+
+    rows = [RouteLabel(qid=f"q{i}", dataset="toy", query=("who is related to x" if i % 2 else "define x"),
+                       success={"passage": i % 2 == 0, "graph": i % 2 == 1, "hybrid": False}) for i in range(20)]
+    model_dir = _toy_router(tmp_path, ["passage", "graph", "hybrid"], rows)
+    monkeypatch.setattr(embedder_module, "build_embedder", lambda config=None: ToyEmbedder())
+    params = RouteRAGParams(mode_router="learned", mode_router_model=str(model_dir))
+    plan = ModeRouter(params, "q")(ParsedAction(kind="search", query="[passage] who is related to Ann"), "q")
+    assert plan.sources == ["graph"] and plan.metadata["policy_mode"] == "passage" and "learned router" in plan.routing_reason
+    only = RouteRAGParams(mode_router="learned", mode_router_model=str(model_dir), allowed_modes=["passage", "hybrid"])
+    plan = ModeRouter(only, "q")(ParsedAction(kind="search", query="[graph] who is related to Ann"), "q")
+    assert plan.sources[0] in {"passage", "hybrid"}
+
+
+def test_new_router_params_stay_out_of_the_fingerprint_at_their_defaults():
+    from routerag.eval.setup import fingerprint_params
+    from routerag.strategies.hard_route import HardRouteParams
+    from routerag.strategies.routerag import RouteRAGParams
+
+    assert not {"router", "router_model", "router_margin"} & set(fingerprint_params(HardRouteParams()))
+    assert not {"mode_router", "mode_router_model", "mode_router_margin"} & set(fingerprint_params(RouteRAGParams()))
+    assert fingerprint_params(RouteRAGParams(mode_router="learned"))["mode_router"] == "learned"
