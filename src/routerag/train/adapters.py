@@ -24,14 +24,26 @@ POLICY_PREFIX = "policy:"
 _GGUF_TO_HF = {gguf: hf for hf, gguf in HF_TO_GGUF.items()}
 
 
-def fresh_lora_config(spec: LoraSpec) -> Any:
-    """The peft ``LoraConfig`` of a new adapter (None when LoRA is off or an adapter is restored)."""
+def fresh_lora_config(spec: LoraSpec, num_layers: int | None = None) -> Any:
+    """The peft ``LoraConfig`` of a new adapter (None when LoRA is off or an adapter is restored);
+    with ``spec.layers_top`` the adapters go on the top ``layers_top`` of ``num_layers`` layers."""
     if not spec.enabled or spec.init_from:
         return None
     from peft import LoraConfig
 
+    layers = None
+    if spec.layers_top is not None:
+        if num_layers is None:
+            raise ValueError("lora.layers_top needs the model's number of layers")
+        layers = list(range(max(num_layers - spec.layers_top, 0), num_layers))
     return LoraConfig(r=spec.r, lora_alpha=spec.alpha, lora_dropout=spec.dropout,
-                      target_modules=list(spec.target_modules), task_type="CAUSAL_LM")
+                      target_modules=list(spec.target_modules), task_type="CAUSAL_LM", layers_to_transform=layers)
+
+
+def num_layers_of(model: Any) -> int | None:
+    """The decoder layer count of a transformers model (None when its config does not say)."""
+    config = getattr(model, "config", None)
+    return getattr(config, "num_hidden_layers", None)
 
 
 def resolve_adapter(init_from: str) -> Path:
@@ -82,8 +94,11 @@ def _from_gguf(model: Any, path: Path, spec: LoraSpec, base_gguf: Path) -> Any:
     ranks = {a.shape[0] for a, _ in adapter.pairs.values()}
     if len(ranks) != 1:
         raise LoraExportError(f"{path}: adapter ranks {sorted(ranks)} differ; one rank per adapter is supported")
+    adapted = sorted({int(key.split(".")[1]) for key in by_module})
+    total = num_layers_of(model)
     config = LoraConfig(r=ranks.pop(), lora_alpha=adapter.info.alpha, lora_dropout=spec.dropout,
-                        target_modules=sorted(modules), task_type="CAUSAL_LM")
+                        target_modules=sorted(modules), task_type="CAUSAL_LM",
+                        layers_to_transform=None if total is None or len(adapted) == total else adapted)
     peft_model = get_peft_model(model, config)
     loaded = 0
     with torch.no_grad():

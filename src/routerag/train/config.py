@@ -38,6 +38,11 @@ class LoraSpec(BaseModel):
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
         description="module names that get adapters (Qwen2 attention + MLP projections)",
     )
+    layers_top: int | None = Field(
+        default=None, ge=1,
+        description="adapters on the top N decoder layers only (None: every layer); the layers below hold no trainable "
+        "parameter, so the SFT fast path runs them without autograd and caches their output (train/frozen_prefix.py)",
+    )
     init_from: str | None = Field(
         default=None,
         description="continue training a trained adapter instead of a fresh one: a PEFT adapter directory, a llama.cpp "
@@ -102,6 +107,12 @@ class GRPOSpec(BaseModel):
         "several times faster on a CPU)",
     )
     rollout_threads: int | None = Field(default=None, ge=1, description="llama.cpp threads of the llamacpp rollout backend (None: all cores)")
+    dynamic_sampling: bool = Field(
+        default=False,
+        description="DAPO's dynamic sampling: a group whose G rewards are all equal (no advantage, no gradient) is replaced by "
+        "another training question's group; logged as dynamic/skipped_groups",
+    )
+    dynamic_max_tries: int = Field(default=4, ge=1, description="replacement groups tried before a group without variance is kept")
 
 
 class SFTSpec(BaseModel):
@@ -136,7 +147,55 @@ class SFTSpec(BaseModel):
         description="compute the output layer only where the next token is labelled (same loss; ~25% less compute "
         "for multi-turn rows whose observations are masked, the saving that makes a CPU run feasible)",
     )
+    gradient_checkpointing: bool = Field(
+        default=False,
+        description="recompute activations in the backward pass (TRL's SFTConfig default is on: it saves memory but runs the "
+        "forward twice and, with LoRA, makes autograd track every layer; off is the CPU fast path)",
+    )
+    frozen_no_grad: bool = Field(
+        default=True, description="run the decoder layers below the lowest adapted layer under torch.no_grad (same loss)"
+    )
+    cache_frozen: bool = Field(
+        default=True,
+        description="keep the frozen lower layers' output per row in memory, so a row seen again (another epoch, the golden "
+        "rows of the next RFT round) skips them; same loss",
+    )
+    max_observation_tokens: int | None = Field(
+        default=None, ge=16,
+        description="cut each observation of an SFT row to this many tokens (the <information> block keeps its closing tag, "
+        "as env.max_observation_tokens cuts rollouts); None: observations whole",
+    )
     export_gguf: bool = Field(default=True, description="LoRA runs: also write the adapter as a llama.cpp LoRA GGUF (adapter.gguf)")
+
+
+class RFTSpec(BaseModel):
+    """Rejection-sampling fine-tuning (expert iteration, STaR / ReST-EM): per round, sample G
+    episodes per training question with llama.cpp and the current adapter, score them with the
+    reward schedule (the round is the schedule's step), keep per question the best correct one,
+    fine-tune a fresh adapter on the kept + golden trajectories (the SFT fast path), export it, evaluate."""
+
+    model_config = ConfigDict(extra="forbid")
+    rounds: int = Field(default=3, ge=1, description="rejection-sampling rounds")
+    max_questions: int | None = Field(
+        default=None, ge=1, description="evenly spaced training questions per round, after the evaluation overlap is dropped (None: all)"
+    )
+    num_generations: int = Field(default=4, ge=1, description="G: episodes sampled per question and round")
+    temperature: float = Field(default=1.0, gt=0.0, description="sampling temperature of the episodes")
+    lanes: int = Field(default=1, ge=1, description="parallel sampling lanes (one llama.cpp context each, questions spread over them)")
+    threads_per_lane: int = Field(default=1, ge=1, description="llama.cpp threads of each lane")
+    correct: Literal["em", "f1"] = Field(default="em", description="what makes an episode correct (kept): EM, or F1 >= f1_threshold")
+    f1_threshold: float = Field(default=0.8, ge=0.0, le=1.0, description="F1 an episode needs to count as correct with correct: f1")
+    accumulate: bool = Field(
+        default=True, description="train on the best kept episode per question over all rounds so far (False: this round's only, ReST-EM)"
+    )
+    golden: bool = Field(default=True, description="add the golden trajectories (sft.sources, grounded per sft.ground) to every round's training set")
+    initial_adapter: str | None = Field(
+        default="policy:routerag-sft-qwen2.5-coder-0.5b",
+        description="adapter GGUF that samples round 1 (a .gguf path or policy:NAME); None: the base model",
+    )
+    eval_dataset: str | None = Field(default="musique", description="held-out questions evaluated after every round (greedy episodes)")
+    eval_limit: int = Field(default=10, ge=1, description="evenly spaced evaluation questions (routerag eval --limit N's sample)")
+    eval_initial: bool = Field(default=True, description="also evaluate the initial policy (round 0 of the curve)")
 
 
 class TrainConfig(BaseModel):
@@ -153,6 +212,7 @@ class TrainConfig(BaseModel):
     env: EnvConfig = Field(default_factory=EnvConfig)
     grpo: GRPOSpec = Field(default_factory=GRPOSpec)
     sft: SFTSpec = Field(default_factory=SFTSpec)
+    rft: RFTSpec = Field(default_factory=RFTSpec)
     schedule: RewardSchedule | None = Field(default=None, description="reward stages; None = the recipe's default schedule")
     switch_step: int = Field(default=20, ge=0, description="RouteRAG: last step of the EM stage (release: 20 of 40)")
     pra_until: int = Field(default=20, ge=0, description="GraphRAG-R1: last step of the format+PRA stage")

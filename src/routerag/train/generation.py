@@ -145,16 +145,22 @@ class LlamaCppSampler:
 
     def sync(self, peft_model: Any, step: int) -> Path:
         """Export ``peft_model``'s adapter and load llama.cpp with it (once per ``step``)."""
-        from routerag.llm.llamacpp import LlamaCppModel
         from routerag.train.export_gguf import export_lora_gguf
 
         adapter_dir = self.workdir / "adapter"
         peft_model.save_pretrained(str(adapter_dir))
         path = Path(export_lora_gguf(adapter_dir, self.base_gguf, self.workdir / "adapter.gguf", dtype="f32").path)
-        self.model = None  # free the old context first
-        self.model = LlamaCppModel(self.base_gguf, n_ctx=self.n_ctx, n_threads=self.n_threads, lora_path=path)
-        self.synced_step = step
+        self.load(path, step)
         return path
+
+    def load(self, adapter_gguf: Path | None, step: int) -> None:
+        """Load llama.cpp with an adapter GGUF (None: the base model alone)."""
+        from routerag.llm.llamacpp import LlamaCppModel
+
+        self.model = None  # free the old context first
+        self.model = LlamaCppModel(self.base_gguf, n_ctx=self.n_ctx, n_threads=self.n_threads,
+                                   lora_path=str(adapter_gguf) if adapter_gguf is not None else None)
+        self.synced_step = step
 
     def __call__(self, prompt_ids: list[int], stop_strings: list[str], max_new_tokens: int) -> tuple[list[int], list[float]]:
         if self.model is None:

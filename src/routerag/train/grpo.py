@@ -13,7 +13,7 @@ from typing import Any
 
 from routerag.corpus.schema import Question
 from routerag.trace import Trace
-from routerag.train.adapters import fresh_lora_config
+from routerag.train.adapters import fresh_lora_config, num_layers_of
 from routerag.train.config import TrainConfig
 from routerag.train.env import RouteRAGEnv
 from routerag.train.policy import gguf_base_path
@@ -59,12 +59,17 @@ def make_reward_funcs(schedule: RewardSchedule, *, trace_key: str = "trace") -> 
         def reward(prompts: list, completions: list, trainer_state: Any = None, log_metric: Any = None, **kw: Any) -> list[float]:
             step = (trainer_state.global_step if trainer_state is not None else 0) + 1
             stage = schedule.stage_at(step)
-            samples = samples_from(kw[trace_key], kw.get("answers") or [[]] * len(prompts), kw.get("extra"))
+            # golds of the episode's own question (dynamic sampling may have replaced the prompt's)
+            golds = kw.get("golds") or kw.get("answers") or [[]] * len(prompts)
+            samples = samples_from(kw[trace_key], golds, kw.get("extra"))
             active = {wr.name: wr for wr in stage.rewards}
             if first and log_metric is not None:
                 log_metric("stage", float(schedule.stages.index(stage) + 1))
                 for key, value in batch_stats(samples).items():
                     log_metric(key, value)
+                if samples and "dynamic_skipped" in samples[0].extra:
+                    log_metric("dynamic/skipped_groups", float(sum(s.extra["dynamic_skipped"] for s in samples)))
+                    log_metric("dynamic/unresolved_groups", float(sum(s.extra.get("dynamic_unresolved", 0) for s in samples)))
                 for wr in stage.rewards:
                     values = get_reward(wr.name)(samples, wr.params)
                     log_metric(f"raw/{wr.name}", sum(values) / max(len(values), 1))
@@ -79,16 +84,49 @@ def make_reward_funcs(schedule: RewardSchedule, *, trace_key: str = "trace") -> 
     return [make(name, i == 0) for i, name in enumerate(names)]
 
 
+class DynamicSampling:
+    """DAPO's dynamic sampling for the rollout function: a group whose G rewards (the active
+    stage's total, scored over the group) are all equal carries no advantage, so it is replaced by
+    the group of another question drawn from ``pool`` (up to ``max_tries`` draws; a group still
+    without variance then is kept and counted as unresolved). ``skipped`` counts the replaced groups."""
+
+    def __init__(self, schedule: RewardSchedule, pool: Sequence[Question], *, max_tries: int = 4, seed: int = 0) -> None:
+        import random
+
+        if not pool:
+            raise ValueError("dynamic sampling needs a question pool")
+        self.schedule = schedule
+        self.pool = list(pool)
+        self.golds = {q.question: list(q.answers) for q in self.pool}
+        self.max_tries = max_tries
+        self._rng = random.Random(seed)
+        self._order: list[int] = []
+        self.skipped = 0
+        self.unresolved = 0
+
+    def draw(self) -> Question:
+        if not self._order:
+            self._order = list(range(len(self.pool)))
+            self._rng.shuffle(self._order)
+        return self.pool[self._order.pop()]
+
+    def has_variance(self, traces: Sequence[Trace], golds: Sequence[str], step: int) -> bool:
+        totals = self.schedule.score([RewardSample(trace=t, golds=list(golds)) for t in traces], step).total
+        return max(totals) - min(totals) > 1e-9
+
+
 def make_rollout_func(env: RouteRAGEnv, tokenizer: Any, temperature: float, seed: int, *,
                       policy: Callable[[list[int], list[str], int], tuple[list[int], list[float]]] | None = None,
-                      llamacpp: Any = None, trace_log: Path | None = None,
+                      llamacpp: Any = None, trace_log: Path | None = None, dynamic: DynamicSampling | None = None,
                       ) -> Callable[[list, Any], dict[str, list]]:
     """TRL ``rollout_func``: one environment episode per prompt entry (already repeated G times).
     The trainer's current model samples the episodes unless another ``policy`` is given (a
     generation server, or a scripted policy in tests) or a :class:`~routerag.train.generation.LlamaCppSampler`
     (``llamacpp``), which is synced to the trainer's adapter once per optimiser step. With
     ``trace_log`` every episode's full Trace is appended to that JSONL (``{"step", "trace"}``), so
-    that training rollouts can be inspected like evaluation runs."""
+    that training rollouts can be inspected like evaluation runs. With ``dynamic``, groups (runs of
+    equal prompts) without reward variance are replaced (:class:`DynamicSampling`); every entry
+    then carries its question's ``golds`` and ``extra`` with the group's skip count."""
     from routerag.train.generation import PolicySampler
 
     state: dict[str, Any] = {}
@@ -108,7 +146,11 @@ def make_rollout_func(env: RouteRAGEnv, tokenizer: Any, temperature: float, seed
                 state["sampler"] = sampler
             sampler.reset()  # the weights changed since the last call: no stale keys/values
         questions = [p if isinstance(p, str) else p[-1]["content"] for p in prompts]
-        rollouts = [env.rollout(q, sampler) for q in questions]
+        extra: dict[str, list] = {}
+        if dynamic is None:
+            rollouts = [env.rollout(q, sampler) for q in questions]
+        else:
+            rollouts, extra = _dynamic_groups(env, sampler, questions, dynamic, int(trainer.state.global_step) + 1)
         if trace_log is not None:
             trace_log.parent.mkdir(parents=True, exist_ok=True)
             step_no = int(trainer.state.global_step) + 1
@@ -121,9 +163,45 @@ def make_rollout_func(env: RouteRAGEnv, tokenizer: Any, temperature: float, seed
             "logprobs": [r.logprobs for r in rollouts],
             "env_mask": [r.env_mask for r in rollouts],
             "trace": [r.trace.model_dump_json() for r in rollouts],
+            **extra,
         }
 
     return rollout_func
+
+
+def _dynamic_groups(env: RouteRAGEnv, sampler: Any, questions: list[str], dynamic: DynamicSampling,
+                    step: int) -> tuple[list[Any], dict[str, list]]:
+    """The episodes of each group (a run of equal prompts), replaced while they have no reward variance."""
+    groups: list[list[int]] = []
+    for i, q in enumerate(questions):
+        if groups and questions[groups[-1][0]] == q:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    rollouts: list[Any] = [None] * len(questions)
+    golds: list[list[str]] = [[] for _ in questions]
+    extras: list[dict[str, int]] = [{"dynamic_skipped": 0, "dynamic_unresolved": 0} for _ in questions]
+    for members in groups:
+        question = questions[members[0]]
+        answers = dynamic.golds.get(question, [])
+        skipped = 0
+        while True:
+            episodes = [env.rollout(question, sampler) for _ in members]
+            if dynamic.has_variance([r.trace for r in episodes], answers, step):
+                break
+            if skipped >= dynamic.max_tries:
+                dynamic.unresolved += 1
+                extras[members[0]]["dynamic_unresolved"] = 1
+                break
+            skipped += 1
+            dynamic.skipped += 1
+            replacement = dynamic.draw()
+            question, answers = replacement.question, list(replacement.answers)
+        extras[members[0]]["dynamic_skipped"] = skipped
+        for i, r in zip(members, episodes):
+            rollouts[i] = r
+            golds[i] = answers
+    return rollouts, {"golds": golds, "extra": extras}
 
 
 def grpo_trainer(
@@ -149,7 +227,7 @@ def grpo_trainer(
         train_dataset=Dataset.from_list(dataset_rows),
         processing_class=tokenizer,
         rollout_func=rollout_func,
-        peft_config=fresh_lora_config(cfg.lora),
+        peft_config=fresh_lora_config(cfg.lora, num_layers_of(model)),
         callbacks=[metrics_callback(out_dir / METRICS_FILE)],
     )
     return trainer
@@ -198,10 +276,12 @@ def run_grpo(cfg: TrainConfig, model: Any, tokenizer: Any, env: RouteRAGEnv, que
             raise ValueError("grpo.rollout_backend llamacpp needs a GGUF policy (model.name bundled:... or a .gguf path)")
         llamacpp = LlamaCppSampler(base, tokenizer, out_dir / "rollout_policy", temperature=cfg.grpo.temperature,
                                    seed=cfg.grpo.seed, n_threads=cfg.grpo.rollout_threads)
+    dynamic = (DynamicSampling(schedule, questions, max_tries=cfg.grpo.dynamic_max_tries, seed=cfg.grpo.seed)
+               if cfg.grpo.dynamic_sampling else None)
     trainer = grpo_trainer(
         cfg, model, tokenizer, rows, make_reward_funcs(schedule), out_dir,
         rollout_func=make_rollout_func(env, tokenizer, cfg.grpo.temperature, cfg.grpo.seed, llamacpp=llamacpp,
-                                       trace_log=out_dir / ROLLOUTS_FILE),
+                                       trace_log=out_dir / ROLLOUTS_FILE, dynamic=dynamic),
     )
     resume = last_checkpoint(out_dir) if cfg.resume else None
     trainer.train(resume_from_checkpoint=resume)

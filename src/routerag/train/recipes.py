@@ -8,6 +8,9 @@
                          the format-gated step reward
 ``routerag-sft``         SFT cold start only (RouteRAG protocol, real-retrieval observations), LoRA
                          exported as a llama.cpp adapter GGUF for the fast backend
+``routerag-rft``         rejection-sampling rounds (expert iteration): llama.cpp samples G episodes per
+                         question, the best correct one is kept, a fresh adapter is fine-tuned on
+                         kept + golden with the SFT fast path
 =======================  ==========================================================================
 
 The GRPO recipes hand TRL a ``rollout_func`` that runs :class:`~routerag.train.env.RouteRAGEnv`
@@ -194,7 +197,8 @@ def routerag_sft(cfg: TrainConfig) -> RunSummary:
     tokenizer = load_tokenizer_for(cfg.model)
     codec = HFCodec(tokenizer, chat_template=cfg.model.chat_template)
     trajectories = sft_trajectories(cfg, out)
-    rows, dropped = fit_rows(sft_rows(trajectories, codec, 10**9), cfg.sft.max_length, cfg.sft.drop_longer)
+    rows, dropped = fit_rows(sft_rows(trajectories, codec, 10**9, cfg.sft.max_observation_tokens), cfg.sft.max_length,
+                             cfg.sft.drop_longer)
     rows = [{k: v[: cfg.sft.max_length] for k, v in r.items()} for r in rows]
     if not rows:
         raise ValueError("no SFT rows left (all trajectories longer than sft.max_length?)")
@@ -217,6 +221,22 @@ def routerag_sft(cfg: TrainConfig) -> RunSummary:
     return RunSummary(recipe=cfg.recipe, output_dir=str(out), steps=int(trainer.state.global_step),
                       metrics_path=str(metrics), curves_path=str(curves) if curves else None,
                       final_model=str(final), phases=["sft"])
+
+
+@RECIPES.register("routerag-rft")
+def routerag_rft(cfg: TrainConfig) -> RunSummary:
+    """Rejection-sampling fine-tuning (expert iteration) with llama.cpp rollouts and the SFT fast
+    path, round by round (``train/rft.py``)."""
+    from routerag.train.rft import RFT_CURVES_FILE, run_rft
+
+    out = _start(cfg)
+    records = run_rft(cfg, out)
+    last = max((int(r["round"]) for r in records), default=0)
+    curves = out / RFT_CURVES_FILE
+    final = out / f"round-{last}" / "final"
+    return RunSummary(recipe=cfg.recipe, output_dir=str(out), steps=last, metrics_path=str(out / METRICS_FILE),
+                      curves_path=str(curves) if curves.is_file() else None,
+                      final_model=str(final) if final.is_dir() else None, phases=["rft"])
 
 
 def train(cfg: TrainConfig) -> RunSummary:

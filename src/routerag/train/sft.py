@@ -14,23 +14,28 @@ from routerag.corpus.schema import Question
 from routerag.train.adapters import fresh_lora_config
 from routerag.train.config import TrainConfig
 from routerag.train.data import grounding_sources
-from routerag.train.env import HFCodec
+from routerag.train.env import HFCodec, cut_observation
 from routerag.train.runfiles import METRICS_FILE, last_checkpoint, metrics_callback
 
 SFT_DATA_FILE = "sft_data.jsonl"
 SFT_STATS_FILE = "sft_data_stats.json"
 
 
-def sft_rows(trajectories: Sequence[Any], codec: HFCodec, max_length: int) -> list[dict[str, list[int]]]:
+def sft_rows(trajectories: Sequence[Any], codec: HFCodec, max_length: int,
+             max_observation_tokens: int | None = None) -> list[dict[str, list[int]]]:
     """Token ids and labels of golden trajectories: prompt and observation tokens get label -100,
-    so that SFT, like GRPO, learns only the policy's own tokens."""
+    so that SFT, like GRPO, learns only the policy's own tokens. ``max_observation_tokens`` cuts
+    each observation as the rollout environment cuts it (``env.cut_observation``)."""
     rows = []
     for traj in trajectories:
         ids: list[int] = []
         labels: list[int] = []
         for seg in traj.segments:
             text = codec.render_prompt(seg.text) if seg.kind == "prompt" else seg.text
-            seg_ids = codec.encode(text)
+            if seg.kind == "observation" and max_observation_tokens is not None:
+                seg_ids = cut_observation(codec, text, max_observation_tokens)
+            else:
+                seg_ids = codec.encode(text)
             ids += seg_ids
             labels += seg_ids if seg.kind == "model" else [-100] * len(seg_ids)
         eos = codec.tokenizer.eos_token_id
@@ -41,20 +46,26 @@ def sft_rows(trajectories: Sequence[Any], codec: HFCodec, max_length: int) -> li
     return rows
 
 
-def masked_loss(model: Any, inputs: dict[str, Any], num_items_in_batch: Any = None) -> Any:
+def masked_loss(model: Any, inputs: dict[str, Any], num_items_in_batch: Any = None, prefix: Any = None) -> Any:
     """Causal-LM cross-entropy computing logits only at positions whose next token is labelled.
 
     SFT rows of multi-turn episodes label only the policy's tokens (~10-20% of a row); the
     152k-vocabulary output layer over every position is a quarter of a 0.5B model's forward
     cost on CPU. ``logits_to_keep`` (an index tensor) restricts the output layer to the
-    positions that predict a labelled token; the loss equals the full-logits loss."""
+    positions that predict a labelled token; the loss equals the full-logits loss. With a
+    :class:`~routerag.train.frozen_prefix.FrozenPrefix` the forward runs inside its ``batch``
+    context (cached lower layers)."""
+    from contextlib import nullcontext
+
     import torch
     import torch.nn.functional as F
 
     labels = inputs["labels"]
     targets = labels[:, 1:]
     positions = torch.nonzero((targets != -100).any(dim=0), as_tuple=False).flatten()
-    outputs = model(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"), logits_to_keep=positions)
+    context = prefix.batch(inputs["input_ids"], inputs.get("attention_mask")) if prefix is not None else nullcontext()
+    with context:
+        outputs = model(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"), logits_to_keep=positions)
     logits = outputs.logits.float()
     picked = targets[:, positions]
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), picked.reshape(-1), ignore_index=-100, reduction="sum")
@@ -68,22 +79,32 @@ def masked_logits_sft_trainer() -> Any:
     from trl import SFTTrainer
 
     class MaskedLogitsSFTTrainer(SFTTrainer):
+        frozen_prefix: Any = None  # a FrozenPrefix installed after peft wrapped the model (run_sft)
+
         def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
                          num_items_in_batch: Any = None) -> Any:
             # the Trainer divides by the accumulation steps itself unless the model takes loss kwargs
-            loss = masked_loss(model, inputs, num_items_in_batch if self.model_accepts_loss_kwargs else None)
+            loss = masked_loss(model, inputs, num_items_in_batch if self.model_accepts_loss_kwargs else None,
+                               prefix=self.frozen_prefix)
             return (loss, None) if return_outputs else loss
 
     return MaskedLogitsSFTTrainer
 
 
-def run_sft(cfg: TrainConfig, model: Any, tokenizer: Any, rows: list[dict[str, list[int]]], out_dir: Path,
-            *, max_steps: int | None = None, learning_rate: float | None = None) -> Any:
-    """Supervised cold start with TRL's ``SFTTrainer`` on pre-tokenised rows (``input_ids``,
-    ``labels``)."""
+def sft_trainer(cfg: TrainConfig, model: Any, tokenizer: Any, rows: list[dict[str, list[int]]], out_dir: Path,
+                *, max_steps: int | None = None, learning_rate: float | None = None,
+                frozen_store: dict[str, Any] | None = None) -> Any:
+    """TRL's ``SFTTrainer`` over pre-tokenised rows (``input_ids``, ``labels``), configured, not
+    yet trained. The CPU fast path (``sft.frozen_no_grad``, ``sft.cache_frozen``, no gradient
+    checkpointing, adapters on ``lora.layers_top``) is on by default; ``frozen_store`` shares the
+    frozen layers' cache between trainers of the same base model. The trainer's ``frozen_prefix``
+    stays installed until the caller removes it (``trainer.frozen_prefix.remove()``)."""
     import torch
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
+
+    from routerag.train.adapters import num_layers_of
+    from routerag.train.frozen_prefix import FrozenPrefix
 
     s = cfg.sft
     cpu = cfg.grpo.use_cpu or not torch.cuda.is_available()
@@ -106,12 +127,26 @@ def run_sft(cfg: TrainConfig, model: Any, tokenizer: Any, rows: list[dict[str, l
         report_to="none",
         max_length=s.max_length,
         disable_tqdm=True,
+        gradient_checkpointing=s.gradient_checkpointing,
     )
-    trainer_cls = masked_logits_sft_trainer() if s.logits_on_labels_only else SFTTrainer
+    fast = s.logits_on_labels_only or s.frozen_no_grad
+    trainer_cls = masked_logits_sft_trainer() if fast else SFTTrainer
     trainer = trainer_cls(
         model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-        peft_config=fresh_lora_config(cfg.lora), callbacks=[metrics_callback(out_dir / METRICS_FILE)],
+        peft_config=fresh_lora_config(cfg.lora, num_layers_of(model)), callbacks=[metrics_callback(out_dir / METRICS_FILE)],
     )
+    if s.frozen_no_grad:
+        trainer.frozen_prefix = FrozenPrefix(trainer.model, cache=s.cache_frozen, store=frozen_store)
+    return trainer
+
+
+def run_sft(cfg: TrainConfig, model: Any, tokenizer: Any, rows: list[dict[str, list[int]]], out_dir: Path,
+            *, max_steps: int | None = None, learning_rate: float | None = None,
+            frozen_store: dict[str, Any] | None = None) -> Any:
+    """Supervised cold start with TRL's ``SFTTrainer`` (:func:`sft_trainer`), resumed from the
+    last checkpoint in ``out_dir`` when ``cfg.resume``."""
+    trainer = sft_trainer(cfg, model, tokenizer, rows, out_dir, max_steps=max_steps, learning_rate=learning_rate,
+                          frozen_store=frozen_store)
     trainer.train(resume_from_checkpoint=last_checkpoint(out_dir) if cfg.resume else None)
     return trainer
 

@@ -1,0 +1,66 @@
+"""routerag-rft's scoring and keeping: the best correct episode per question (cheapest among the
+correct under the efficiency stage), pass@1 / pass@G, the kept episode as an SFT row."""
+
+from __future__ import annotations
+
+from routerag.trace import Step, Trace
+from routerag.train.rewards import two_stage_schedule
+from routerag.train.rft import Episode, QuestionSamples, question_kind, round_stats, score_round
+
+
+def _episode(answer: str, modes: list[str], tokens: int = 10) -> Episode:
+    cost = {"passage": 1.0, "graph": 3.0, "hybrid": 4.0}
+    steps = [Step(index=i, kind="search", query="q", sources=[m], metadata={"mode": m, "mode_cost": cost[m]})
+             for i, m in enumerate(modes)]
+    steps.append(Step(index=len(modes), kind="answer", answer=answer))
+    trace = Trace(question="q", strategy="routerag", steps=steps, answer=answer)
+    return Episode(prompt_ids=[1, 2, 3], completion_ids=list(range(10, 10 + tokens)) + [7, 8],
+                   env_mask=[1] * tokens + [0, 0], trace=trace, mode_cost=sum(cost[m] for m in modes),
+                   retrieval_turns=len(modes), model_tokens=tokens)
+
+
+def _samples() -> list[QuestionSamples]:
+    return [
+        QuestionSamples(qid="a", question="Who founded the company that made X?", answers=["Paris"], episodes=[
+            _episode("Paris", ["passage", "graph"]), _episode("Paris", ["passage"]), _episode("Rome", ["passage"]),
+            _episode("Paris", ["graph", "graph"], tokens=5)]),
+        QuestionSamples(qid="b", question="Is X older than Y?", answers=["yes"], episodes=[
+            _episode("no", ["passage"]), _episode("no", []), _episode("no", ["graph"]), _episode("", [])]),
+    ]
+
+
+def test_em_stage_keeps_a_correct_episode_and_the_cheapest_on_ties():
+    scored = score_round(_samples(), two_stage_schedule(1), step=1)
+    assert scored[0].correct == [True, True, False, True]
+    assert scored[0].rewards == [1.0, 1.0, 0.0, 1.0]
+    assert scored[0].kept == 1  # equal EM: the lowest mode cost (one passage search)
+    assert scored[1].kept is None and not any(scored[1].correct)
+
+
+def test_efficiency_stage_ranks_correct_episodes_by_reward():
+    scored = score_round(_samples(), two_stage_schedule(1), step=2)
+    a = scored[0]
+    assert a.kept == 1 and a.rewards[1] == max(a.rewards) and a.rewards[2] == 0.0
+    assert a.rewards[1] > a.rewards[0] > a.rewards[3]  # cheaper correct episodes earn more
+
+
+def test_round_stats():
+    samples = _samples()
+    stats = round_stats(samples, score_round(samples, two_stage_schedule(1), step=1))
+    assert stats["pass@1"] == 0.375 and stats["pass@G"] == 0.5 and stats["kept"] == 1
+    assert stats["groups_with_reward_variance"] == 1
+    assert stats["question_kinds"] == {"open": 1, "yes/no": 1}
+    assert stats["mode_mix"]["open"] == {"passage": 3, "graph": 3}
+    assert stats["mode_mix"]["yes/no"] == {"passage": 1, "graph": 1, "none": 2}
+
+
+def test_kept_episode_row_labels_only_the_policy_tokens():
+    row = _samples()[0].episodes[1].sft_row(eos_token_id=0)
+    assert row["input_ids"] == [1, 2, 3] + list(range(10, 20)) + [7, 8, 0]
+    assert row["labels"] == [-100] * 3 + list(range(10, 20)) + [-100, -100, 0]
+
+
+def test_question_kind():
+    assert question_kind("Is the Eiffel Tower in Paris?") == "yes/no"
+    assert question_kind("Which came first, X or Y?") == "choice"
+    assert question_kind("Who designed the Eiffel Tower?") == "open"
