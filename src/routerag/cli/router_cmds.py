@@ -58,6 +58,7 @@ def train_command(
     out: Path = typer.Option(None, "--out", "-o", help="folder of router models (default: the package's shipped routers)"),
     c: float = typer.Option(1.0, "--C", help="inverse L2 strength of the logistic regressions"),
     folds: int = typer.Option(5, "--folds", help="cross-validation folds (grouped by question)"),
+    k: int = typer.Option(None, "-k", help="mode labels: success = gold within the top k (default: the label files' k)"),
 ) -> None:
     """Fit, cross-validate (grouped by question) and save learned routers."""
     from routerag.routing.learned import shipped_dir
@@ -80,7 +81,7 @@ def train_command(
             plan[name] = found
     for name, paths in plan.items():
         try:
-            manifest = train_router(paths, out / name, name, c=c, folds=folds)
+            manifest = train_router(paths, out / name, name, c=c, folds=folds, k=k)
         except (ValueError, ImportError) as exc:
             _fail(f"{name}: {exc}")
         cv = manifest.cv

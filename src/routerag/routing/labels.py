@@ -149,7 +149,9 @@ def training_questions(dataset: str, eval_sets: Sequence[str]):
 
 
 def _batched(sources, queries: list[str], k: int, source: str, batch: int):
-    """Every query's result from ``source`` (batched; each result carries its per-query latency)."""
+    """Every query's result from ``source`` (batched; each result carries its per-query latency).
+    One warm-up search first, so that loading the embedder or the graph is not timed."""
+    sources.search(queries[:1], k, [source])
     out = []
     for start in range(0, len(queries), batch):
         out += sources.search(queries[start:start + batch], k, [source]).results[source]

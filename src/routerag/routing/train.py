@@ -33,8 +33,15 @@ class TrainingSet(BaseModel):
     rows: list[RouteLabel]
     labels: list[str]
 
-    def targets(self) -> np.ndarray:
-        return np.array([[r.success.get(c, False) for c in self.labels] for r in self.rows], dtype=bool)
+    def targets(self, k: int | None = None) -> np.ndarray:
+        """Success per row and label; with ``k``, a choice succeeds when its recorded gold rank is
+        at most ``k`` (rows without ranks - gold-source labels - keep their success)."""
+        def ok(r: RouteLabel, c: str) -> bool:
+            if k is None or c not in r.rank:
+                return r.success.get(c, False)
+            return r.rank[c] is not None and r.rank[c] <= k
+
+        return np.array([[ok(r, c) for c in self.labels] for r in self.rows], dtype=bool)
 
     def groups(self) -> np.ndarray:
         return np.array([f"{r.dataset}:{r.qid}" for r in self.rows])
@@ -139,19 +146,22 @@ def cross_validate(x: np.ndarray, y: np.ndarray, groups: np.ndarray, labels: Seq
 
 
 def train_router(label_paths: Sequence[str | Path], out_dir: str | Path, name: str, *, c: float = 1.0, folds: int = 5,
-                 margins: Sequence[float] = DEFAULT_MARGINS, embedder=None) -> RouterManifest:
+                 margins: Sequence[float] = DEFAULT_MARGINS, k: int | None = None, embedder=None) -> RouterManifest:
     """Fit on every row of the label files, cross-validate (grouped by question) and save the
-    model (``manifest.json`` + ``weights.npz``) into ``out_dir``."""
+    model (``manifest.json`` + ``weights.npz``) into ``out_dir``. ``k`` relabels mode rows from
+    their recorded gold ranks (at most the label files' ``k``)."""
     if embedder is None:
         from routerag.index.embedder import build_embedder
 
         embedder = build_embedder()
     data = load_training_set(label_paths)
+    if k is not None and any(k > p.k for p in data.provenance if p.k):
+        raise ValueError(f"k={k} is larger than the label files' k ({sorted({p.k for p in data.provenance})})")
     queries = [r.query for r in data.rows]
     t0 = time.perf_counter()
     embeddings = embed_queries(queries, embedder)
     embed_s = time.perf_counter() - t0
-    x, y, groups, costs = design_matrix(queries, embeddings), data.targets(), data.groups(), data.costs()
+    x, y, groups, costs = design_matrix(queries, embeddings), data.targets(k), data.groups(), data.costs()
     t0 = time.perf_counter()
     cv, _ = cross_validate(x, y, groups, data.labels, costs, folds=folds, c=c, margins=margins)
     cv_s = time.perf_counter() - t0
@@ -167,7 +177,7 @@ def train_router(label_paths: Sequence[str | Path], out_dir: str | Path, name: s
     manifest = RouterManifest(
         name=name, kind=data.provenance[0].kind, labels=data.labels, embedder=embedder.identity,
         embedder_version=embedder_version, embed_dim=int(embeddings.shape[1]), features=list(FEATURE_NAMES),
-        features_version=FEATURES_VERSION, hyperparameters={"C": c, "penalty": "l2", "standardised": True},
+        features_version=FEATURES_VERSION, hyperparameters={"C": c, "penalty": "l2", "standardised": True, "k": k or max(p.k for p in data.provenance)},
         mode_cost=costs, wall_ms=data.wall_ms(), training=[p.model_dump(mode="json") for p in data.provenance],
         rows=len(data.rows), questions=len(set(groups)), cv=cv, train_seconds=round(fit_s, 3),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),

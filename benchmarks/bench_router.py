@@ -1,0 +1,285 @@
+"""The learned router against fixed choices, the profile-embedding router and the oracle.
+
+Prints markdown tables (docs/routing.md):
+
+1. mode routing on held-out hops of the training label files (cross-validated, folds grouped by
+   question): accuracy (the chosen mode ranks the hop's gold paragraph in the top k) and mean
+   cost at each cost margin; always-<mode>; profile-embedding over the RouteRAG prompt's mode
+   descriptions; the oracle; per label file;
+2. retrieval recall@5 on evaluation questions (never in the labels): 2Wiki-100 (gold answer string
+   in the top 5) and MuSiQue-50 (share of supporting paragraphs in the top 5), the question searched
+   once in the learned router's mode vs each fixed mode vs the per-question best mode, with the
+   mean per-query cost (the rewards' mode cost and the measured retrieval ms);
+3. source routing: law-med (all 400, learned cross-validated by question) and 2Wiki local/global
+   (labels from outcomes), learned vs profile-embedding vs always-one-source vs the oracle;
+4. router latency (given the query embedding, and with it; per query and per batch of 32) and
+   training time.
+
+    python3 benchmarks/bench_router.py                       # everything (indexes are built on first use)
+    python3 benchmarks/bench_router.py --parts cv,sources     # no retrieval index needed
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from routerag.routing.labels import RouteLabel, answer_source_labels, gold_source_labels, read_labels
+from routerag.routing.learned import LearnedRouter, cost_aware_choice, resolve_model, shipped_dir
+from routerag.routing.train import cross_validate, design_matrix, embed_queries
+
+MODE_PROFILES = {  # the RouteRAG prompt's descriptions of its modes
+    "passage": "find documents using semantic similarity-based dense retrieval",
+    "bm25": "find documents by keyword matching (BM25 lexical retrieval)",
+    "graph": "find documents through graph-based retrieval on a knowledge graph built from documents, using fact ranking and graph reasoning",
+    "hybrid": "find documents with both graph-based and dense retrieval combined",
+}
+
+
+def table(cols: list[str], rows: list[list[str]]) -> None:
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "|".join("---" if i == 0 else "---:" for i in range(len(cols))) + "|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    print()
+
+
+def profile_choices(queries: list[str], profiles: dict[str, str], embedder) -> list[str]:
+    names = list(profiles)
+    q = embed_queries(queries, embedder)
+    p = embed_queries([profiles[n] for n in names], embedder)
+    q /= np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)
+    p /= np.maximum(np.linalg.norm(p, axis=1, keepdims=True), 1e-12)
+    return [names[i] for i in (q @ p.T).argmax(axis=1)]
+
+
+def accuracy_of(chosen: list[str], rows: list[RouteLabel]) -> float:
+    return sum(r.success.get(c, False) for c, r in zip(chosen, rows)) / len(rows)
+
+
+# ---------------------------------------------------------------- 1. mode routing, cross-validated
+
+
+def part_cv(label_dir: Path, embedder, margins: list[float]) -> None:
+    files = sorted(label_dir.glob("mode-*.jsonl.gz"))
+    if not files:
+        print(f"(no mode label files in {label_dir}: run `routerag router labels`)\n")
+        return
+    rows, prov = [], []
+    for f in files:
+        p, r = read_labels(f)
+        prov.append(p)
+        rows += r
+    labels = list(prov[0].choices)
+    costs = {m: float(prov[0].mode_cost.get(m, 1.0)) for m in labels}
+    queries = [r.query for r in rows]
+    t0 = time.perf_counter()
+    emb = embed_queries(queries, embedder)
+    embed_s = time.perf_counter() - t0
+    x = design_matrix(queries, emb)
+    y = np.array([[r.success[m] for m in labels] for r in rows], dtype=bool)
+    groups = np.array([f"{r.dataset}:{r.qid}" for r in rows])
+    t0 = time.perf_counter()
+    cv, probs = cross_validate(x, y, groups, labels, costs, folds=5, margins=margins)
+    cv_s = time.perf_counter() - t0
+    wall = {m: statistics.fmean(r.wall_ms[m] for r in rows) for m in labels}
+    datasets = sorted({r.dataset for r in rows})
+    print(f"## Mode routing on held-out hops ({len(rows)} hops, {len(set(groups))} training questions of "
+          f"{', '.join(datasets)}; k={prov[0].k}; 5-fold CV grouped by question; embedding {embed_s:.1f} s, CV {cv_s:.2f} s)\n")
+    prof = profile_choices(queries, {m: MODE_PROFILES[m] for m in labels}, embedder)
+
+    def wall_of(chosen):
+        return statistics.fmean(r.wall_ms[c] for c, r in zip(chosen, rows))
+
+    def cost_of(chosen):
+        return statistics.fmean(costs[c] for c in chosen)
+
+    def by_ds(chosen):
+        return [f"{accuracy_of([c for c, r in zip(chosen, rows) if r.dataset == d], [r for r in rows if r.dataset == d]):.3f}" for d in datasets]
+
+    out = []
+    for m in labels:
+        chosen = [m] * len(rows)
+        out.append([f"always {m}", f"{accuracy_of(chosen, rows):.3f}", *by_ds(chosen), f"{cost_of(chosen):.2f}", f"{wall[m]:.2f}"])
+    out.append(["profile-embedding (mode descriptions)", f"{accuracy_of(prof, rows):.3f}", *by_ds(prof), f"{cost_of(prof):.2f}", f"{wall_of(prof):.2f}"])
+    for margin in margins:
+        chosen = [cost_aware_choice(dict(zip(labels, p)), costs, margin) for p in probs]
+        out.append([f"learned, margin {margin:g}", f"{accuracy_of(chosen, rows):.3f}", *by_ds(chosen), f"{cost_of(chosen):.2f}", f"{wall_of(chosen):.2f}"])
+    oracle = [min((m for m in labels if r.success[m]), key=lambda m: costs[m], default=labels[0]) for r in rows]
+    out.append(["oracle (cheapest successful mode)", f"{accuracy_of(oracle, rows):.3f}", *by_ds(oracle), f"{cost_of(oracle):.2f}", f"{wall_of(oracle):.2f}"])
+    table(["router", "accuracy", *[f"acc. {d}" for d in datasets], "mean mode cost", "mean retrieval ms"], out)
+    shares = {f"{m:g}": cv["learned"][f"{m:g}"]["share"] for m in margins}
+    print("Learned router's choices by margin: " + "; ".join(f"{m}: " + ", ".join(f"{k} {v:.2f}" for k, v in s.items()) for m, s in shares.items()) + "\n")
+
+
+# ---------------------------------------------------------------- 2. recall@5 on evaluation questions
+
+
+def _recall_rows(dataset: str, n: int):
+    from routerag.corpus.datasets import load_dataset
+    from routerag.eval.config import EvalConfig
+    from routerag.eval.normalize import normalize_answer
+    from routerag.eval.setup import build_sources
+
+    data = load_dataset(dataset)
+    sources, _ = build_sources(data, EvalConfig(dataset=dataset, components=["dense", "bm25", "graph"]))
+    questions = data.sample(n).questions
+    support = dataset != "2wiki"
+    if support:
+        questions = [q for q in questions if q.supporting_doc_ids]
+
+    def score(q, hits) -> float:
+        if support:
+            gold = set(q.supporting_doc_ids)
+            return len(gold & {h.doc_id for h in hits[:5]}) / len(gold)
+        golds = [g for g in (normalize_answer(a) for a in q.answers) if g]
+        texts = [f" {normalize_answer(f'{h.title} {h.text}')} " for h in hits[:5]]
+        return float(any(f" {g} " in t for g in golds for t in texts))
+
+    return data, sources, questions, score
+
+
+def part_recall(margins: list[float], datasets: list[str]) -> None:
+    router = LearnedRouter.load(resolve_model("mode", []))
+    modes = router.manifest.labels
+    costs = router.manifest.mode_cost
+    for spec in datasets:
+        name, _, n = spec.partition(":")
+        data, sources, questions, score = _recall_rows(name, int(n))
+        queries = [q.question for q in questions]
+        results, wall = {}, {}
+        for m in modes:
+            res = []
+            for start in range(0, len(queries), 32):
+                res += sources.search(queries[start:start + 32], 5, [m]).results[m]
+            results[m] = res
+            wall[m] = [r.latency_ms for r in res]
+        scores = {m: [score(q, r.hits) for q, r in zip(questions, results[m])] for m in modes}
+        probs = router.predict(queries)
+        what = "supporting-paragraph recall@5" if name != "2wiki" else "answer recall@5"
+        print(f"## Retrieval on {name}-{n} evaluation questions ({len(questions)} with gold; {what}; the question searched once)\n")
+        out = []
+        for m in modes:
+            out.append([f"always {m}", f"{statistics.fmean(scores[m]):.3f}", f"{costs.get(m, 1.0):.2f}", f"{statistics.fmean(wall[m]):.2f}"])
+        for margin in margins:
+            chosen = [cost_aware_choice(dict(zip(modes, p)), costs, margin) for p in probs]
+            rec = statistics.fmean(scores[c][i] for i, c in enumerate(chosen))
+            ms = statistics.fmean(wall[c][i] for i, c in enumerate(chosen))
+            share = ", ".join(f"{m} {sum(c == m for c in chosen) / len(chosen):.2f}" for m in modes)
+            out.append([f"learned, margin {margin:g} ({share})", f"{rec:.3f}", f"{statistics.fmean(costs.get(c, 1.0) for c in chosen):.2f}", f"{ms:.2f}"])
+        best = [max(modes, key=lambda m: (scores[m][i], -costs.get(m, 1.0))) for i in range(len(questions))]
+        out.append(["oracle (best mode per question, cheapest on ties)", f"{statistics.fmean(scores[c][i] for i, c in enumerate(best)):.3f}",
+                    f"{statistics.fmean(costs.get(c, 1.0) for c in best):.2f}", f"{statistics.fmean(wall[c][i] for i, c in enumerate(best)):.2f}"])
+        table(["mode choice", "recall@5", "mean mode cost", "mean retrieval ms"], out)
+
+
+# ---------------------------------------------------------------- 3. source routing
+
+
+def part_sources(embedder) -> None:
+    from routerag.corpus.datasets import load_dataset
+
+    print("## Source routing\n")
+    out = []
+    for dataset, build in (("law-med", lambda: gold_source_labels("law-med", eval_sets=())),
+                           ("2wiki-multisource", lambda: answer_source_labels("2wiki-multisource", eval_sets=()))):
+        prov, rows = build()
+        names = list(prov.choices)
+        profiles = {n: s.profile for n, s in load_dataset(dataset).sources.items()}
+        queries = [r.query for r in rows]
+        emb = embed_queries(queries, embedder)
+        x = design_matrix(queries, emb)
+        y = np.array([[r.success[n] for n in names] for r in rows], dtype=bool)
+        groups = np.array([r.qid for r in rows])
+        _, probs = cross_validate(x, y, groups, names, {}, folds=5, margins=[0.0])
+        learned = [names[int(np.argmax(p))] for p in probs]
+        prof = profile_choices(queries, profiles, embedder)
+        answerable = [i for i, r in enumerate(rows) if any(r.success.values())]
+        sub = [rows[i] for i in answerable]
+
+        def acc(chosen):
+            return accuracy_of([chosen[i] for i in answerable], sub)
+
+        label = f"{dataset} ({len(rows)} questions; {len(sub)} with a successful source)"
+        for n in names:
+            out.append([label, f"always {n}", f"{acc([n] * len(rows)):.3f}"])
+        out.append([label, "profile-embedding", f"{acc(prof):.3f}"])
+        out.append([label, "learned (5-fold CV by question)", f"{acc(learned):.3f}"])
+        out.append([label, "oracle", "1.000"])
+    table(["set", "router", "accuracy (questions with a successful source)"], out)
+
+
+# ---------------------------------------------------------------- 4. latency and training time
+
+
+def part_latency(embedder) -> None:
+    from routerag.corpus.datasets import load_dataset
+
+    router = LearnedRouter.load(resolve_model("mode", []), embedder=embedder)
+    queries = [q.question for q in load_dataset("2wiki").sample(320).questions]
+    emb = embed_queries(queries, embedder)
+    choices = {m: "" for m in router.manifest.labels}
+    router.route(queries[0], choices)  # warm-up
+    given, full = [], []
+    for q, e in zip(queries, emb):
+        t0 = time.perf_counter()
+        router.decide(router.predict([q], e[None, :])[0], list(choices))
+        given.append(1000 * (time.perf_counter() - t0))
+        t0 = time.perf_counter()
+        router.route(q, choices)
+        full.append(1000 * (time.perf_counter() - t0))
+    batch_given, batch_full = [], []
+    for start in range(0, len(queries), 32):
+        chunk = queries[start:start + 32]
+        t0 = time.perf_counter()
+        probs = router.predict(chunk, emb[start:start + 32])
+        [router.decide(p, list(choices)) for p in probs]
+        batch_given.append(1000 * (time.perf_counter() - t0))
+        t0 = time.perf_counter()
+        router.route_batch(chunk, list(choices))
+        batch_full.append(1000 * (time.perf_counter() - t0))
+    print(f"## Router latency ({len(queries)} 2Wiki questions, one process, shared loaded machine)\n")
+    table(["what", "p50 ms per query", "p50 ms per batch of 32"], [
+        ["learned router, given the query embedding", f"{statistics.median(given):.3f}", f"{statistics.median(batch_given):.2f}"],
+        ["learned router, with the query embedding", f"{statistics.median(full):.2f}", f"{statistics.median(batch_full):.2f}"],
+    ])
+    rows = []
+    for path in sorted(shipped_dir().glob("*/manifest.json")):
+        r = LearnedRouter.load(path.parent)
+        m = r.manifest
+        rows.append([m.name, str(m.rows), str(m.questions), f"{m.train_seconds:.2f}", f"{m.cv.get('seconds', 0):.2f}",
+                     f"{m.cv.get('embed_seconds', 0):.1f}", f"{m.cv['learned']['0']['accuracy']:.3f}", f"{m.cv['oracle']['accuracy']:.3f}"])
+    print("## Shipped routers (from their manifests)\n")
+    table(["router", "rows", "questions", "fit s", "CV s", "embedding s", "CV accuracy", "oracle"], rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--parts", default="cv,recall,sources,latency")
+    ap.add_argument("--labels", type=Path, default=shipped_dir() / "labels")
+    ap.add_argument("--margins", default="0,0.05,0.1,0.2,0.3")
+    ap.add_argument("--recall-sets", default="2wiki:100,musique:50")
+    args = ap.parse_args()
+    from routerag.index.embedder import build_embedder
+
+    embedder = build_embedder()
+    margins = [float(m) for m in args.margins.split(",")]
+    parts = args.parts.split(",")
+    if "cv" in parts:
+        part_cv(args.labels, embedder, margins)
+    if "recall" in parts:
+        part_recall(margins, args.recall_sets.split(","))
+    if "sources" in parts:
+        part_sources(embedder)
+    if "latency" in parts:
+        part_latency(embedder)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
