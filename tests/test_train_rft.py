@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from routerag.trace import Step, Trace
 from routerag.train.rewards import two_stage_schedule
-from routerag.train.rft import Episode, QuestionSamples, question_kind, round_stats, score_round
+from routerag.corpus.question_types import question_form
+from routerag.train.rft import Episode, QuestionSamples, round_stats, score_round
 
 
 def _episode(answer: str, modes: list[str], tokens: int = 10) -> Episode:
@@ -60,7 +61,8 @@ def test_kept_episode_row_labels_only_the_policy_tokens():
     assert row["labels"] == [-100] * 3 + list(range(10, 20)) + [-100, -100, 0]
 
 
-def test_question_kind():
-    assert question_kind("Is the Eiffel Tower in Paris?") == "yes/no"
-    assert question_kind("Which came first, X or Y?") == "choice"
-    assert question_kind("Who designed the Eiffel Tower?") == "open"
+def test_round_stats_group_by_the_evaluation_question_form():
+    # one classifier for the per-round mode mix and the evaluation breakdown
+    assert question_form("Is the Eiffel Tower in Paris?") == "yes/no"
+    assert question_form("Which came first, Xavier or Yolanda?") == "choice"
+    assert question_form("Who designed the Eiffel Tower?") == "open"

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 import time
 from collections import Counter
@@ -34,6 +33,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from routerag.config import atomic_write_text
+from routerag.corpus.question_types import question_form
 from routerag.corpus.schema import Question
 from routerag.sources.sourceset import SourceSet
 from routerag.trace import Trace
@@ -48,23 +48,6 @@ SAMPLES_FILE = "samples.jsonl"
 KEPT_FILE = "kept.jsonl"
 EVAL_FILE = "eval.jsonl"
 RFT_CURVES_FILE = "rft_curves.png"
-
-_CHOICE = re.compile(r"\b(?:or)\b", re.IGNORECASE)
-_YES_NO_START = ("is ", "are ", "was ", "were ", "do ", "does ", "did ", "can ", "could ", "has ", "have ", "had ",
-                 "will ", "would ", "should ")
-
-
-def question_kind(question: str) -> str:
-    """yes/no (starts with an auxiliary verb, no 'or'), choice (an 'X or Y' question), open.
-
-    A coarse grouping for the per-round mode mix; the evaluation report has its own breakdown."""
-    q = question.strip().lower()
-    if q.startswith(_YES_NO_START) and not _CHOICE.search(q):
-        return "yes/no"
-    if _CHOICE.search(q) and q.rstrip().endswith("?"):
-        return "choice"
-    return "open"
-
 
 class Episode(BaseModel):
     """One sampled episode as stored: the tokens the loss needs, the trace, the cost."""
@@ -213,14 +196,14 @@ def score_round(samples: Sequence[QuestionSamples], schedule: RewardSchedule, st
 
 
 def round_stats(samples: Sequence[QuestionSamples], scored: Sequence[Scored]) -> dict[str, Any]:
-    """pass@1 (mean fraction correct), pass@G, kept, reward, retrieval turns, mode mix per question kind."""
+    """pass@1 (mean fraction correct), pass@G, kept, reward, retrieval turns, mode mix per question form (yes/no, choice, open: the evaluation's classifier)."""
     n = max(len(samples), 1)
     eps = [e for qs in samples for e in qs.episodes]
     rewards = [r for s in scored for r in s.rewards]
     mix: dict[str, Counter] = {}
     kinds: Counter = Counter()
     for qs in samples:
-        kind = question_kind(qs.question)
+        kind = question_form(qs.question)
         kinds[kind] += 1
         counter = mix.setdefault(kind, Counter())
         for e in qs.episodes:
