@@ -20,7 +20,7 @@ from tests.test_train_export_gguf import HIDDEN, LAYERS, VOCAB, _fake_base
 
 
 def _tiny(seed: int = 0):
-    from routerag.train.toy import tiny_qwen2
+    from routerag.train.fixtures import tiny_qwen2
 
     return tiny_qwen2(VOCAB, layers=LAYERS, hidden=HIDDEN, heads=4, seed=seed)
 

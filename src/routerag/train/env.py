@@ -9,7 +9,7 @@ A state machine in the style of verl's tool agent loop::
                   budget spent ─► FORCE_ANSWER (generate after ``<answer>``) ─► DONE
 
 The policy is any ``generate(prompt_ids, stop_strings, max_new_tokens) -> (completion_ids,
-logprobs)`` callable; the environment parses each turn with :mod:`routerag.strategies.parsing`
+logprobs)`` callable; the environment parses each turn with :mod:`routerag.protocol.routerag_tags`
 and plans the search with RouteRAG's own :class:`~routerag.strategies.routerag.ModeRouter`, so the
 protocol trained here is byte for byte the one :class:`~routerag.strategies.routerag.RouteRAG`
 evaluates. Retrieval goes through a real :class:`~routerag.sources.sourceset.SourceSet` via
@@ -38,9 +38,10 @@ from routerag.corpus.schema import Question
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies.base import StrategyContext
 from routerag.strategies.loop import add_step, question_parts, retrieve_step
-from routerag.strategies.parsing import SEARCH_R1, clean_answer, parse_action
-from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION, information_block, routerag_prompt
-from routerag.strategies.routerag import MODES, ModeRouter, RouteRAGParams
+from routerag.protocol.routerag_tags import INFORMATION_CLOSE, MODES, SEARCH_R1, information_block, parse_action
+from routerag.strategies.parsing import clean_answer
+from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION, routerag_prompt
+from routerag.strategies.routerag import ModeRouter, RouteRAGParams
 from routerag.trace import Segment, Trace
 
 Generate = Callable[[list[int], list[str], int], tuple[list[int], list[float]]]
@@ -173,9 +174,6 @@ class Rollout(BaseModel):
         return sum(self.env_mask)
 
 
-INFORMATION_CLOSE = "</information>"
-
-
 def cut_observation(codec: TokenCodec, text: str, limit: int) -> list[int]:
     """At most ``limit`` token ids of an observation. An ``<information>`` block is cut inside its
     body and keeps its closing tag (and the whitespace after it), so a cut observation still looks
@@ -297,7 +295,9 @@ class RouteRAGEnv:
                 episode.add_observation(INVALID_ACTION)
                 continue
             if plan is not None:
-                mode = next(m for m, s in cfg.mode_sources.items() if s == plan.sources[0])
+                mode = plan.mode  # the mode ModeRouter chose (several modes may share a source)
+                if mode is None:
+                    raise RuntimeError("ModeRouter returned a search plan without its mode")
                 errors = action.errors + plan.errors
                 step = retrieve_step(
                     self._ctx, trace, plan.query, plan.sources, plan.k, information_block,

@@ -30,7 +30,8 @@ from routerag.corpus.schema import Document, Question
 from routerag.eval.metrics import METRICS
 from routerag.eval.normalize import normalize_answer
 from routerag.sources.base import Hit
-from routerag.strategies.prompts import information_block, routerag_prompt
+from routerag.protocol.routerag_tags import information_block, render_answer, render_search, render_think
+from routerag.strategies.prompts import routerag_prompt
 from routerag.trace import Segment
 
 ModePolicy = Literal["passage", "bridge-graph"]
@@ -185,9 +186,9 @@ def render_routerag(question: str, hops: Sequence[Hop], answer: str, *, final_th
             segments.append(Segment(kind=kind, text=text))  # type: ignore[arg-type]
 
     for hop in hops:
-        add("model", f"<think> {hop.think} </think>\n<search> [{hop.mode}] {hop.query} </search>")
+        add("model", render_think(hop.think) + "\n" + render_search([hop.mode], hop.query))
         add("observation", information_block(hop.evidence))
-    add("model", f"<think> {final_think or 'I have the answer.'} </think>\n<answer> {answer} </answer>")
+    add("model", render_think(final_think or "I have the answer.") + "\n" + render_answer(answer))
     return segments
 
 

@@ -32,14 +32,13 @@ are imported inside the functions.
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from routerag.config import atomic_write_text, write_resolved
+from routerag.config import atomic_write_text
 from routerag.corpus.schema import Question
 from routerag.registry import Registry
 from routerag.sources.sourceset import SourceSet
@@ -47,13 +46,11 @@ from routerag.trace import Trace
 from routerag.train.config import TrainConfig
 from routerag.train.data import default_schedule, load_sources, load_training_questions
 from routerag.train.env import HFCodec, RouteRAGEnv
+from routerag.train.export_gguf import export_adapter_gguf
 from routerag.train.grpo import grpo_trainer, make_reward_funcs, run_grpo
-from routerag.train.policy import gguf_base_path, load_tokenizer_for, load_trainable
-from routerag.train.runfiles import CURVES_FILE, METRICS_FILE, last_checkpoint, plot_curves, plot_loss
+from routerag.train.policy import load_tokenizer_for, load_trainable
+from routerag.train.runfiles import CURVES_FILE, METRICS_FILE, last_checkpoint, plot_curves, plot_loss, start_run
 from routerag.train.sft import fit_rows, run_sft, sft_rows, sft_trajectories
-
-ADAPTER_GGUF = "adapter.gguf"
-
 
 Recipe = Callable[[TrainConfig], "RunSummary"]
 RECIPES: Registry[Recipe] = Registry("recipe")
@@ -69,38 +66,13 @@ class RunSummary(BaseModel):
     phases: list[str]
 
 
-def _start(cfg: TrainConfig) -> Path:
-    out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    write_resolved(cfg, out)
-    if cfg.grpo.torch_threads:
-        import torch
-
-        torch.set_num_threads(cfg.grpo.torch_threads)
-    return out
-
-
 def _prepare(cfg: TrainConfig) -> tuple[Path, Any, Any, list[Question], SourceSet | None]:
-    out = _start(cfg)
+    out = start_run(cfg)
     tokenizer = load_tokenizer_for(cfg.model)
     model = load_trainable(cfg, tokenizer)
     toy_dir = out / "toy_sources"
     questions, sources = load_training_questions(cfg, toy_dir)
     return out, tokenizer, model, questions, sources
-
-
-def export_adapter_gguf(cfg: TrainConfig, final: Path, out: Path) -> dict[str, Any] | None:
-    """For a LoRA run on a GGUF base model: the saved adapter as ``out/adapter.gguf`` for llama.cpp
-    (``model.lora_path``); None when there is nothing to export."""
-    if not (cfg.lora.enabled and cfg.sft.export_gguf):
-        return None
-    base = gguf_base_path(cfg.model.name)
-    if base is None:
-        return None
-    from routerag.train.export_gguf import export_lora_gguf
-
-    info = export_lora_gguf(final, base, out / ADAPTER_GGUF, name=f"{cfg.recipe}:{Path(cfg.output_dir).name}")
-    return {**info.model_dump(exclude={"targets"}), "targets": len(info.targets)}
 
 
 def _finish(cfg: TrainConfig, trainer: Any, out: Path, phases: list[str]) -> RunSummary:
@@ -154,7 +126,7 @@ def r1_router_step(cfg: TrainConfig) -> RunSummary:
     """R1-Router Step-GRPO over the per-step prompts of the released golden trajectories."""
     from routerag.train.golden import r1_router_step_rows
 
-    out = _start(cfg)
+    out = start_run(cfg)
     tokenizer = load_tokenizer_for(cfg.model)
     model = load_trainable(cfg, tokenizer)
     rows = r1_router_step_rows(limit=cfg.data.n_questions)
@@ -193,7 +165,7 @@ def routerag_sft(cfg: TrainConfig) -> RunSummary:
     adapter GGUF (``adapter.gguf``) for ``model.lora_path``."""
     import time
 
-    out = _start(cfg)
+    out = start_run(cfg)
     tokenizer = load_tokenizer_for(cfg.model)
     codec = HFCodec(tokenizer, chat_template=cfg.model.chat_template)
     trajectories = sft_trajectories(cfg, out)
@@ -229,7 +201,7 @@ def routerag_rft(cfg: TrainConfig) -> RunSummary:
     path, round by round (``train/rft.py``)."""
     from routerag.train.rft import RFT_CURVES_FILE, run_rft
 
-    out = _start(cfg)
+    out = start_run(cfg)
     records = run_rft(cfg, out)
     last = max((int(r["round"]) for r in records), default=0)
     curves = out / RFT_CURVES_FILE
@@ -242,7 +214,3 @@ def routerag_rft(cfg: TrainConfig) -> RunSummary:
 def train(cfg: TrainConfig) -> RunSummary:
     """Run the configured recipe."""
     return RECIPES.get(cfg.recipe)(cfg)
-
-
-def scratch_dir(prefix: str = "routerag-train-") -> Path:
-    return Path(tempfile.mkdtemp(prefix=prefix))
