@@ -12,11 +12,12 @@ pytest.importorskip("gguf")
 pytest.importorskip("peft")
 torch = pytest.importorskip("torch")
 
+from tests.test_train_export_gguf import HIDDEN, LAYERS, VOCAB, _fake_base
+
 from routerag.llm.lora_gguf import LoraExportError, read_lora_gguf
 from routerag.train.adapters import fresh_lora_config, resolve_adapter, restore_adapter
 from routerag.train.config import LoraSpec, TrainConfig
 from routerag.train.export_gguf import export_lora_gguf
-from tests.test_train_export_gguf import HIDDEN, LAYERS, VOCAB, _fake_base
 
 
 def _tiny(seed: int = 0):

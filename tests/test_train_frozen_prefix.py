@@ -90,9 +90,9 @@ def test_lower_layers_record_no_graph_even_with_input_gradients():
 
 def test_sft_trains_the_top_layers_and_leaves_the_lower_ones(tmp_path):
     from routerag.train.config import TrainConfig
+    from routerag.train.fixtures import tiny_qwen2
     from routerag.train.policy import load_tokenizer_for
     from routerag.train.sft import run_sft
-    from routerag.train.fixtures import tiny_qwen2
 
     tok = load_tokenizer_for(TrainConfig(model={"name": "tiny"}).model)
     model = tiny_qwen2(len(tok), layers=4, hidden=32, heads=4, seed=1)

@@ -21,7 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictInt
 
-from routerag.server.errors import ERRORS, ApiError, ErrorReply
+from routerag.server.errors import ERRORS, ApiError
 from routerag.server.guard import RequestGuard, key_problem
 from routerag.server.searchr1_adapter import build_searchr1_router
 from routerag.server.settings import ServerSettings

@@ -35,10 +35,10 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from routerag.corpus.schema import Question
+from routerag.protocol.routerag_tags import INFORMATION_CLOSE, MODES, SEARCH_R1, information_block, parse_action
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies.base import StrategyContext
 from routerag.strategies.loop import add_step, question_parts, retrieve_step
-from routerag.protocol.routerag_tags import INFORMATION_CLOSE, MODES, SEARCH_R1, information_block, parse_action
 from routerag.strategies.parsing import clean_answer
 from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION, routerag_prompt
 from routerag.strategies.routerag import ModeRouter, RouteRAGParams

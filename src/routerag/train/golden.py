@@ -29,8 +29,8 @@ from pydantic import BaseModel, Field
 from routerag.corpus.schema import Document, Question
 from routerag.eval.metrics import METRICS
 from routerag.eval.normalize import normalize_answer
-from routerag.sources.base import Hit
 from routerag.protocol.routerag_tags import information_block, render_answer, render_search, render_think
+from routerag.sources.base import Hit
 from routerag.strategies.prompts import routerag_prompt
 from routerag.trace import Segment
 
