@@ -3,6 +3,8 @@ app, the Search-R1 adapter, the service and the sources API)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel
 
 
@@ -20,7 +22,7 @@ class ApiError(Exception):
         self.headers = headers
 
 
-ERRORS = {
+ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorReply, "description": "the body is not valid JSON"},
     401: {"model": ErrorReply, "description": "missing or wrong API key"},
     413: {"model": ErrorReply, "description": "the body is larger than the server's limit"},

@@ -51,7 +51,7 @@ class RouteRAGParams(BaseModel):
     grammar: bool = Field(default=False, description="constrain each turn with a GBNF grammar (llama.cpp)")
     max_query_chars: int = Field(default=300, ge=16, le=2000)
     mode_sources: dict[str, str] = Field(
-        default_factory=lambda: {m: m for m in MODES}, description="mounted source serving each mode"
+        default_factory=lambda: {str(m): str(m) for m in MODES}, description="mounted source serving each mode"
     )
     mode_router: Literal["policy", "learned"] = Field(
         default="policy",

@@ -98,7 +98,7 @@ class EnvConfig(BaseModel):
     )
     default_mode: Literal["passage", "graph", "hybrid"] = Field(default="passage", description="mode of a search without a usable tag")
     mode_sources: dict[str, str] = Field(
-        default_factory=lambda: {m: m for m in MODES}, description="mounted source serving each mode"
+        default_factory=lambda: {str(m): str(m) for m in MODES}, description="mounted source serving each mode"
     )
     mode_cost: dict[str, float] = Field(
         default_factory=lambda: dict(DEFAULT_MODE_COST),
@@ -290,8 +290,8 @@ class RouteRAGEnv:
             if plan is not None and cfg.strict_modes and any(
                 e == "missing_mode" or e.startswith("unknown_mode") for e in plan.errors
             ):
-                errors = "; ".join(action.errors + plan.errors)
-                add_step(trace, "format_error", format_error=errors, observation=INVALID_ACTION, **common)
+                add_step(trace, "format_error", format_error="; ".join(action.errors + plan.errors),
+                         observation=INVALID_ACTION, **common)
                 episode.add_observation(INVALID_ACTION)
                 continue
             if plan is not None:

@@ -64,7 +64,7 @@ def plot_curves(metrics_path: str | Path, png_path: str | Path, *, title: str = 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [
+    panels: list[tuple[str, list[str]]] = [
         ("reward", [k for k in records[-1] if k == "reward" or k.startswith("rewards/") and k.endswith("/mean")]),
         ("answer", [k for k in ("env/em", "env/format_ok") if k in records[-1]]),
         ("retrieval", [k for k in ("env/retrieval_turns", "env/retrieval_cost") if k in records[-1]]),
@@ -72,8 +72,8 @@ def plot_curves(metrics_path: str | Path, png_path: str | Path, *, title: str = 
     ]
     panels = [(name, keys) for name, keys in panels if keys]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4))
-    axes = [axes] if len(panels) == 1 else list(axes)
-    for ax, (name, keys) in zip(axes, panels):
+    axes_list: list[Any] = [axes] if len(panels) == 1 else list(axes)
+    for ax, (name, keys) in zip(axes_list, panels):
         _plot_series(ax, records, {key: key for key in keys}, xlabel="step", title=name)
     if title:
         fig.suptitle(title)
