@@ -86,11 +86,11 @@ def test_every_speaker_of_the_protocol_uses_the_one_module() -> None:
 
 
 def test_golden_and_toy_actions_are_rendered_by_the_protocol() -> None:
-    from routerag.train.golden import Hop, render_routerag
+    from routerag.train.golden import GoldenHop, render_routerag
     from routerag.train.toy import TOY_PREFIX, TOY_THINK_PREFIX, toy_action
 
     hit = Hit(doc_id="1", title="Paris", text="Paris is in France.", score=1.0, source="passage", mode="passage", rank=1)
-    segments = render_routerag("Where is Paris?", [Hop(think="Look it up.", mode="graph", query="Paris", evidence=[hit])], "France")
+    segments = render_routerag("Where is Paris?", [GoldenHop(think="Look it up.", mode="graph", query="Paris", evidence=[hit])], "France")
     assert [s.kind for s in segments] == ["prompt", "model", "observation", "model"]
     assert segments[1].text == "<think> Look it up. </think>\n<search> [graph] Paris </search>"
     assert segments[2].text == information_block([hit])

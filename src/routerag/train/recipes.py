@@ -52,11 +52,11 @@ from routerag.train.policy import load_tokenizer_for, load_trainable
 from routerag.train.runfiles import CURVES_FILE, METRICS_FILE, last_checkpoint, plot_curves, plot_loss, start_run
 from routerag.train.sft import fit_rows, run_sft, sft_rows, sft_trajectories
 
-Recipe = Callable[[TrainConfig], "RunSummary"]
+Recipe = Callable[[TrainConfig], "TrainRunSummary"]
 RECIPES: Registry[Recipe] = Registry("recipe")
 
 
-class RunSummary(BaseModel):
+class TrainRunSummary(BaseModel):
     recipe: str
     output_dir: str
     steps: int
@@ -75,7 +75,7 @@ def _prepare(cfg: TrainConfig) -> tuple[Path, Any, Any, list[Question], SourceSe
     return out, tokenizer, model, questions, sources
 
 
-def _finish(cfg: TrainConfig, trainer: Any, out: Path, phases: list[str]) -> RunSummary:
+def _finish(cfg: TrainConfig, trainer: Any, out: Path, phases: list[str]) -> TrainRunSummary:
     final = out / "final"
     trainer.save_model(str(final))
     exported = export_adapter_gguf(cfg, final, out)
@@ -84,7 +84,7 @@ def _finish(cfg: TrainConfig, trainer: Any, out: Path, phases: list[str]) -> Run
     curves = plot_curves(out / "grpo" / METRICS_FILE if (out / "grpo").is_dir() else out / METRICS_FILE,
                          out / CURVES_FILE, title=cfg.recipe)
     metrics = out / "grpo" / METRICS_FILE if (out / "grpo").is_dir() else out / METRICS_FILE
-    return RunSummary(recipe=cfg.recipe, output_dir=str(out), steps=int(trainer.state.global_step),
+    return TrainRunSummary(recipe=cfg.recipe, output_dir=str(out), steps=int(trainer.state.global_step),
                       metrics_path=str(metrics), curves_path=str(curves) if curves else None,
                       final_model=str(final), phases=phases)
 
@@ -94,7 +94,7 @@ def _env_for(cfg: TrainConfig, tokenizer: Any, sources: SourceSet | None) -> Rou
 
 
 @RECIPES.register("routerag-two-stage")
-def routerag_two_stage(cfg: TrainConfig) -> RunSummary:
+def routerag_two_stage(cfg: TrainConfig) -> TrainRunSummary:
     """RouteRAG: GRPO (G = 5), EM until ``switch_step``, then accuracy–efficiency."""
     out, tokenizer, model, questions, sources = _prepare(cfg)
     env = _env_for(cfg, tokenizer, sources)
@@ -103,7 +103,7 @@ def routerag_two_stage(cfg: TrainConfig) -> RunSummary:
 
 
 @RECIPES.register("graphrag-r1")
-def graphrag_r1(cfg: TrainConfig) -> RunSummary:
+def graphrag_r1(cfg: TrainConfig) -> TrainRunSummary:
     """GraphRAG-R1: SFT cold start on golden trajectories, then format+PRA, then format+CAF."""
     from routerag.train.golden import golden_trajectories
 
@@ -122,7 +122,7 @@ def graphrag_r1(cfg: TrainConfig) -> RunSummary:
 
 
 @RECIPES.register("r1-router-step")
-def r1_router_step(cfg: TrainConfig) -> RunSummary:
+def r1_router_step(cfg: TrainConfig) -> TrainRunSummary:
     """R1-Router Step-GRPO over the per-step prompts of the released golden trajectories."""
     from routerag.train.golden import r1_router_step_rows
 
@@ -159,7 +159,7 @@ def _step_adapter(fn: Callable[..., list[float]]) -> Callable[..., list[float]]:
 
 
 @RECIPES.register("routerag-sft")
-def routerag_sft(cfg: TrainConfig) -> RunSummary:
+def routerag_sft(cfg: TrainConfig) -> TrainRunSummary:
     """SFT cold start of a RouteRAG policy on golden trajectories (prompt and observations
     masked), LoRA adapter saved with PEFT and, for a GGUF base model, exported as a llama.cpp
     adapter GGUF (``adapter.gguf``) for ``model.lora_path``."""
@@ -190,13 +190,13 @@ def routerag_sft(cfg: TrainConfig) -> RunSummary:
     if exported is not None:
         summary["adapter_gguf"] = exported
     atomic_write_text(out / "sft_summary.json", json.dumps(summary, indent=2))
-    return RunSummary(recipe=cfg.recipe, output_dir=str(out), steps=int(trainer.state.global_step),
+    return TrainRunSummary(recipe=cfg.recipe, output_dir=str(out), steps=int(trainer.state.global_step),
                       metrics_path=str(metrics), curves_path=str(curves) if curves else None,
                       final_model=str(final), phases=["sft"])
 
 
 @RECIPES.register("routerag-rft")
-def routerag_rft(cfg: TrainConfig) -> RunSummary:
+def routerag_rft(cfg: TrainConfig) -> TrainRunSummary:
     """Rejection-sampling fine-tuning (expert iteration) with llama.cpp rollouts and the SFT fast
     path, round by round (``train/rft.py``)."""
     from routerag.train.rft import RFT_CURVES_FILE, run_rft
@@ -206,11 +206,11 @@ def routerag_rft(cfg: TrainConfig) -> RunSummary:
     last = max((int(r["round"]) for r in records), default=0)
     curves = out / RFT_CURVES_FILE
     final = out / f"round-{last}" / "final"
-    return RunSummary(recipe=cfg.recipe, output_dir=str(out), steps=last, metrics_path=str(out / METRICS_FILE),
+    return TrainRunSummary(recipe=cfg.recipe, output_dir=str(out), steps=last, metrics_path=str(out / METRICS_FILE),
                       curves_path=str(curves) if curves.is_file() else None,
                       final_model=str(final) if final.is_dir() else None, phases=["rft"])
 
 
-def train(cfg: TrainConfig) -> RunSummary:
+def train(cfg: TrainConfig) -> TrainRunSummary:
     """Run the configured recipe."""
     return RECIPES.get(cfg.recipe)(cfg)
