@@ -14,8 +14,8 @@ from routerag.corpus.loaders import load_corpus
 from routerag.corpus.schema import Document
 from routerag.index.bm25 import BM25Index
 from routerag.index.bundle import build_index, load_index
-from routerag.index.embedder import resolve_dtype
 from routerag.index.component import COMPONENTS, IndexComponent
+from routerag.index.embedder import resolve_dtype
 from routerag.index.manifest import IndexError_
 from routerag.index.settings import IndexSettings
 from routerag.sources.base import RetrievalError

@@ -151,9 +151,9 @@ def _toy_router(tmp_path, choices, rows):
 
 
 def test_hard_route_with_the_learned_router_routes_without_a_model_call(tmp_path, monkeypatch):
-    import routerag.index.embedder as embedder_module
     from tests.test_hard_route import FILMS, PEOPLE, KeywordSource, responder
 
+    import routerag.index.embedder as embedder_module
     from routerag.llm.scripted import ScriptedModel
     from routerag.sources.sourceset import SourceSet
     from routerag.strategies.base import StrategyContext

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from test_strategies_support import make_context
-
-from routerag.strategies.baselines import IRCoT, IRCoTParams, IterRetGen, IterRetGenParams, Vanilla, VanillaParams
-from routerag.strategies.base import strategy_retrieves, strategy_revision
-from routerag.strategies.prompts import DIRECT_SHORT_EXAMPLES, DIRECT_SHORT_SYSTEM, DIRECT_SYSTEM, IRCOT_SYSTEM
 from routerag.strategies import STRATEGIES
+from routerag.strategies.base import strategy_retrieves, strategy_revision
+from routerag.strategies.baselines import IRCoT, IRCoTParams, IterRetGen, IterRetGenParams, Vanilla, VanillaParams
+from routerag.strategies.prompts import DIRECT_SHORT_EXAMPLES, DIRECT_SHORT_SYSTEM, DIRECT_SYSTEM, IRCOT_SYSTEM
+from test_strategies_support import make_context
 
 Q = "What is the capital of France?"
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from test_strategies_support import make_context
 
 from routerag.strategies.graphrag_r1 import GraphRAGR1, GraphRAGR1Params
 from routerag.strategies.prompts import GRAPHRAG_R1_INVALID
+from test_strategies_support import make_context
 
 Q = "Who is the mother of the director of film Polish-Russian War?"
 NAMES = ("passage", "triples")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_strategies_support import KeywordSource, make_context
 
 from routerag.corpus.datasets import DataNotFoundError, data_root
 from routerag.llm.scripted import ScriptedModel
@@ -14,6 +13,7 @@ from routerag.sources.sourceset import SourceSet
 from routerag.strategies.base import StrategyContext
 from routerag.strategies.prompts import R1_ROUTER_FINAL_SYSTEM, R1_ROUTER_STEP_ANSWER_SYSTEM
 from routerag.strategies.r1_router import R1Router, R1RouterParams
+from test_strategies_support import KeywordSource, make_context
 
 Q = "Who is the mother of the director of film Polish-Russian War?"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_strategies_support import make_context
 
 from routerag.corpus.loaders import CorpusFormatError, detect_question_format, load_questions
 from routerag.corpus.schema import Question
@@ -13,6 +12,7 @@ from routerag.eval.routing import routing_outcome
 from routerag.strategies import STRATEGIES
 from routerag.strategies.prompts import R1_ROUTER_GUIDELINES, r1_router_ret_system
 from routerag.strategies.r1_router_step import R1RouterStep, R1RouterStepParams
+from test_strategies_support import make_context
 
 HISTORY = "Origin question: When was the director of film Strangler Of The Swamp born?\nSub-question1: who directed it?\nAnswer1: frank wisbar\n"
 

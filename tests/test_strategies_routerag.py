@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_strategies_support import KeywordSource, make_context
 
 from routerag.llm.scripted import ScriptedModel
 from routerag.sources.sourceset import SourceSet
@@ -14,6 +13,7 @@ from routerag.strategies import STRATEGIES
 from routerag.strategies.base import StrategyContext
 from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION
 from routerag.strategies.routerag import RouteRAG, RouteRAGParams
+from test_strategies_support import KeywordSource, make_context
 
 Q = "Who is the mother of the director of film Polish-Russian War?"
 

@@ -12,15 +12,16 @@ pytest.importorskip("gguf")
 pytest.importorskip("peft")
 torch = pytest.importorskip("torch")
 
+from tests.test_train_export_gguf import HIDDEN, LAYERS, VOCAB, _fake_base
+
 from routerag.llm.lora_gguf import LoraExportError, read_lora_gguf
 from routerag.train.adapters import fresh_lora_config, resolve_adapter, restore_adapter
 from routerag.train.config import LoraSpec, TrainConfig
 from routerag.train.export_gguf import export_lora_gguf
-from tests.test_train_export_gguf import HIDDEN, LAYERS, VOCAB, _fake_base
 
 
 def _tiny(seed: int = 0):
-    from routerag.train.toy import tiny_qwen2
+    from routerag.train.fixtures import tiny_qwen2
 
     return tiny_qwen2(VOCAB, layers=LAYERS, hidden=HIDDEN, heads=4, seed=seed)
 

@@ -14,8 +14,8 @@ from routerag.corpus.schema import Document, Question  # noqa: E402
 from routerag.train import grpo, runfiles  # noqa: E402
 from routerag.train.config import TrainConfig  # noqa: E402
 from routerag.train.env import EnvConfig, HFCodec, RouteRAGEnv  # noqa: E402
+from routerag.train.fixtures import bm25_sourceset, tiny_qwen2  # noqa: E402
 from routerag.train.rewards import RewardSchedule, Stage, WeightedReward  # noqa: E402
-from routerag.train.toy import bm25_sourceset, tiny_qwen2  # noqa: E402
 
 DOCS = [Document.make("Paris", "Paris is the capital of France."), Document.make("Lyon", "Lyon is a city of France.")]
 EASY = Question(qid="easy", question="What is the capital of France?", answers=["Paris"])  # always right: no variance

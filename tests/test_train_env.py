@@ -13,7 +13,7 @@ from routerag.strategies.base import StrategyContext
 from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION
 from routerag.strategies.routerag import RouteRAG
 from routerag.train.env import EnvConfig, HFCodec, RouteRAGEnv
-from routerag.train.toy import bm25_sourceset
+from routerag.train.fixtures import bm25_sourceset
 
 DOCS = [
     Document.make("Polish-Russian War (film)", "Polish-Russian War is a 2009 Polish film directed by Xawery Zulawski."),

@@ -45,7 +45,7 @@ def tiny_adapter(tmp_path_factory) -> Path:
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from routerag.train.toy import tiny_qwen2
+    from routerag.train.fixtures import tiny_qwen2
 
     model = tiny_qwen2(VOCAB, layers=LAYERS, hidden=HIDDEN, heads=4)
     peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=[m.split(".")[1] for m in HF_TO_GGUF],

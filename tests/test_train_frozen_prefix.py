@@ -14,7 +14,7 @@ def _model_and_batch(layers: int = 4, top: int = 2):
 
     from routerag.train.adapters import fresh_lora_config
     from routerag.train.config import LoraSpec
-    from routerag.train.toy import tiny_qwen2
+    from routerag.train.fixtures import tiny_qwen2
 
     model = tiny_qwen2(300, layers=layers, hidden=32, heads=4, seed=3)
     peft_model = get_peft_model(model, fresh_lora_config(LoraSpec(enabled=True, r=4, alpha=8, dropout=0.0, layers_top=top), layers))
@@ -90,9 +90,9 @@ def test_lower_layers_record_no_graph_even_with_input_gradients():
 
 def test_sft_trains_the_top_layers_and_leaves_the_lower_ones(tmp_path):
     from routerag.train.config import TrainConfig
+    from routerag.train.fixtures import tiny_qwen2
     from routerag.train.policy import load_tokenizer_for
     from routerag.train.sft import run_sft
-    from routerag.train.toy import tiny_qwen2
 
     tok = load_tokenizer_for(TrainConfig(model={"name": "tiny"}).model)
     model = tiny_qwen2(len(tok), layers=4, hidden=32, heads=4, seed=1)

@@ -143,8 +143,8 @@ def test_llamacpp_rollouts_need_lora():
 
 def test_policy_sampler_reuses_the_kv_cache_without_changing_the_samples():
     pytest.importorskip("torch")
+    from routerag.train.fixtures import tiny_qwen2
     from routerag.train.generation import PolicySampler
-    from routerag.train.toy import tiny_qwen2
 
     class Tok:  # ids only: no stop strings are used
         eos_token_id = None

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from routerag.sources.base import Hit
+from routerag.trace import Segment, Step, Trace
 from routerag.train.rewards import (
     REWARDS,
     AccuracyEfficiencyParams,
@@ -21,7 +22,6 @@ from routerag.train.rewards import (
     trajectory_cost,
     two_stage_schedule,
 )
-from routerag.trace import Segment, Step, Trace
 
 
 def make_trace(answer: str, modes: list[str] = (), *, ms: float = 10.0, forced: bool = False, error: str | None = None) -> Trace:

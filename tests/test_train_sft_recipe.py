@@ -18,8 +18,8 @@ from routerag.train.golden import (
 
 def test_masked_loss_equals_the_full_logits_loss():
     torch = pytest.importorskip("torch")
+    from routerag.train.fixtures import tiny_qwen2
     from routerag.train.sft import masked_loss
-    from routerag.train.toy import tiny_qwen2
 
     model = tiny_qwen2(300, layers=2, hidden=32, heads=4)
     ids = torch.randint(0, 300, (2, 40))

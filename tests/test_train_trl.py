@@ -17,8 +17,8 @@ from routerag.corpus.schema import Document  # noqa: E402
 from routerag.train import grpo, runfiles  # noqa: E402
 from routerag.train.config import TrainConfig  # noqa: E402
 from routerag.train.env import EnvConfig, HFCodec, RouteRAGEnv  # noqa: E402
+from routerag.train.fixtures import bm25_sourceset, tiny_qwen2  # noqa: E402
 from routerag.train.rewards import REWARDS, RewardSchedule, RewardSpec, Stage, WeightedReward, two_stage_schedule  # noqa: E402
-from routerag.train.toy import bm25_sourceset, tiny_qwen2  # noqa: E402
 
 DOCS = [
     Document.make("Paris", "Paris is the capital and largest city of France."),

@@ -12,8 +12,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import NOTES_CSV
 
+from conftest import NOTES_CSV
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
 from routerag.server.serving import BackgroundServer

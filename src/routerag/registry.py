@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast, overload
 
 T = TypeVar("T")
+F = TypeVar("F")  # what the decorator form registers and returns unchanged
 
 
 class UnknownNameError(KeyError):
@@ -28,13 +29,19 @@ class Registry(Generic[T]):
         self.kind = kind
         self._entries: dict[str, T | str] = {}
 
-    def register(self, name: str, obj: T | str | None = None, *, replace: bool = False):
+    @overload
+    def register(self, name: str, obj: None = None, *, replace: bool = False) -> Callable[[F], F]: ...
+
+    @overload
+    def register(self, name: str, obj: T | str, *, replace: bool = False) -> T | str: ...
+
+    def register(self, name: str, obj: T | str | None = None, *, replace: bool = False) -> Callable[[F], F] | T | str:
         """Register ``obj`` under ``name``; usable as a decorator when ``obj`` is omitted."""
 
-        def _add(target: T | str) -> T | str:
+        def _add(target: F) -> F:
             if name in self._entries and not replace:
                 raise ValueError(f"{self.kind} {name!r} is already registered")
-            self._entries[name] = target
+            self._entries[name] = cast("T | str", target)
             return target
 
         if obj is None:
@@ -53,7 +60,7 @@ class Registry(Generic[T]):
             module_name, _, attr = entry.partition(":")
             entry = getattr(importlib.import_module(module_name), attr)
             self._entries[name] = entry
-        return entry  # type: ignore[return-value]
+        return cast(T, entry)
 
     def names(self) -> list[str]:
         return sorted(self._entries)
@@ -64,12 +71,3 @@ class Registry(Generic[T]):
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
-
-def lazy(path: str) -> Callable[..., object]:
-    """Return a callable that imports ``module:attr`` on first call and forwards to it."""
-
-    def _call(*args, **kwargs):
-        module_name, _, attr = path.partition(":")
-        return getattr(importlib.import_module(module_name), attr)(*args, **kwargs)
-
-    return _call

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 def doc_id_for(title: str, text: str) -> str:
     """Stable content id: the same title and text always give the same id, across runs and machines."""
-    digest = hashlib.sha1(f"{title.strip()}\n{text.strip()}".encode("utf-8")).hexdigest()
+    digest = hashlib.sha1(f"{title.strip()}\n{text.strip()}".encode()).hexdigest()
     return f"d{digest[:16]}"
 
 

@@ -41,8 +41,3 @@ def normalize_answer(text: str) -> str:
     text = remove_punctuation(text)
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
-
-
-def answer_tokens(text: str) -> list[str]:
-    """The whitespace tokens of the normalised answer (the unit of token F1 and recall)."""
-    return normalize_answer(text).split()

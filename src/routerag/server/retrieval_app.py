@@ -21,7 +21,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictInt
 
+from routerag.server.errors import ERRORS, ApiError
 from routerag.server.guard import RequestGuard, key_problem
+from routerag.server.searchr1_adapter import build_searchr1_router
 from routerag.server.settings import ServerSettings
 from routerag.sources.base import MAX_K, RetrievalError, RetrievalRequest, RetrievalResponse
 from routerag.sources.remote import Limits, RemoteSourceError, SourceInfo, SourcesReply
@@ -36,20 +38,6 @@ class HealthReply(BaseModel):
     status: str
     sources: int
     api_version: str = API_VERSION
-
-
-class ErrorReply(BaseModel):
-    detail: str
-
-
-class ApiError(Exception):
-    """An error with an HTTP status and a human-readable reason."""
-
-    def __init__(self, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-        self.headers = headers
 
 
 # --------------------------------------------------------------------------- limits & threads
@@ -164,18 +152,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
 # --------------------------------------------------------------------------- the app
 
-ERRORS = {
-    400: {"model": ErrorReply, "description": "the body is not valid JSON"},
-    401: {"model": ErrorReply, "description": "missing or wrong API key"},
-    413: {"model": ErrorReply, "description": "the body is larger than the server's limit"},
-    422: {"model": ErrorReply, "description": "a limit is exceeded, a query is empty, or a source is unknown"},
-}
-
 
 def create_retrieval_app(sources: SourceSet, settings: ServerSettings | None = None) -> FastAPI:
     """A FastAPI app serving ``sources``; the OpenAPI docs are at ``/docs``."""
-    from routerag.server.searchr1_adapter import build_searchr1_router
-
     settings = settings or ServerSettings()
     runner = RetrievalRunner(sources, settings)
     require_key = api_key_dependency(settings.api_key)

@@ -11,9 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 from routerag.corpus.sampling import evenly_spaced
 from routerag.corpus.schema import Question
 from routerag.llm.base import ChatModel
+from routerag.server.errors import ERRORS, ApiError, ErrorReply
 from routerag.server.jobs import ConfigInfo, RunConfig, RunManager, RunQuestion, RunReport, RunStatus, to_question
 from routerag.server.prepare import PreparedStrategy, StrategyConfig
-from routerag.server.retrieval_app import ERRORS, ApiError, ErrorReply
 from routerag.server.settings import ServiceSettings
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import StrategyContext

@@ -2,7 +2,8 @@
 read ``{"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]}``.
 
 RouteRAG hides the retrieval mode in the query (``[graph][passage] who ...``). That convention
-ends here: :func:`parse_mode_tags` strips the tags and :class:`TagRouter` turns them into an
+ends here: :func:`parse_mode_tags` (the protocol module's
+:func:`~routerag.protocol.routerag_tags.leading_mode_tags`) strips the tags and :class:`TagRouter` turns them into an
 explicit source name, so everything behind this module sees an ordinary ``RetrievalRequest``.
 
 ``contents`` is ``"\\"title\\"\\ntext"`` — the first line is the quoted title, as in the
@@ -13,21 +14,16 @@ Search-R1 answers bare documents (no ``document``/``score`` wrapper); so does th
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
-from routerag.server.settings import SearchR1Settings
-from routerag.sources.base import MAX_K, Hit, RetrievalRequest
-
-if TYPE_CHECKING:
-    from routerag.server.retrieval_app import RetrievalRunner
-
-_TAGS = re.compile(r"^\s*((?:\[[^\[\]\s]{1,32}\]\s*)+)")
-_ONE_TAG = re.compile(r"\[([^\[\]\s]{1,32})\]")
+from routerag.protocol.routerag_tags import leading_mode_tags as parse_mode_tags
+from routerag.server.errors import ERRORS, ApiError
+from routerag.server.settings import SearchR1Settings, ServerSettings
+from routerag.sources.base import MAX_K, Hit, RetrievalRequest, RetrievalResponse
 
 
 class SearchR1Request(BaseModel):
@@ -50,20 +46,6 @@ class SearchR1Scored(BaseModel):
 
 class SearchR1Response(BaseModel):
     result: list[list[SearchR1Scored]] | list[list[SearchR1Document]]
-
-
-def parse_mode_tags(query: str) -> tuple[tuple[str, ...], str]:
-    """``"[graph][passage] who"`` -> ``(("graph", "passage"), "who")``. Only leading tags count;
-    tag names are lower-cased and de-duplicated in order."""
-    match = _TAGS.match(query)
-    if not match:
-        return (), query.strip()
-    tags: list[str] = []
-    for tag in _ONE_TAG.findall(match.group(1)):
-        tag = tag.lower()
-        if tag not in tags:
-            tags.append(tag)
-    return tuple(tags), query[match.end() :].strip()
 
 
 class RoutingError(ValueError):
@@ -94,14 +76,23 @@ def contents_of(hit: Hit) -> str:
     return f'"{hit.title}"\n{hit.text}'
 
 
+class Runner(Protocol):
+    """What the adapter needs of :class:`routerag.server.retrieval_app.RetrievalRunner` (which
+    mounts this adapter: a structural type, so the two modules do not import each other)."""
+
+    settings: ServerSettings
+
+    def check(self, request: RetrievalRequest) -> None: ...
+
+    async def run(self, request: RetrievalRequest) -> RetrievalResponse: ...
+
+
 def build_searchr1_router(
-    runner: "RetrievalRunner",
+    runner: Runner,
     settings: SearchR1Settings,
     require_key: Callable[[Request], Awaitable[None]],
 ) -> APIRouter:
     """Routes for every path in ``settings.paths``, served by the same runner as ``/retrieve``."""
-    from routerag.server.retrieval_app import ERRORS, ApiError
-
     router = APIRouter(tags=["search-r1 compatibility"])
     tag_router = TagRouter(settings)
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, File, Form, UploadFile
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from routerag.server.retrieval_app import ErrorReply
+from routerag.server.errors import ErrorReply
 from routerag.server.upload_parse import RowError, UploadRejected, check_name, parse_upload
 from routerag.server.uploads import CustomSource, SourceEntry, SourceStore
 from routerag.sources.sourceset import SourceSet

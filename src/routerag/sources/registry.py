@@ -9,13 +9,20 @@ does not mount ``graph``/``hybrid``/``triples`` (and their modules are never imp
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from routerag.registry import Registry
 
 if TYPE_CHECKING:
-    from routerag.index.bundle import IndexBundle
     from routerag.sources.sourceset import SourceSet
+
+
+class Bundle(Protocol):
+    """What mounting needs of an index bundle (:class:`routerag.index.bundle.IndexBundle`, which
+    calls :func:`mount_bundle` from ``IndexBundle.sources``: a structural type, so the two modules
+    do not import each other)."""
+
+    def has(self, component: str) -> bool: ...
 
 SOURCES: Registry[type] = Registry("source")
 SOURCES.register("passage", "routerag.sources.passage:PassageSource")
@@ -36,7 +43,7 @@ BUNDLE_MODES: dict[str, tuple[str, ...]] = {
 }
 
 
-def source_from_bundle(mode: str, bundle: "IndexBundle", *, name: str | None = None, profile: str | None = None):
+def source_from_bundle(mode: str, bundle: Bundle, *, name: str | None = None, profile: str | None = None):
     """Construct the registered source ``mode`` over ``bundle`` (mounted as ``name``)."""
     cls = SOURCES.get(mode)
     factory = getattr(cls, "from_bundle", None)
@@ -45,7 +52,7 @@ def source_from_bundle(mode: str, bundle: "IndexBundle", *, name: str | None = N
     return factory(bundle, name=name, profile=profile)
 
 
-def mount_bundle(bundle: "IndexBundle", modes: Sequence[str] | None = None) -> tuple["SourceSet", dict[str, str]]:
+def mount_bundle(bundle: Bundle, modes: Sequence[str] | None = None) -> tuple["SourceSet", dict[str, str]]:
     """A SourceSet with every mode of ``modes`` (default: all of BUNDLE_MODES) that ``bundle`` can
     serve, and ``{mode: reason}`` for the ones it cannot."""
     from routerag.sources.sourceset import SourceSet

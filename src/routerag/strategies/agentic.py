@@ -32,6 +32,7 @@ class SearchPlan(BaseModel):
     errors: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, object] = Field(default_factory=dict)  # recorded in the retrieve step (a router's scores)
+    mode: str | None = None  # the mode chosen, for planners that route by mode (RouteRAG's ModeRouter)
 
 
 Planner = Callable[[ParsedAction, str], SearchPlan]  # (action, question) -> plan

@@ -2,7 +2,9 @@
 
 Pure functions, no model and no sources: the strategies and the training rollout share them.
 A protocol is a set of tags (:class:`TagProtocol`); Search-R1/RouteRAG use ``<search>`` /
-``<answer>``, GraphRAG-R1 (after R1-Searcher) ``<|begin_of_query|>`` / ``<answer>``.
+``<answer>``, GraphRAG-R1 (after R1-Searcher) ``<|begin_of_query|>`` / ``<answer>``. The action
+parser and the mode tags are in :mod:`routerag.protocol.routerag_tags` (the one owner of the
+RouteRAG tags); this module adds the repairs (queries, answers, names).
 
 Error codes (each has a recovery; ``docs/strategies.md`` lists them):
 
@@ -23,159 +25,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Literal
 
-from pydantic import BaseModel, Field
+# the action parser and the mode tags live in the protocol module; imported here for the strategies
+from routerag.protocol.routerag_tags import SEARCH_R1 as SEARCH_R1
+from routerag.protocol.routerag_tags import ActionKind as ActionKind
+from routerag.protocol.routerag_tags import ModeChoice as ModeChoice
+from routerag.protocol.routerag_tags import ParsedAction as ParsedAction
+from routerag.protocol.routerag_tags import TagProtocol as TagProtocol
+from routerag.protocol.routerag_tags import extract_reasoning as extract_reasoning
+from routerag.protocol.routerag_tags import extract_tag as extract_tag
+from routerag.protocol.routerag_tags import parse_action as parse_action
+from routerag.protocol.routerag_tags import resolve_modes as resolve_modes
+from routerag.protocol.routerag_tags import split_mode_tags as split_mode_tags
 
-ActionKind = Literal["search", "answer", "none"]
-
-
-class TagProtocol(BaseModel):
-    """The tags of one action format."""
-
-    search_open: str = "<search>"
-    search_close: str = "</search>"
-    answer_open: str = "<answer>"
-    answer_close: str = "</answer>"
-    think_open: str = "<think>"
-    think_close: str = "</think>"
-
-    @property
-    def stops(self) -> list[str]:
-        """Stop strings for one policy turn: the end of either action."""
-        return [self.search_close, self.answer_close]
-
-
-SEARCH_R1 = TagProtocol()
 R1_SEARCHER = TagProtocol(search_open="<|begin_of_query|>", search_close="<|end_of_query|>")
-
-
-class ParsedAction(BaseModel):
-    """What one policy output asks for."""
-
-    kind: ActionKind
-    query: str = ""  # search: the query without mode tags
-    modes: list[str] = Field(default_factory=list)  # search: the mode tags, lower-cased, in order
-    answer: str = ""  # answer: the text inside the answer tags
-    reasoning: str = ""  # the text before the action (the <think> content when present)
-    errors: list[str] = Field(default_factory=list)
-    end: int = 0  # offset in the parsed text where the action ends; later text is dropped
-    closed: bool = True  # False when the closing tag was missing (the loop appends it)
-
-    @property
-    def format_error(self) -> str | None:
-        return "; ".join(self.errors) if self.errors else None
-
-
-def _find(text: str, tag: str, start: int = 0) -> int:
-    return text.lower().find(tag.lower(), start)
-
-
-def extract_reasoning(text: str, protocol: TagProtocol = SEARCH_R1) -> str:
-    """The ``<think>`` content of ``text`` when present, else the text itself, stripped."""
-    inside = extract_tag(text, protocol.think_open, protocol.think_close)
-    return (inside if inside is not None else text).strip()
-
-
-def extract_tag(text: str, open_tag: str, close_tag: str, *, last: bool = False) -> str | None:
-    """The text between ``open_tag`` and ``close_tag`` (case-insensitive), or up to the end when
-    the closing tag is missing; ``None`` when ``open_tag`` does not occur. The first occurrence,
-    or the last with ``last=True``."""
-    low = text.lower()
-    at = low.rfind(open_tag.lower()) if last else low.find(open_tag.lower())
-    if at < 0:
-        return None
-    start = at + len(open_tag)
-    close = low.find(close_tag.lower(), start)
-    return text[start:] if close < 0 else text[start:close]
-
-
-def parse_action(text: str, protocol: TagProtocol = SEARCH_R1) -> ParsedAction:
-    """Parse one policy output (including the stop string that ended it, if any).
-
-    The first action opened wins; an action missing its closing tag ends at the next action tag
-    or at the end of the text."""
-    s_at = _find(text, protocol.search_open)
-    a_at = _find(text, protocol.answer_open)
-    if s_at < 0 and a_at < 0:
-        return ParsedAction(kind="none", reasoning=extract_reasoning(text, protocol), errors=["no_action"], end=len(text))
-    kind: ActionKind = "search" if a_at < 0 or (0 <= s_at < a_at) else "answer"
-    open_tag, close_tag, at = (
-        (protocol.search_open, protocol.search_close, s_at)
-        if kind == "search"
-        else (protocol.answer_open, protocol.answer_close, a_at)
-    )
-    other_open = protocol.answer_open if kind == "search" else protocol.search_open
-    start = at + len(open_tag)
-    close = _find(text, close_tag, start)
-    other = _find(text, other_open, start)
-    errors: list[str] = []
-    closed = close >= 0 and (other < 0 or close < other)
-    if closed:
-        inner, end = text[start:close], close + len(close_tag)
-    else:
-        errors.append(f"unclosed_{kind}")
-        stop = other if other >= 0 else len(text)
-        inner, end = text[start:stop], stop
-    if _find(text, other_open, end) >= 0 or _find(text, open_tag, end) >= 0:
-        errors.append("multiple_actions")
-    reasoning = extract_reasoning(text[:at], protocol)
-    if kind == "search":
-        return ParsedAction(kind="search", query=inner.strip(), reasoning=reasoning, errors=errors, end=end, closed=closed)
-    answer = inner.strip()
-    if not answer:
-        errors.append("empty_answer")
-        return ParsedAction(kind="none", reasoning=reasoning, errors=errors, end=end, closed=closed)
-    return ParsedAction(kind="answer", answer=answer, reasoning=reasoning, errors=errors, end=end, closed=closed)
-
-
-_TAG = r"\[\s*([A-Za-z][A-Za-z0-9 _-]{0,30}?)\s*\]"
-_LEADING_TAGS = re.compile(rf"^\s*((?:{_TAG}\s*)+)")
-_TRAILING_TAGS = re.compile(rf"((?:\s*{_TAG})+)\s*$")
-_ONE_TAG = re.compile(_TAG)
-
-
-def split_mode_tags(query: str) -> tuple[list[str], str]:
-    """``"[graph][passage] capital of France"`` -> (["graph", "passage"], "capital of France").
-    Tags are read at the start and at the end of the query (small models put them either
-    side); brackets inside the query are left alone."""
-    modes: list[str] = []
-    lead = _LEADING_TAGS.match(query)
-    if lead:
-        modes += [m.strip().lower() for m in _ONE_TAG.findall(lead.group(1))]
-        query = query[lead.end() :]
-    trail = _TRAILING_TAGS.search(query)
-    if trail and trail.start() > 0:
-        modes += [m.strip().lower() for m in _ONE_TAG.findall(trail.group(1))]
-        query = query[: trail.start()]
-    return modes, query.strip()
-
-
-class ModeChoice(BaseModel):
-    """The mode a search resolved to, and the errors met on the way."""
-
-    mode: str
-    tags: list[str] = Field(default_factory=list)
-    errors: list[str] = Field(default_factory=list)
-
-
-def resolve_modes(tags: Iterable[str], known: Iterable[str], default: str, combined: str | None = None) -> ModeChoice:
-    """Map mode tags to one mode. Unknown tags are dropped (``unknown_mode:X``); no usable tag
-    gives ``default`` (``missing_mode`` when there was no tag at all). Two or more distinct known
-    tags give ``combined`` (RouteRAG's ``[graph][passage]`` = hybrid) when one is defined, else
-    the first tag."""
-    known_set = {k.lower() for k in known}
-    tags = list(tags)
-    errors = [f"unknown_mode:{t}" for t in tags if t not in known_set]
-    valid = list(dict.fromkeys(t for t in tags if t in known_set))
-    if not tags:
-        errors.append("missing_mode")
-    if not valid:
-        return ModeChoice(mode=default, tags=tags, errors=errors)
-    if len(valid) > 1 and combined is not None:
-        return ModeChoice(mode=combined, tags=tags, errors=errors)
-    return ModeChoice(mode=valid[0], tags=tags, errors=errors)
-
 
 _FUNCTION_WORDS = frozenset(
     "a an and or but the of to in on at by for with from as is are was were be it this that query "

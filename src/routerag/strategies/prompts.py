@@ -8,20 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+# the RouteRAG protocol's renderers and grammar live in the protocol module
+from routerag.protocol.routerag_tags import format_docs as format_docs
+from routerag.protocol.routerag_tags import information_block as information_block
+from routerag.protocol.routerag_tags import routerag_grammar as routerag_grammar
 from routerag.sources.base import Hit
 
 # ---------------------------------------------------------------- evidence renderings
-
-
-def format_docs(hits: Sequence[Hit]) -> str:
-    """Search-R1 / FlashRAG reference format: ``Doc 1(Title: t) text`` one per line."""
-    return "".join(f"Doc {i}(Title: {h.title}) {h.text}\n" for i, h in enumerate(hits, start=1))
-
-
-def information_block(hits: Sequence[Hit]) -> str:
-    """RouteRAG / Search-R1 observation appended to the assistant turn after ``</search>``."""
-    body = format_docs(hits) or "No documents found.\n"
-    return f"\n\n<information>{body}</information>\n\n"
 
 
 def wikipedia_docs(hits: Sequence[Hit]) -> str:
@@ -86,22 +79,6 @@ FORCE_ANSWER = "\n\nThe search budget is used up. Now give the answer in <answer
 
 def routerag_prompt(question: str, few_shot: bool = False) -> str:
     return ROUTERAG_PROMPT.format(question=question, examples=ROUTERAG_EXAMPLE if few_shot else "")
-
-
-def routerag_grammar(mode_tags: Sequence[str]) -> str:
-    """A GBNF grammar for one RouteRAG turn: optional ``<think>``, then one search with one of the
-    given mode-tag strings (e.g. ``"[graph][passage]"``) or one answer."""
-    tags = " | ".join(f'"{t}"' for t in mode_tags)
-    return "\n".join(
-        [
-            "root ::= think? (search | answer)",
-            'think ::= "<think>" [^<]+ "</think>" "\\n"?',
-            'search ::= "<search> " tags " " text " </search>"',
-            f"tags ::= {tags}",
-            'answer ::= "<answer> " text " </answer>"',
-            "text ::= [^<\\n]+",
-        ]
-    )
 
 
 # ---------------------------------------------------------------- GraphRAG-R1

@@ -17,15 +17,24 @@ from pydantic import BaseModel, Field, create_model, model_validator
 
 from routerag.config import OMIT_AT_DEFAULT
 from routerag.llm.base import GenerationParams, Message
+from routerag.protocol.routerag_tags import (
+    COMBINED_MODE,
+    MODE_TAGS,
+    MODES,
+    SEARCH_R1,
+    Mode,
+    ParsedAction,
+    information_block,
+    render_tags,
+    resolve_modes,
+    routerag_grammar,
+    split_mode_tags,
+)
 from routerag.strategies.agentic import SearchPlan, TagLoop
 from routerag.strategies.loop import LoopStrategy
-from routerag.strategies.parsing import SEARCH_R1, ParsedAction, clean_query, resolve_modes, split_mode_tags
-from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION, information_block, routerag_grammar, routerag_prompt
+from routerag.strategies.parsing import clean_query
+from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION, routerag_prompt
 from routerag.trace import Trace
-
-Mode = Literal["passage", "graph", "hybrid"]
-MODES: tuple[Mode, ...] = ("passage", "graph", "hybrid")
-MODE_TAGS: dict[str, str] = {"passage": "[passage]", "graph": "[graph]", "hybrid": "[graph][passage]"}
 
 
 class RouteRAGParams(BaseModel):
@@ -42,7 +51,7 @@ class RouteRAGParams(BaseModel):
     grammar: bool = Field(default=False, description="constrain each turn with a GBNF grammar (llama.cpp)")
     max_query_chars: int = Field(default=300, ge=16, le=2000)
     mode_sources: dict[str, str] = Field(
-        default_factory=lambda: {m: m for m in MODES}, description="mounted source serving each mode"
+        default_factory=lambda: {str(m): str(m) for m in MODES}, description="mounted source serving each mode"
     )
     mode_router: Literal["policy", "learned"] = Field(
         default="policy",
@@ -86,9 +95,9 @@ class ModeRouter:
     def __call__(self, action: ParsedAction, question: str) -> SearchPlan:
         p = self.params
         tags, query = split_mode_tags(action.query)
-        choice = resolve_modes(tags, MODES, p.default_mode, combined="hybrid")
+        choice = resolve_modes(tags, MODES, p.default_mode, combined=COMBINED_MODE)
         query, query_errors = clean_query(query, question, p.max_query_chars)
-        mode, reason = choice.mode, f"policy tags {''.join(f'[{t}]' for t in tags) or '(none)'}"
+        mode, reason = choice.mode, f"policy tags {render_tags(tags) or '(none)'}"
         metadata: dict[str, object] = {}
         if p.random_routing:
             mode, reason = self.rng.choice(p.allowed_modes), f"random routing (seed {p.seed}); policy chose {choice.mode}"
@@ -99,7 +108,7 @@ class ModeRouter:
         elif mode not in p.allowed_modes:
             mode, reason = p.default_mode, f"{choice.mode} not allowed; forced to {p.default_mode}"
         return SearchPlan(query=query, sources=[p.mode_sources[mode]], k=p.k, routing_reason=reason,
-                          errors=choice.errors + query_errors, tags=tags, metadata=metadata)
+                          errors=choice.errors + query_errors, tags=tags, metadata=metadata, mode=mode)
 
 
 class RouteRAG(LoopStrategy):

@@ -115,12 +115,14 @@ class GRPOSpec(BaseModel):
     dynamic_max_tries: int = Field(default=4, ge=1, description="replacement groups tried before a group without variance is kept")
 
 
+GoldenSource = Literal["musique", "hotpotqa", "hotpotqa-distractor-train", "r1router"]
+DEFAULT_GOLDEN_SOURCES: tuple[GoldenSource, ...] = ("musique", "hotpotqa")
+
+
 class SFTSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     enabled: bool = Field(default=False, description="run a supervised cold start before RL")
-    sources: list[Literal["musique", "hotpotqa", "hotpotqa-distractor-train", "r1router"]] = Field(
-        default_factory=lambda: ["musique", "hotpotqa"], description="golden trajectory sources"
-    )
+    sources: list[GoldenSource] = Field(default_factory=lambda: list(DEFAULT_GOLDEN_SOURCES), description="golden trajectory sources")
     max_steps: int = Field(default=100, ge=1, description="SFT optimiser steps (ignored when epochs is set)")
     epochs: float | None = Field(default=None, gt=0.0, description="passes over the trajectories; None: max_steps decides")
     learning_rate: float = Field(default=1e-5, gt=0.0, description="SFT learning rate")

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 def load_training_questions(cfg: TrainConfig, sources_dir: Path) -> tuple[list[Question], SourceSet | None]:
     """Training questions (checked against the evaluation sets) and, for the toy task, its sources."""
     if cfg.data.dataset == "toy" or cfg.sources.toy:
-        from routerag.train.toy import toy_routing_task
+        from routerag.train.fixtures import toy_routing_task
 
         sources, questions = toy_routing_task(sources_dir)
         return questions, sources

@@ -9,7 +9,7 @@ A state machine in the style of verl's tool agent loop::
                   budget spent ─► FORCE_ANSWER (generate after ``<answer>``) ─► DONE
 
 The policy is any ``generate(prompt_ids, stop_strings, max_new_tokens) -> (completion_ids,
-logprobs)`` callable; the environment parses each turn with :mod:`routerag.strategies.parsing`
+logprobs)`` callable; the environment parses each turn with :mod:`routerag.protocol.routerag_tags`
 and plans the search with RouteRAG's own :class:`~routerag.strategies.routerag.ModeRouter`, so the
 protocol trained here is byte for byte the one :class:`~routerag.strategies.routerag.RouteRAG`
 evaluates. Retrieval goes through a real :class:`~routerag.sources.sourceset.SourceSet` via
@@ -35,12 +35,13 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from routerag.corpus.schema import Question
+from routerag.protocol.routerag_tags import INFORMATION_CLOSE, MODES, SEARCH_R1, information_block, parse_action
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies.base import StrategyContext
 from routerag.strategies.loop import add_step, question_parts, retrieve_step
-from routerag.strategies.parsing import SEARCH_R1, clean_answer, parse_action
-from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION, information_block, routerag_prompt
-from routerag.strategies.routerag import MODES, ModeRouter, RouteRAGParams
+from routerag.strategies.parsing import clean_answer
+from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION, routerag_prompt
+from routerag.strategies.routerag import ModeRouter, RouteRAGParams
 from routerag.trace import Segment, Trace
 
 Generate = Callable[[list[int], list[str], int], tuple[list[int], list[float]]]
@@ -97,7 +98,7 @@ class EnvConfig(BaseModel):
     )
     default_mode: Literal["passage", "graph", "hybrid"] = Field(default="passage", description="mode of a search without a usable tag")
     mode_sources: dict[str, str] = Field(
-        default_factory=lambda: {m: m for m in MODES}, description="mounted source serving each mode"
+        default_factory=lambda: {str(m): str(m) for m in MODES}, description="mounted source serving each mode"
     )
     mode_cost: dict[str, float] = Field(
         default_factory=lambda: dict(DEFAULT_MODE_COST),
@@ -171,9 +172,6 @@ class Rollout(BaseModel):
     @property
     def model_tokens(self) -> int:
         return sum(self.env_mask)
-
-
-INFORMATION_CLOSE = "</information>"
 
 
 def cut_observation(codec: TokenCodec, text: str, limit: int) -> list[int]:
@@ -292,12 +290,14 @@ class RouteRAGEnv:
             if plan is not None and cfg.strict_modes and any(
                 e == "missing_mode" or e.startswith("unknown_mode") for e in plan.errors
             ):
-                errors = "; ".join(action.errors + plan.errors)
-                add_step(trace, "format_error", format_error=errors, observation=INVALID_ACTION, **common)
+                add_step(trace, "format_error", format_error="; ".join(action.errors + plan.errors),
+                         observation=INVALID_ACTION, **common)
                 episode.add_observation(INVALID_ACTION)
                 continue
             if plan is not None:
-                mode = next(m for m, s in cfg.mode_sources.items() if s == plan.sources[0])
+                mode = plan.mode  # the mode ModeRouter chose (several modes may share a source)
+                if mode is None:
+                    raise RuntimeError("ModeRouter returned a search plan without its mode")
                 errors = action.errors + plan.errors
                 step = retrieve_step(
                     self._ctx, trace, plan.query, plan.sources, plan.k, information_block,

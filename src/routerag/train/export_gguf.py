@@ -13,7 +13,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from routerag.llm.lora_gguf import (
     HF_TO_GGUF,
@@ -23,8 +23,13 @@ from routerag.llm.lora_gguf import (
     check_lora_gguf,
 )
 
-__all__ = ["HF_TO_GGUF", "LoraExportError", "LoraGGUFInfo", "base_tensor_shapes", "check_lora_gguf",
-           "export_lora_gguf", "gguf_name", "read_peft_adapter"]
+if TYPE_CHECKING:
+    from routerag.train.config import TrainConfig
+
+ADAPTER_GGUF = "adapter.gguf"
+
+__all__ = ["ADAPTER_GGUF", "HF_TO_GGUF", "LoraExportError", "LoraGGUFInfo", "base_tensor_shapes", "check_lora_gguf",
+           "export_adapter_gguf", "export_lora_gguf", "gguf_name", "read_peft_adapter"]
 
 _PEFT_KEY = re.compile(r"(?:^|\.)layers\.(\d+)\.(\w+\.\w+)\.lora_([AB])(?:\.[\w-]+)?\.weight$")
 
@@ -119,3 +124,17 @@ def export_lora_gguf(adapter_dir: str | Path, base_gguf: str | Path, out_path: s
     writer.close()
     tmp.replace(out)
     return LoraGGUFInfo(path=str(out), architecture=arch, alpha=alpha, rank=r, tensors=2 * len(pairs), targets=sorted(pairs))
+
+
+def export_adapter_gguf(cfg: TrainConfig, final: Path, out: Path) -> dict[str, Any] | None:
+    """For a LoRA run on a GGUF base model: the saved adapter as ``out/adapter.gguf`` for llama.cpp
+    (``model.lora_path``); None when there is nothing to export."""
+    from routerag.train.policy import gguf_base_path
+
+    if not (cfg.lora.enabled and cfg.sft.export_gguf):
+        return None
+    base = gguf_base_path(cfg.model.name)
+    if base is None:
+        return None
+    info = export_lora_gguf(final, base, out / ADAPTER_GGUF, name=f"{cfg.recipe}:{Path(cfg.output_dir).name}")
+    return {**info.model_dump(exclude={"targets"}), "targets": len(info.targets)}

@@ -29,8 +29,9 @@ from pydantic import BaseModel, Field
 from routerag.corpus.schema import Document, Question
 from routerag.eval.metrics import METRICS
 from routerag.eval.normalize import normalize_answer
+from routerag.protocol.routerag_tags import information_block, render_answer, render_search, render_think
 from routerag.sources.base import Hit
-from routerag.strategies.prompts import information_block, routerag_prompt
+from routerag.strategies.prompts import routerag_prompt
 from routerag.trace import Segment
 
 ModePolicy = Literal["passage", "bridge-graph"]
@@ -53,7 +54,7 @@ class GoldenTrajectory(BaseModel):
         return "".join(s.text for s in self.segments if s.kind != "prompt")
 
 
-class Hop(BaseModel):
+class GoldenHop(BaseModel):
     think: str
     mode: str
     query: str
@@ -115,14 +116,14 @@ class Grounder:
             return list(cached)
         return list(self.sources.search_one(query, self.k, self.mode_sources[mode]).hits)
 
-    def _planned(self, question: str, hop: Hop) -> tuple[str, str]:
+    def _planned(self, question: str, hop: GoldenHop) -> tuple[str, str]:
         """The hop's cleaned query and the mode searched first."""
         from routerag.strategies.parsing import clean_query
 
         query, _ = clean_query(hop.query, question, self.max_query_chars)
         return query, hop.mode if hop.mode in self.modes else self.modes[0]
 
-    def prefetch(self, episodes: Iterable[tuple[str, Sequence[Hop]]], *, batch_size: int = 64) -> int:
+    def prefetch(self, episodes: Iterable[tuple[str, Sequence[GoldenHop]]], *, batch_size: int = 64) -> int:
         """Search every hop's cleaned query in its planned mode in batches (one batched search
         per mode and ``batch_size`` queries: the embedder and the index see many queries at once)
         and keep the hits for :meth:`__call__`; the fallback modes of a hop whose planned mode
@@ -143,8 +144,8 @@ class Grounder:
                 searched += len(chunk)
         return searched
 
-    def __call__(self, question: str, hops: Sequence[Hop]) -> list[Hop]:
-        out: list[Hop] = []
+    def __call__(self, question: str, hops: Sequence[GoldenHop]) -> list[GoldenHop]:
+        out: list[GoldenHop] = []
         for n, hop in enumerate(hops):
             self.stats.hops += 1
             gold = hop.evidence[0] if hop.evidence else None
@@ -172,7 +173,7 @@ class Grounder:
         return out
 
 
-def render_routerag(question: str, hops: Sequence[Hop], answer: str, *, final_think: str = "",
+def render_routerag(question: str, hops: Sequence[GoldenHop], answer: str, *, final_think: str = "",
                     prompt_template: str | None = None, few_shot: bool = False) -> list[Segment]:
     """Segments of one RouteRAG episode (the prompt is the user text, not chat-rendered)."""
     prompt = prompt_template.format(question=question) if prompt_template else routerag_prompt(question, few_shot=few_shot)
@@ -185,22 +186,22 @@ def render_routerag(question: str, hops: Sequence[Hop], answer: str, *, final_th
             segments.append(Segment(kind=kind, text=text))  # type: ignore[arg-type]
 
     for hop in hops:
-        add("model", f"<think> {hop.think} </think>\n<search> [{hop.mode}] {hop.query} </search>")
+        add("model", render_think(hop.think) + "\n" + render_search([hop.mode], hop.query))
         add("observation", information_block(hop.evidence))
-    add("model", f"<think> {final_think or 'I have the answer.'} </think>\n<answer> {answer} </answer>")
+    add("model", render_think(final_think or "I have the answer.") + "\n" + render_answer(answer))
     return segments
 
 
 _REF = re.compile(r"#(\d+)")
 
 
-def musique_hops(q: Question, docs: dict[str, Document], mode_policy: ModePolicy = "bridge-graph") -> tuple[list[Hop], str] | None:
+def musique_hops(q: Question, docs: dict[str, Document], mode_policy: ModePolicy = "bridge-graph") -> tuple[list[GoldenHop], str] | None:
     """A MuSiQue question's gold decomposition as hops (``#k`` bound to the k-th hop's answer)
     and the final thought; None when a hop lacks its supporting paragraph."""
     if not q.decomposition:
         return None
     answers: list[str] = []
-    hops: list[Hop] = []
+    hops: list[GoldenHop] = []
     for i, sub in enumerate(q.decomposition):
         if not sub.supporting_doc_ids or sub.supporting_doc_ids[0] not in docs:
             return None
@@ -208,12 +209,12 @@ def musique_hops(q: Question, docs: dict[str, Document], mode_policy: ModePolicy
         query = _REF.sub(lambda m: answers[int(m.group(1)) - 1] if int(m.group(1)) <= len(answers) else m.group(0), sub.question)
         think = f"I need to find out: {query}" if i == 0 else f"The answer so far is {answers[-1]}. Next: {query}"
         mode = "graph" if (mode_policy == "bridge-graph" and bridge) else "passage"
-        hops.append(Hop(think=think, mode=mode, query=query, evidence=[_hit(docs[sub.supporting_doc_ids[0]])]))
+        hops.append(GoldenHop(think=think, mode=mode, query=query, evidence=[_hit(docs[sub.supporting_doc_ids[0]])]))
         answers.append(sub.answer)
     return hops, f"The answer is {answers[-1]}."
 
 
-def hotpotqa_hops(q: Question, docs: dict[str, Document], mode_policy: ModePolicy = "bridge-graph") -> tuple[list[Hop], str] | None:
+def hotpotqa_hops(q: Question, docs: dict[str, Document], mode_policy: ModePolicy = "bridge-graph") -> tuple[list[GoldenHop], str] | None:
     """A HotpotQA question's supporting facts as hops: the question, then each further
     supporting title, is searched; that title's passage is the evidence."""
     titles = q.metadata.get("supporting_titles") or []
@@ -225,11 +226,11 @@ def hotpotqa_hops(q: Question, docs: dict[str, Document], mode_policy: ModePolic
         query = q.question if i == 0 else title
         mode = "graph" if (mode_policy == "bridge-graph" and i > 0) else "passage"
         think = "I need evidence for the question." if i == 0 else f"The evidence points to {title}; I should look it up."
-        hops.append(Hop(think=think, mode=mode, query=query, evidence=[_hit(by_title[title])]))
+        hops.append(GoldenHop(think=think, mode=mode, query=query, evidence=[_hit(by_title[title])]))
     return hops, ""
 
 
-def from_hops(q: Question, planned: tuple[list[Hop], str] | None, source: str, *, ground: Grounder | None = None,
+def from_hops(q: Question, planned: tuple[list[GoldenHop], str] | None, source: str, *, ground: Grounder | None = None,
               **render: Any) -> GoldenTrajectory | None:
     """A trajectory from planned hops (grounded in real retrieval when ``ground``)."""
     if planned is None:
@@ -253,7 +254,7 @@ def from_hotpotqa(q: Question, docs: dict[str, Document], *, mode_policy: ModePo
     return from_hops(q, hotpotqa_hops(q, docs, mode_policy), "hotpotqa", ground=ground, **render)
 
 
-GOLDEN_HOPS: dict[str, Callable[..., tuple[list[Hop], str] | None]] = {
+GOLDEN_HOPS: dict[str, Callable[..., tuple[list[GoldenHop], str] | None]] = {
     "musique": musique_hops,
     "hotpotqa": hotpotqa_hops,
     # the 600 train + dev questions of HotpotQA distractor over their pooled training corpus
@@ -303,8 +304,8 @@ def from_r1_router(record: dict[str, Any], index: int, **render: Any) -> GoldenT
     if not steps or steps[0].get("step_type") != "ret":
         return None
     question = _origin_question(steps[0]["problem"])
-    hops: list[Hop] = []
-    pending: Hop | None = None
+    hops: list[GoldenHop] = []
+    pending: GoldenHop | None = None
     final: list[str] = []
     for st in steps:
         if st["step_type"] == "ret":
@@ -315,7 +316,7 @@ def from_r1_router(record: dict[str, Any], index: int, **render: Any) -> GoldenT
                 pending = None
                 continue
             think = "I need to find out: " + query if not hops else f"{hops[-1].think.split(': ', 1)[-1]} is settled. Next: {query}"
-            pending = Hop(think=think, mode=R1_ROUTER_MODES.get(retriever, "passage"), query=query)
+            pending = GoldenHop(think=think, mode=R1_ROUTER_MODES.get(retriever, "passage"), query=query)
         elif pending is not None:
             pending.evidence = [_hit(line, i + 1) for i, line in enumerate(_evidence_lines(st["problem"]))]
             hops.append(pending)

@@ -19,12 +19,13 @@ from pydantic import BaseModel, Field
 from routerag.config import atomic_write_text
 from routerag.corpus.question_types import question_form
 from routerag.corpus.schema import Question
+from routerag.protocol.routerag_tags import SEARCH_OPEN
 from routerag.train.golden import GoldenTrajectory, Grounder, GroundingStats, ModePolicy, check_overlap, golden_trajectories
 
 TRAJECTORIES_FILE = "golden.jsonl.gz"
 STATS_FILE = "golden_stats.json"
 
-_SEARCH = re.compile(r"<search>\s*\[([a-z]+)\]")
+_SEARCH = re.compile(re.escape(SEARCH_OPEN) + r"\s*\[([a-z]+)\]")  # the first mode tag of each search
 
 
 class GoldenSetStats(BaseModel):

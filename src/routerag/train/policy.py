@@ -24,7 +24,7 @@ def load_tokenizer_for(spec: Any) -> Any:
 def load_policy(spec: Any, tokenizer: Any, *, seed: int = 0) -> Any:
     """The trainable policy: a tiny random Qwen2 ('tiny') or a pretrained causal LM in train mode."""
     if spec.name == "tiny":
-        from routerag.train.toy import tiny_qwen2
+        from routerag.train.fixtures import tiny_qwen2
 
         return tiny_qwen2(len(tokenizer), layers=spec.tiny_layers, hidden=spec.tiny_hidden, seed=seed)
     from routerag.llm.hf_assets import load_causal_lm

@@ -32,14 +32,13 @@ are imported inside the functions.
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from routerag.config import atomic_write_text, write_resolved
+from routerag.config import atomic_write_text
 from routerag.corpus.schema import Question
 from routerag.registry import Registry
 from routerag.sources.sourceset import SourceSet
@@ -47,19 +46,17 @@ from routerag.trace import Trace
 from routerag.train.config import TrainConfig
 from routerag.train.data import default_schedule, load_sources, load_training_questions
 from routerag.train.env import HFCodec, RouteRAGEnv
+from routerag.train.export_gguf import export_adapter_gguf
 from routerag.train.grpo import grpo_trainer, make_reward_funcs, run_grpo
-from routerag.train.policy import gguf_base_path, load_tokenizer_for, load_trainable
-from routerag.train.runfiles import CURVES_FILE, METRICS_FILE, last_checkpoint, plot_curves, plot_loss
+from routerag.train.policy import load_tokenizer_for, load_trainable
+from routerag.train.runfiles import CURVES_FILE, METRICS_FILE, last_checkpoint, plot_curves, plot_loss, start_run
 from routerag.train.sft import fit_rows, run_sft, sft_rows, sft_trajectories
 
-ADAPTER_GGUF = "adapter.gguf"
-
-
-Recipe = Callable[[TrainConfig], "RunSummary"]
+Recipe = Callable[[TrainConfig], "TrainRunSummary"]
 RECIPES: Registry[Recipe] = Registry("recipe")
 
 
-class RunSummary(BaseModel):
+class TrainRunSummary(BaseModel):
     recipe: str
     output_dir: str
     steps: int
@@ -69,19 +66,8 @@ class RunSummary(BaseModel):
     phases: list[str]
 
 
-def _start(cfg: TrainConfig) -> Path:
-    out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    write_resolved(cfg, out)
-    if cfg.grpo.torch_threads:
-        import torch
-
-        torch.set_num_threads(cfg.grpo.torch_threads)
-    return out
-
-
 def _prepare(cfg: TrainConfig) -> tuple[Path, Any, Any, list[Question], SourceSet | None]:
-    out = _start(cfg)
+    out = start_run(cfg)
     tokenizer = load_tokenizer_for(cfg.model)
     model = load_trainable(cfg, tokenizer)
     toy_dir = out / "toy_sources"
@@ -89,21 +75,7 @@ def _prepare(cfg: TrainConfig) -> tuple[Path, Any, Any, list[Question], SourceSe
     return out, tokenizer, model, questions, sources
 
 
-def export_adapter_gguf(cfg: TrainConfig, final: Path, out: Path) -> dict[str, Any] | None:
-    """For a LoRA run on a GGUF base model: the saved adapter as ``out/adapter.gguf`` for llama.cpp
-    (``model.lora_path``); None when there is nothing to export."""
-    if not (cfg.lora.enabled and cfg.sft.export_gguf):
-        return None
-    base = gguf_base_path(cfg.model.name)
-    if base is None:
-        return None
-    from routerag.train.export_gguf import export_lora_gguf
-
-    info = export_lora_gguf(final, base, out / ADAPTER_GGUF, name=f"{cfg.recipe}:{Path(cfg.output_dir).name}")
-    return {**info.model_dump(exclude={"targets"}), "targets": len(info.targets)}
-
-
-def _finish(cfg: TrainConfig, trainer: Any, out: Path, phases: list[str]) -> RunSummary:
+def _finish(cfg: TrainConfig, trainer: Any, out: Path, phases: list[str]) -> TrainRunSummary:
     final = out / "final"
     trainer.save_model(str(final))
     exported = export_adapter_gguf(cfg, final, out)
@@ -112,7 +84,7 @@ def _finish(cfg: TrainConfig, trainer: Any, out: Path, phases: list[str]) -> Run
     curves = plot_curves(out / "grpo" / METRICS_FILE if (out / "grpo").is_dir() else out / METRICS_FILE,
                          out / CURVES_FILE, title=cfg.recipe)
     metrics = out / "grpo" / METRICS_FILE if (out / "grpo").is_dir() else out / METRICS_FILE
-    return RunSummary(recipe=cfg.recipe, output_dir=str(out), steps=int(trainer.state.global_step),
+    return TrainRunSummary(recipe=cfg.recipe, output_dir=str(out), steps=int(trainer.state.global_step),
                       metrics_path=str(metrics), curves_path=str(curves) if curves else None,
                       final_model=str(final), phases=phases)
 
@@ -122,7 +94,7 @@ def _env_for(cfg: TrainConfig, tokenizer: Any, sources: SourceSet | None) -> Rou
 
 
 @RECIPES.register("routerag-two-stage")
-def routerag_two_stage(cfg: TrainConfig) -> RunSummary:
+def routerag_two_stage(cfg: TrainConfig) -> TrainRunSummary:
     """RouteRAG: GRPO (G = 5), EM until ``switch_step``, then accuracy–efficiency."""
     out, tokenizer, model, questions, sources = _prepare(cfg)
     env = _env_for(cfg, tokenizer, sources)
@@ -131,7 +103,7 @@ def routerag_two_stage(cfg: TrainConfig) -> RunSummary:
 
 
 @RECIPES.register("graphrag-r1")
-def graphrag_r1(cfg: TrainConfig) -> RunSummary:
+def graphrag_r1(cfg: TrainConfig) -> TrainRunSummary:
     """GraphRAG-R1: SFT cold start on golden trajectories, then format+PRA, then format+CAF."""
     from routerag.train.golden import golden_trajectories
 
@@ -150,11 +122,11 @@ def graphrag_r1(cfg: TrainConfig) -> RunSummary:
 
 
 @RECIPES.register("r1-router-step")
-def r1_router_step(cfg: TrainConfig) -> RunSummary:
+def r1_router_step(cfg: TrainConfig) -> TrainRunSummary:
     """R1-Router Step-GRPO over the per-step prompts of the released golden trajectories."""
     from routerag.train.golden import r1_router_step_rows
 
-    out = _start(cfg)
+    out = start_run(cfg)
     tokenizer = load_tokenizer_for(cfg.model)
     model = load_trainable(cfg, tokenizer)
     rows = r1_router_step_rows(limit=cfg.data.n_questions)
@@ -187,13 +159,13 @@ def _step_adapter(fn: Callable[..., list[float]]) -> Callable[..., list[float]]:
 
 
 @RECIPES.register("routerag-sft")
-def routerag_sft(cfg: TrainConfig) -> RunSummary:
+def routerag_sft(cfg: TrainConfig) -> TrainRunSummary:
     """SFT cold start of a RouteRAG policy on golden trajectories (prompt and observations
     masked), LoRA adapter saved with PEFT and, for a GGUF base model, exported as a llama.cpp
     adapter GGUF (``adapter.gguf``) for ``model.lora_path``."""
     import time
 
-    out = _start(cfg)
+    out = start_run(cfg)
     tokenizer = load_tokenizer_for(cfg.model)
     codec = HFCodec(tokenizer, chat_template=cfg.model.chat_template)
     trajectories = sft_trajectories(cfg, out)
@@ -218,31 +190,27 @@ def routerag_sft(cfg: TrainConfig) -> RunSummary:
     if exported is not None:
         summary["adapter_gguf"] = exported
     atomic_write_text(out / "sft_summary.json", json.dumps(summary, indent=2))
-    return RunSummary(recipe=cfg.recipe, output_dir=str(out), steps=int(trainer.state.global_step),
+    return TrainRunSummary(recipe=cfg.recipe, output_dir=str(out), steps=int(trainer.state.global_step),
                       metrics_path=str(metrics), curves_path=str(curves) if curves else None,
                       final_model=str(final), phases=["sft"])
 
 
 @RECIPES.register("routerag-rft")
-def routerag_rft(cfg: TrainConfig) -> RunSummary:
+def routerag_rft(cfg: TrainConfig) -> TrainRunSummary:
     """Rejection-sampling fine-tuning (expert iteration) with llama.cpp rollouts and the SFT fast
     path, round by round (``train/rft.py``)."""
     from routerag.train.rft import RFT_CURVES_FILE, run_rft
 
-    out = _start(cfg)
+    out = start_run(cfg)
     records = run_rft(cfg, out)
     last = max((int(r["round"]) for r in records), default=0)
     curves = out / RFT_CURVES_FILE
     final = out / f"round-{last}" / "final"
-    return RunSummary(recipe=cfg.recipe, output_dir=str(out), steps=last, metrics_path=str(out / METRICS_FILE),
+    return TrainRunSummary(recipe=cfg.recipe, output_dir=str(out), steps=last, metrics_path=str(out / METRICS_FILE),
                       curves_path=str(curves) if curves.is_file() else None,
                       final_model=str(final) if final.is_dir() else None, phases=["rft"])
 
 
-def train(cfg: TrainConfig) -> RunSummary:
+def train(cfg: TrainConfig) -> TrainRunSummary:
     """Run the configured recipe."""
     return RECIPES.get(cfg.recipe)(cfg)
-
-
-def scratch_dir(prefix: str = "routerag-train-") -> Path:
-    return Path(tempfile.mkdtemp(prefix=prefix))

@@ -265,7 +265,7 @@ def caf_reward(samples: Sequence[RewardSample], params: CAFParams) -> list[float
 # ---------------------------------------------------------------- R1-Router Step-GRPO
 
 
-class R1RouterStepParams(BaseModel):
+class R1RouterStepRewardParams(BaseModel):
     """Per-step reward of R1-Router's Step-GRPO. A sample is one step (its trace holds one model
     output in ``trace.segments``); ``extra['step_type']`` is ``ret`` (decompose + route),
     ``ans`` (intermediate answer) or ``final``, with the step's gold in ``extra``
@@ -300,7 +300,7 @@ def _sub_question_similarity(pred: str, gold: str, how: str) -> float:
     return max(0.0, semantic_similarity(pred, gold))
 
 
-def r1_router_step_components(sample: RewardSample, params: R1RouterStepParams) -> dict[str, float]:
+def r1_router_step_components(sample: RewardSample, params: R1RouterStepRewardParams) -> dict[str, float]:
     """The components of one step's reward (``format`` is the gate)."""
     from routerag.strategies.parsing import extract_tag, match_name, tagged_answer
 
@@ -329,8 +329,8 @@ def r1_router_step_components(sample: RewardSample, params: R1RouterStepParams) 
     return {"format": float(ok), "accuracy": float(METRICS.get(params.final_metric)(answer, golds)) if answer else 0.0}
 
 
-@register_reward("r1_router_step", R1RouterStepParams, "R1-Router Step-GRPO step reward gated by format")
-def r1_router_step_reward(samples: Sequence[RewardSample], params: R1RouterStepParams) -> list[float]:
+@register_reward("r1_router_step", R1RouterStepRewardParams, "R1-Router Step-GRPO step reward gated by format")
+def r1_router_step_reward(samples: Sequence[RewardSample], params: R1RouterStepRewardParams) -> list[float]:
     out = []
     for s in samples:
         c = r1_router_step_components(s, params)

@@ -371,7 +371,7 @@ def _kept_rows(out: Path, rnd: int, samples: Sequence[QuestionSamples], scored: 
 def _train_round(cfg: TrainConfig, out: Path, rdir: Path, kept: list[dict[str, list[int]]], tokenizer: Any,
                  state: dict[str, Any]) -> dict[str, Any]:
     """A fresh adapter trained on the kept + golden rows (SFT fast path), saved and exported."""
-    from routerag.train.recipes import export_adapter_gguf
+    from routerag.train.export_gguf import export_adapter_gguf
     from routerag.train.runfiles import read_metrics as _read
     from routerag.train.sft import fit_rows, run_sft, sft_rows, sft_trajectories
 

@@ -1,15 +1,34 @@
-"""What a training run writes besides checkpoints: per-step metrics (``metrics.jsonl``, a TRL
-callback), training-curve plots, and the last checkpoint to resume from."""
+"""A training run's directory: :func:`start_run` creates it (with ``config.resolved.yaml``); what
+a run writes besides checkpoints: per-step metrics (``metrics.jsonl``, a TRL callback),
+training-curve plots, and the last checkpoint to resume from."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from routerag.config import write_resolved
+
+if TYPE_CHECKING:
+    from routerag.train.config import TrainConfig
 
 METRICS_FILE = "metrics.jsonl"
 CURVES_FILE = "training_curves.png"
 ROLLOUTS_FILE = "rollouts.jsonl"  # every GRPO episode's Trace, with its step
+
+
+def start_run(cfg: TrainConfig) -> Path:
+    """The run directory ``cfg.output_dir``, created, with the resolved configuration written into
+    it; sets torch's CPU threads when ``grpo.torch_threads`` asks. Every recipe starts here."""
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_resolved(cfg, out)
+    if cfg.grpo.torch_threads:
+        import torch
+
+        torch.set_num_threads(cfg.grpo.torch_threads)
+    return out
 
 
 def metrics_callback(path: Path) -> Any:
@@ -45,7 +64,7 @@ def plot_curves(metrics_path: str | Path, png_path: str | Path, *, title: str = 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [
+    panels: list[tuple[str, list[str]]] = [
         ("reward", [k for k in records[-1] if k == "reward" or k.startswith("rewards/") and k.endswith("/mean")]),
         ("answer", [k for k in ("env/em", "env/format_ok") if k in records[-1]]),
         ("retrieval", [k for k in ("env/retrieval_turns", "env/retrieval_cost") if k in records[-1]]),
@@ -53,8 +72,8 @@ def plot_curves(metrics_path: str | Path, png_path: str | Path, *, title: str = 
     ]
     panels = [(name, keys) for name, keys in panels if keys]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4))
-    axes = [axes] if len(panels) == 1 else list(axes)
-    for ax, (name, keys) in zip(axes, panels):
+    axes_list: list[Any] = [axes] if len(panels) == 1 else list(axes)
+    for ax, (name, keys) in zip(axes_list, panels):
         _plot_series(ax, records, {key: key for key in keys}, xlabel="step", title=name)
     if title:
         fig.suptitle(title)

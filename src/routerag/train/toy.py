@@ -1,88 +1,35 @@
-"""Small real retrieval setups for CPU checks of the training stack.
+"""The toy learning run: a CPU check that GRPO through the real environment learns to route.
 
-* :func:`bm25_sourceset` — a :class:`SourceSet` of real BM25 sources built over given documents
-  (in a directory the caller owns), mounted under the RouteRAG mode names.
-* :func:`toy_routing_task` — a routing task whose right source is learnable from the question
-  text: every entity has a *people* fact ("Gustave Eiffel designed the Eiffel Tower.") and a
-  *places* fact ("The Eiffel Tower is located in Paris."), in two sources. A "Who ...?" question is
-  answered by the top hit of the people source, a "Where ...?" question by the places source; the
-  other source's top hit names the wrong thing. The people source serves mode ``passage``, the
-  places source mode ``graph``, so the policy routes with RouteRAG's own tags.
+The task and the tiny model live in :mod:`routerag.train.fixtures` (the training package's leaf,
+imported by the data and policy modules); this module sits on top of the training modules
+(nothing in the package imports it).
+
 * :func:`task_tokenizer` — the bundled Qwen tokenizer cut down to the tokens a task's texts use
   (plus the 256 byte tokens and the special tokens): identical token sequences for those texts,
   ids renumbered ``0..V-1``, so a tiny model's embedding and LM head have 643 rows instead of
   151,936 and a GRPO step is tens of times cheaper.
-* :func:`tiny_qwen2` — a randomly initialised small ``Qwen2ForCausalLM`` over a given vocabulary
-  size, for tests that must train in seconds.
 * :func:`run_toy_learning` — SFT cold start then GRPO (TRL ``GRPOTrainer``, the real
-  :class:`~routerag.train.env.RouteRAGEnv` as ``rollout_func``, EM reward) on the toy task.
+  :class:`~routerag.train.env.RouteRAGEnv` as ``rollout_func``, EM reward) on the toy task
+  (:func:`~routerag.train.fixtures.toy_routing_task`).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from routerag.corpus.schema import Document, Question
-from routerag.sources.sourceset import SourceSet
-
-# (thing, person, verb, place)
-TOY_FACTS: list[tuple[str, str, str, str]] = [
-    ("the Eiffel Tower", "Gustave Eiffel", "designed", "Paris"),
-    ("the Sydney Opera House", "Jorn Utzon", "designed", "Sydney"),
-    ("the Guggenheim Bilbao", "Frank Gehry", "designed", "Bilbao"),
-    ("the Sagrada Familia", "Antoni Gaudi", "designed", "Barcelona"),
-    ("the Louvre Pyramid", "Ieoh Ming Pei", "designed", "Paris"),
-    ("Microsoft", "Bill Gates", "founded", "Redmond"),
-    ("Amazon", "Jeff Bezos", "founded", "Seattle"),
-    ("Nintendo", "Fusajiro Yamauchi", "founded", "Kyoto"),
-    ("Ikea", "Ingvar Kamprad", "founded", "Delft"),
-    ("the Taj Mahal", "Ustad Ahmad Lahauri", "designed", "Agra"),
-    ("the Burj Khalifa", "Adrian Smith", "designed", "Dubai"),
-    ("Spotify", "Daniel Ek", "founded", "Stockholm"),
-]
-
-
-def bm25_sourceset(docs_by_source: Mapping[str, Iterable[Document]], directory: str | Path) -> SourceSet:
-    """Build one BM25 index per named source under ``directory`` and mount them."""
-    from routerag.index.bm25 import BM25Index
-    from routerag.index.docstore import DocStore
-    from routerag.index.settings import IndexSettings
-    from routerag.sources.bm25 import BM25Source
-
-    sources = SourceSet()
-    for name, docs in docs_by_source.items():
-        store = DocStore(docs)
-        index = BM25Index.build(store, Path(directory) / name, IndexSettings())
-        source = BM25Source(index, store, name=name)
-        source.mode = name
-        sources.mount(source)
-    return sources
-
-
-def toy_routing_task(directory: str | Path) -> tuple[SourceSet, list[Question]]:
-    """The toy routing task: sources ``passage`` (people facts) and ``graph`` (places facts) and
-    two questions per entity (who -> passage, where -> graph)."""
-    people = [Document.make(person, f"{person} {verb} {thing}.") for thing, person, verb, _ in TOY_FACTS]
-    places = [Document.make(place, f"{thing[0].upper() + thing[1:]} is located in {place}.") for thing, _, _, place in TOY_FACTS]
-    sources = bm25_sourceset({"passage": people, "graph": places}, directory)
-    questions: list[Question] = []
-    for i, (thing, person, verb, place) in enumerate(TOY_FACTS):
-        questions.append(Question(qid=f"who-{i}", question=f"Who {verb} {thing}?", answers=[person],
-                                  dataset="toy", metadata={"type": "who", "gold_mode": "passage"}))
-        questions.append(Question(qid=f"where-{i}", question=f"Where is {thing}?", answers=[place],
-                                  dataset="toy", metadata={"type": "where", "gold_mode": "graph"}))
-    return sources, questions
-
+from routerag.corpus.schema import Question
+from routerag.protocol.routerag_tags import ANSWER_CLOSE, ANSWER_OPEN, SEARCH_OPEN, THINK_OPEN, render_search, render_think
+from routerag.train.fixtures import tiny_qwen2, toy_routing_task
 
 TOY_PROMPT = "Question: {question}\n"
-TOY_PREFIX = "<search> ["
-TOY_THINK_PREFIX = "<think>"
+TOY_PREFIX = SEARCH_OPEN + " ["  # prefilled: the policy's first token is the mode
+TOY_THINK_PREFIX = THINK_OPEN
 TOY_MODES = ("passage", "graph")
 
 
@@ -141,21 +88,6 @@ def task_tokenizer(tokenizer: Any, texts: Iterable[str]) -> Any:
     return small
 
 
-def tiny_qwen2(vocab_size: int, *, layers: int = 2, hidden: int = 64, heads: int = 4, seed: int = 0, tie: bool = True,
-               **overrides: Any) -> Any:
-    """A randomly initialised small ``Qwen2ForCausalLM`` (fp32); ``tie``: LM head = input embedding."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(seed)
-    config = Qwen2Config(
-        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
-        num_attention_heads=heads, num_key_value_heads=max(1, heads // 2), max_position_embeddings=2048,
-        tie_word_embeddings=tie, **overrides,
-    )
-    return Qwen2ForCausalLM(config)
-
-
 # ---------------------------------------------------------------- the toy learning run
 
 
@@ -180,10 +112,15 @@ def toy_prefix(cold_start: str) -> str:
 def toy_action(mode: str, question: str, cold_start: str) -> str:
     """The policy's text after the prefilled assistant prefix, for one mode."""
     if cold_start == "think":
-        return f" [{question_word(question)}] </think>\n<search> [{mode}] </search>"
-    if cold_start == "query":
-        return f"{mode}] {question} </search>"
-    return f"{mode}] </search>"
+        full = render_think(f"[{question_word(question)}]") + "\n" + render_search([mode], "")
+    elif cold_start == "query":
+        full = render_search([mode], question)
+    else:
+        full = render_search([mode], "")
+    prefix = toy_prefix(cold_start)
+    if not full.startswith(prefix):
+        raise ValueError(f"the toy action {full!r} does not start with its prefilled prefix {prefix!r}")
+    return full[len(prefix):]
 
 
 def question_word(question: str) -> str:
@@ -227,7 +164,7 @@ def toy_texts(env: Any, questions: Sequence[Question], cold_start: str = "think"
     a scripted policy through ``env``, plus the environment's fixed messages."""
     from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION
 
-    texts = [INVALID_ACTION, FORCE_ANSWER, "<answer></answer>"]
+    texts = [INVALID_ACTION, FORCE_ANSWER, ANSWER_OPEN + ANSWER_CLOSE]
     for q in questions:
         for mode in TOY_MODES:
             action = toy_action(mode, q.question, cold_start)
@@ -316,7 +253,7 @@ def run_toy_learning(out_dir: str | Path, settings: ToySettings | None = None, *
     """Cold start (format, chance routing) then GRPO with the EM reward on the toy routing task,
     through the real environment and TRL. Returns greedy routing and exact p(gold mode) before and
     after GRPO, the metrics file of the GRPO phase and the timings."""
-    from routerag.train import data, grpo, policy, recipes, runfiles
+    from routerag.train import data, grpo, policy, runfiles
     from routerag.train import sft as sft_mod
     from routerag.train.config import TrainConfig
     from routerag.train.env import HFCodec, RouteRAGEnv
@@ -338,7 +275,7 @@ def run_toy_learning(out_dir: str | Path, settings: ToySettings | None = None, *
         sft={"per_device_train_batch_size": s.sft_batch, "max_steps": s.sft_steps, "learning_rate": s.sft_lr},
         switch_step=10_000,  # EM only: the task is about routing, not cost
     )
-    recipes._start(cfg)
+    runfiles.start_run(cfg)
     tokenizer = policy.load_tokenizer_for(cfg.model)
     sources, questions = toy_routing_task(out / "sources")
     if s.vocab == "task":
