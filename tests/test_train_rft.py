@@ -3,9 +3,9 @@ correct under the efficiency stage), pass@1 / pass@G, the kept episode as an SFT
 
 from __future__ import annotations
 
+from routerag.corpus.question_types import question_form
 from routerag.trace import Step, Trace
 from routerag.train.rewards import two_stage_schedule
-from routerag.corpus.question_types import question_form
 from routerag.train.rft import Episode, QuestionSamples, round_stats, score_round
 
 
