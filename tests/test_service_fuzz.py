@@ -447,11 +447,11 @@ query_params = st.dictionaries(
 
 @FUZZ
 @given(method=st.sampled_from(["GET", "GET", "HEAD", "DELETE"]), template=st.sampled_from(GET_PATHS),
-       segment=st.one_of(hostile_text, st.sampled_from(["..", "%2e%2e", "..%2f..%2fetc%2fpasswd", "index.html",
-                                                       "app.js", "notes", "fzx"])),
+       segment=st.one_of(hostile_text, st.sampled_from(["..", "%2e%2e", "..%2f..%2fetc%2fpasswd", "%00", "%ed%a0%80",
+                                                       "%ff", "index.html", "app.js", "notes", "fzx"])),
        query=query_params)
 def test_fuzz_paths_and_query_params(svc, outside_before, method, template, segment, query):
-    quoted = segment if "%" in segment else path_segment(segment)
+    quoted = segment if re.fullmatch(r"[\w.]*(%[0-9a-fA-F]{2}[\w.]*)+", segment) else path_segment(segment)
     qs = "&".join(f"{path_segment(k)}={path_segment(v)}" for k, v in query.items())
     url = template.replace("{x}", quoted) + (f"?{qs}" if qs else "")
     if method == "DELETE" and not template.startswith("/v1/sources/"):
