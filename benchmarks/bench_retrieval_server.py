@@ -147,7 +147,12 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=0, help="also send this many single-query requests at once")
     parser.add_argument("--only-burst", action="store_true", help="run only the burst scenarios")
     parser.add_argument("--threads", type=int, default=4, help="ServerSettings.retrieval_threads")
+    parser.add_argument("--torch-threads", type=int, help="torch intra-op threads (default: torch's own)")
     args = parser.parse_args()
+    if args.torch_threads:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
 
     sources = load_sources(args.index, args.corpus, args.docs, args.components.split(","))
     queries = load_queries(args.questions, max(args.requests, 32))
