@@ -130,8 +130,23 @@ def burst(label: str, sources: SourceSet, settings: ServerSettings, bodies: list
         "req/s": len(latencies) / wall,
         "queries/s": len(latencies) / wall,
         "errors": errors,
-        "merged calls": app.state.runner.batcher.batches,
+        "merged calls": f"{app.state.runner.batcher.batches} ({app.state.runner.batcher.merged_requests} req)",
     }
+
+
+def searchr1_batch(sources: SourceSet, args: argparse.Namespace, queries: list[str]) -> dict:
+    """One POST /retrieve/searchr1 with ``args.searchr1`` queries (topk 3, scores), as Search-R1's
+    rollout sends every active rollout's query at once; the source is ``args.source``."""
+    from routerag.server.settings import SearchR1Settings
+
+    batch = [queries[i % len(queries)] for i in range(args.searchr1)]
+    settings = ServerSettings(retrieval_threads=args.threads, searchr1=SearchR1Settings(default_source=args.source))
+    with BackgroundServer(create_retrieval_app(sources, settings)) as server, \
+            httpx.Client(base_url=server.url, timeout=600) as client:
+        body = {"queries": batch, "topk": 3, "return_scores": True}
+        return measure(f"Search-R1, {args.searchr1} queries in one request", [
+            (lambda: len(client.post("/retrieve/searchr1", json=body).raise_for_status().json()["result"]))
+            for _ in range(3)])
 
 
 def main() -> None:
@@ -145,7 +160,9 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--requests", type=int, default=200, help="requests per scenario (bounded)")
     parser.add_argument("--burst", type=int, default=0, help="also send this many single-query requests at once")
-    parser.add_argument("--only-burst", action="store_true", help="run only the burst scenarios")
+    parser.add_argument("--only-burst", action="store_true", help="run only the burst (and --searchr1) scenarios")
+    parser.add_argument("--searchr1", type=int, default=0,
+                        help="also send one Search-R1 request with this many queries (a trainer's batch), 3 times")
     parser.add_argument("--threads", type=int, default=4, help="ServerSettings.retrieval_threads")
     parser.add_argument("--torch-threads", type=int, help="torch intra-op threads (default: torch's own)")
     args = parser.parse_args()
@@ -169,6 +186,8 @@ def main() -> None:
             settings = ServerSettings(retrieval_threads=args.threads, micro_batching=batching)
             label = f"HTTP, burst of {args.burst}, micro-batching {'on' if batching else 'off'}"
             rows.append(burst(label, sources, settings, bodies))
+    if args.searchr1:
+        rows.append(searchr1_batch(sources, args, queries))
     if args.only_burst:
         print_rows(args, rows)
         return

@@ -45,6 +45,7 @@ class RequestBatcher:
         self._open: dict[_Key, _Group] = {}  # groups still waiting for a thread (event-loop state only)
         self._tasks: set[asyncio.Task[None]] = set()
         self.batches = 0  # retrieval calls that served more than one request (for tests and benchmarks)
+        self.merged_requests = 0  # requests served by those calls
 
     @property
     def limiter(self) -> anyio.CapacityLimiter:
@@ -83,6 +84,7 @@ class RequestBatcher:
                 await self._one_by_one(group)
                 return
         self.batches += 1
+        self.merged_requests += len(group.requests)
         start = 0
         for request, future in zip(group.requests, group.futures):
             end = start + len(request.queries)
