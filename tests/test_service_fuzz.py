@@ -521,6 +521,30 @@ def test_fuzz_retrieval_server_paths(ret, outside_before, method, template, segm
     healthy(ret)
 
 
+@pytest.fixture(scope="module")
+def keyed(sources):
+    """The retrieval server with an API key: its writes are refused before any body is read."""
+    settings = ServerSettings(api_key="fuzz-key", searchr1=SearchR1Settings(default_source="bm25"))
+    with BackgroundServer(create_retrieval_app(sources, settings)) as running, \
+            httpx.Client(base_url=running.url, timeout=REQUEST_TIMEOUT_S) as client:
+        yield client
+
+
+@FUZZ
+@given(path=st.sampled_from(["/retrieve", "/retrieve/searchr1", "/sources", "/nope"]),
+       body=st.one_of(raw_bodies, st.one_of(retrieve_bodies, searchr1_bodies).map(lambda v: to_json(v).encode("ascii"))),
+       key=st.one_of(st.none(), st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=20)),
+       scheme=st.sampled_from(["X-API-Key", "Bearer", "bearer", "Basic"]))
+def test_fuzz_without_the_key_every_write_is_401(keyed, outside_before, path, body, key, scheme):
+    headers = {"content-type": "application/json"}
+    if key is not None and key != "fuzz-key":
+        headers.update({"X-API-Key": key} if scheme == "X-API-Key" else {"Authorization": f"{scheme} {key}"})
+    r = keyed.post(path, content=body, headers=headers)
+    assert r.status_code == 401, (path, headers, r.status_code, r.text[:200])
+    assert keyed.get("/sources").status_code == 401  # reads of data need the key too
+    healthy(keyed)
+
+
 # ------------------------------------------------------------------ coverage of the route table
 
 FUZZED = {
