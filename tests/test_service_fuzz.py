@@ -422,9 +422,9 @@ def test_fuzz_multipart_shapes(svc, outside_before, data):
         disposition = f'form-data; name="{field}"' + (f'; filename="{filename}"' if filename is not None else "")
         body += (f"--{boundary}\r\nContent-Disposition: {disposition}\r\n\r\n".encode("utf-8", "surrogatepass")
                  + content + b"\r\n")
-    body += data.draw(st.sampled_from([f"--{boundary}--\r\n".encode("utf-8"), b"", b"--"]), label="end")
+    body += data.draw(st.sampled_from([f"--{boundary}--\r\n".encode(), b"", b"--"]), label="end")
     r = no_5xx(svc.post("/v1/sources", content=body,
-                        headers={"content-type": f"multipart/form-data; boundary={boundary}".encode("utf-8")}))
+                        headers={"content-type": f"multipart/form-data; boundary={boundary}".encode()}))
     if r.status_code == 202:
         name = r.json()["name"]
         deadline = time.monotonic() + RUN_WAIT_S
