@@ -253,9 +253,14 @@ def outside_before(service, retrieval, fuzz_root, data_dir):
 def _outside(fuzz_root: Path, data_dir: Path, cache_dir) -> dict[str, set[str]]:
     default_data = Path(cache_dir("service"))
     return {
-        "tmp": files_under(fuzz_root.parent, skip=data_dir),
+        # this module's temp tree in full; the session's temp root and the working directory at
+        # their top level (other test modules own what lies below)
+        "tmp": files_under(fuzz_root, skip=data_dir) | set(os.listdir(fuzz_root.parent)),
         "default data_dir": files_under(default_data) if default_data.exists() else set(),
         "cwd": set(os.listdir(os.getcwd())) - {".hypothesis", ".pytest_cache", "__pycache__"},
+        # where the hostile upload names below would land if a name were ever used as a path
+        "targets": {str(p) for p in (Path("/tmp/evil.json"), Path("/tmp/evil.csv"), fuzz_root / "evil.csv",
+                                     data_dir / "evil.json") if p.exists()},
     }
 
 
