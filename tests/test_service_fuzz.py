@@ -241,13 +241,9 @@ def files_under(root: Path, skip: Path | None = None) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def outside_before(service, retrieval, fuzz_root, data_dir):
-    """What exists outside the data directory once both servers run: the temp tree of this test
-    session (the index the servers read included), the default service data directory and the
-    working directory's top level."""
-    from routerag.paths import cache_dir
-
-    return _outside(fuzz_root, data_dir, cache_dir)
+def outside_before(service, retrieval):
+    """Requested by every fuzz test: both servers are up (the check below runs around each test)."""
+    return True
 
 
 def _outside(fuzz_root: Path, data_dir: Path, cache_dir) -> dict[str, set[str]]:
@@ -270,15 +266,16 @@ OWNED = re.compile(r"^(runs(/\.?[0-9a-f]{16}\.json(\.[^/]*\.tmp)?)?"
 
 @pytest.fixture(autouse=True)
 def nothing_written_outside(request, fuzz_root, data_dir):
-    """Checked after every test of this module: no new file outside the data directory, and only
-    the service's own layout inside it."""
+    """Checked around every fuzz test: no new file outside the data directory, and only the
+    service's own layout inside it."""
     if "outside_before" not in request.fixturenames:
         yield
         return
-    before = request.getfixturevalue("outside_before")
-    yield
     from routerag.paths import cache_dir
 
+    request.getfixturevalue("outside_before")  # the servers first: their start-up writes are theirs
+    before = _outside(fuzz_root, data_dir, cache_dir)
+    yield
     after = _outside(fuzz_root, data_dir, cache_dir)
     for where, names in after.items():
         assert names <= before[where], f"new files in {where}: {sorted(names - before[where])[:10]}"
