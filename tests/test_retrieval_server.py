@@ -297,3 +297,102 @@ def test_searchr1_bad_tags(client, queries, reason):
     r = client.post("/retrieve/searchr1", json={"queries": queries, "topk": 2})
     assert r.status_code == 422
     assert reason in r.json()["detail"]
+
+
+# --------------------------------------------------------------------------- micro-batching
+
+
+class GatedSource:
+    """A real source behind a gate: its first call waits until the test opens the gate, so the
+    requests sent meanwhile queue up; records every batch it serves; fails on a query saying boom."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.name, self.mode, self.profile = inner, inner.name, inner.mode, inner.profile
+        self.gate = threading.Event()
+        self.batches: list[list[str]] = []
+
+    def search(self, queries: Sequence[str], k: int) -> list[QueryResult]:
+        self.batches.append(list(queries))
+        self.gate.wait(10)
+        if any("boom" in q for q in queries):
+            raise RuntimeError("boom")
+        return self.inner.search(queries, k)
+
+
+def _run_concurrently(batcher, requests, gated):
+    """The first request takes the only thread (and waits at the gate); the others are sent
+    meanwhile; once all of them wait, the gate opens. Returns the outcomes in order."""
+    import asyncio
+
+    async def until(condition) -> None:
+        deadline = time.monotonic() + 10
+        while not condition():
+            assert time.monotonic() < deadline, "the requests did not queue up"
+            await asyncio.sleep(0.005)
+
+    async def main():
+        first = asyncio.ensure_future(batcher.run(requests[0]))
+        await until(lambda: len(gated.batches) == 1)
+        rest = [asyncio.ensure_future(batcher.run(r)) for r in requests[1:]]
+        await until(lambda: sum(len(g.requests) for g in batcher._open.values()) == len(requests) - 1)
+        gated.gate.set()
+        return await asyncio.gather(first, *rest, return_exceptions=True)
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_concurrent_requests_waiting_for_a_thread_are_served_by_one_call(sources, enabled):
+    from routerag.server.batching import RequestBatcher
+    from routerag.sources.base import RetrievalRequest
+
+    gated = GatedSource(sources.get("passage"))
+    batcher = RequestBatcher(SourceSet([gated]), threads=1, max_batch=64, enabled=enabled)
+    questions = ["Who was Teutberga married to?", "Where is Leeds?", "bishop of Elmham", "margrave of Tuscany",
+                 "Lothair II", "Waldrada"]
+    requests = [RetrievalRequest(queries=[q], k=3, sources=["passage"]) for q in questions]
+    if not enabled:
+        gated.gate.set()
+        import asyncio
+
+        async def main():
+            return await asyncio.gather(*(batcher.run(r) for r in requests))
+
+        replies = asyncio.run(main())
+        assert [len(b) for b in gated.batches] == [1] * len(questions)
+    else:
+        replies = _run_concurrently(batcher, requests, gated)
+        # the first request took the only thread; the five that queued meanwhile went as one batch
+        assert [len(b) for b in gated.batches] == [1, 5] and batcher.batches == 1
+    for question, reply in zip(questions, replies):
+        alone = sources.retrieve(RetrievalRequest(queries=[question], k=3, sources=["passage"]))
+        assert [r.query for r in reply.results["passage"]] == [question]
+        assert [h.doc_id for h in reply.results["passage"][0].hits] == [h.doc_id for h in alone.results["passage"][0].hits]
+
+
+def test_a_failing_batch_is_retried_request_by_request(sources):
+    from routerag.server.batching import RequestBatcher
+    from routerag.sources.base import RetrievalRequest
+
+    gated = GatedSource(sources.get("bm25"))
+    batcher = RequestBatcher(SourceSet([gated]), threads=1, max_batch=64)
+    queries = ["first", "Leeds", "boom here", "Teutberga"]
+    replies = _run_concurrently(batcher, [RetrievalRequest(queries=[q], k=2, sources=["bm25"]) for q in queries], gated)
+    assert isinstance(replies[2], RuntimeError)  # only the request that caused it sees the error
+    assert all(isinstance(r, RetrievalResponse) for i, r in enumerate(replies) if i != 2)
+    assert [r.results["bm25"][0].query for i, r in enumerate(replies) if i != 2] == ["first", "Leeds", "Teutberga"]
+
+
+def test_requests_with_other_k_or_sources_are_not_merged(sources):
+    from routerag.server.batching import RequestBatcher
+    from routerag.sources.base import RetrievalRequest
+
+    gated = GatedSource(sources.get("bm25"))
+    batcher = RequestBatcher(SourceSet([gated]), threads=1, max_batch=64)
+    requests = [RetrievalRequest(queries=["a Teutberga"], k=1, sources=["bm25"]),
+                RetrievalRequest(queries=["b Teutberga"], k=1, sources=["bm25"]),
+                RetrievalRequest(queries=["c Teutberga"], k=2, sources=["bm25"]),
+                RetrievalRequest(queries=["d Teutberga"], k=1, sources=["bm25"])]
+    replies = _run_concurrently(batcher, requests, gated)
+    assert sorted(map(sorted, gated.batches)) == [["a Teutberga"], ["b Teutberga", "d Teutberga"], ["c Teutberga"]]
+    assert [len(r.results["bm25"][0].hits) for r in replies] == [1, 1, 2, 1]

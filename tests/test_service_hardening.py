@@ -429,3 +429,22 @@ def test_a_body_that_does_not_arrive_gets_408(sources, tmp_path):
         assert "did not arrive within 0.5 s" in reply and waited < 5
         with httpx.Client(base_url=running.url) as c:
             assert c.get("/health").status_code == 200
+
+
+# ------------------------------------------------------------------ found by the fuzz suite (tests/test_service_fuzz.py)
+
+
+def test_background_servers_answer_keep_alive_requests_without_nagle_delay():
+    """uvicorn serving a socket it did not bind left Nagle's algorithm on: every reply on a
+    keep-alive connection (headers, then body) waited ~40 ms for the client's delayed ACK, ten
+    times the request itself (found when the fuzz suite ran at 45 ms a request). Accepted
+    connections inherit TCP_NODELAY from the listening socket."""
+    import socket
+
+    from routerag.server.serving import bind_socket
+
+    sock = bind_socket("127.0.0.1", 0)
+    try:
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+    finally:
+        sock.close()

@@ -15,12 +15,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import anyio
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictInt
 
+from routerag.server.batching import RequestBatcher
 from routerag.server.errors import ERRORS, ApiError
 from routerag.server.guard import RequestGuard, key_problem
 from routerag.server.searchr1_adapter import build_searchr1_router
@@ -58,7 +58,8 @@ class RetrievalRunner:
     def __init__(self, sources: SourceSet, settings: ServerSettings) -> None:
         self.sources = sources
         self.settings = settings
-        self._limiter: anyio.CapacityLimiter | None = None
+        self.batcher = RequestBatcher(sources, threads=settings.retrieval_threads, max_batch=settings.max_batch,
+                                      enabled=settings.micro_batching)
 
     @property
     def limits(self) -> Limits:
@@ -80,9 +81,7 @@ class RetrievalRunner:
 
     async def run(self, request: RetrievalRequest) -> RetrievalResponse:
         self.check(request)
-        if self._limiter is None:  # created on first use, inside the running event loop
-            self._limiter = anyio.CapacityLimiter(self.settings.retrieval_threads)
-        return await anyio.to_thread.run_sync(self.sources.retrieve, request, limiter=self._limiter)
+        return await self.batcher.run(request)
 
     def describe(self) -> SourcesReply:
         infos = []
