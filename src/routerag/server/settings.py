@@ -94,8 +94,9 @@ class ServerSettings(BaseModel):
     max_query_chars: int = Field(MAX_QUERY_CHARS, ge=1, le=MAX_QUERY_CHARS, description="longest query")
     retrieval_threads: int = Field(4, ge=1, le=64, description="retrievals running at once in the worker threads")
     micro_batching: bool = Field(
-        True, description="serve concurrent requests for the same sources and k that wait for a thread with one "
-                          "retrieval call (up to max_batch queries); no delay is added")
+        False, description="serve concurrent requests for the same sources and k that wait for a thread with one "
+                           "retrieval call (up to max_batch queries); no delay is added. Off by default: its "
+                           "measured gain on 2 cores was within the noise and p50 rose (docs/service.md)")
     searchr1: SearchR1Settings = Field(default_factory=SearchR1Settings)
     security: SecuritySettings = Field(default_factory=SecuritySettings)
 
