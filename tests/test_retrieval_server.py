@@ -143,28 +143,35 @@ def test_concurrent_requests_are_served_in_parallel_threads(client, server):
     assert client.get("/health").status_code == 200  # the event loop is still answering
 
 
-class SlowSource:
-    """A source that takes 0.8 s per call (a unit-test double: it only proves the server stays
-    responsive while a retrieval is running)."""
+class BlockedSource:
+    """A source whose search blocks until the test releases it (a unit-test double: it only proves
+    the server stays responsive while a retrieval is running; no timing involved)."""
 
-    name, mode, profile = "slow", "passage", "sleeps"
+    name, mode, profile = "slow", "passage", "blocks"
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
 
     def search(self, queries: Sequence[str], k: int) -> list[QueryResult]:
-        time.sleep(0.8)
-        return [QueryResult(query=q, source=self.name, hits=[], latency_ms=800.0) for q in queries]
+        self.started.set()
+        self.release.wait(30)
+        return [QueryResult(query=q, source=self.name, hits=[], latency_ms=0.0) for q in queries]
 
 
 def test_slow_retrieval_does_not_block_the_event_loop():
-    with BackgroundServer(create_retrieval_app(SourceSet([SlowSource()]))) as running:
+    source = BlockedSource()
+    with BackgroundServer(create_retrieval_app(SourceSet([source]))) as running:
         slow = threading.Thread(target=lambda: httpx.post(f"{running.url}/retrieve", timeout=30,
                                                           json={"queries": ["q"], "k": 1, "sources": ["slow"]}))
         slow.start()
-        time.sleep(0.2)  # the retrieval is now sleeping in a worker thread
-        t0 = time.perf_counter()
-        assert httpx.get(f"{running.url}/health", timeout=30).status_code == 200
-        assert time.perf_counter() - t0 < 0.5
-        assert slow.is_alive()
-        slow.join()
+        try:
+            assert source.started.wait(30)  # the retrieval is now blocked in a worker thread
+            assert httpx.get(f"{running.url}/health", timeout=10).status_code == 200
+            assert not source.release.is_set() and slow.is_alive()  # answered while it was still running
+        finally:
+            source.release.set()
+            slow.join()
 
 
 # ------------------------------------------------------------------ 4xx with reasons
