@@ -181,13 +181,17 @@ def part_recall(margins: list[float], datasets: list[str]) -> None:
 # ---------------------------------------------------------------- 3. source routing
 
 
-def part_sources(embedder) -> None:
+SOURCE_SETS = {"law-med": lambda: gold_source_labels("law-med", eval_sets=()),
+               "2wiki-multisource": lambda: answer_source_labels("2wiki-multisource", eval_sets=())}
+
+
+def part_sources(embedder, sets: list[str]) -> None:
     from routerag.corpus.datasets import load_dataset
 
     print("## Source routing\n")
     out = []
-    for dataset, build in (("law-med", lambda: gold_source_labels("law-med", eval_sets=())),
-                           ("2wiki-multisource", lambda: answer_source_labels("2wiki-multisource", eval_sets=()))):
+    for dataset in sets:
+        build = SOURCE_SETS[dataset]
         prov, rows = build()
         names = list(prov.choices)
         profiles = {n: s.profile for n, s in load_dataset(dataset).sources.items()}
@@ -263,7 +267,8 @@ def main() -> None:
     ap.add_argument("--parts", default="cv,recall,sources,latency")
     ap.add_argument("--labels", type=Path, default=shipped_dir() / "labels")
     ap.add_argument("--margins", default="0,0.05,0.1,0.2,0.3")
-    ap.add_argument("--recall-sets", default="2wiki:100,musique:50")
+    ap.add_argument("--recall-sets", default="2wiki:100,musique:50,hotpotqa-distractor:500")
+    ap.add_argument("--source-sets", default="law-med,2wiki-multisource", help=f"of {', '.join(SOURCE_SETS)}")
     args = ap.parse_args()
     from routerag.index.embedder import build_embedder
 
@@ -275,7 +280,7 @@ def main() -> None:
     if "recall" in parts:
         part_recall(margins, args.recall_sets.split(","))
     if "sources" in parts:
-        part_sources(embedder)
+        part_sources(embedder, args.source_sets.split(","))
     if "latency" in parts:
         part_latency(embedder)
     sys.stdout.flush()
