@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from typing import ClassVar
 
 import pytest
 from test_strategies_support import make_context
@@ -21,8 +22,8 @@ class ScriptedRouter:
     """Always the scores it was given; records what it was asked."""
 
     name = "scripted-strategy"
-    scores = {"direct": 0.2, "vanilla": 0.9, "routerag": 0.5}
-    asked: list = []
+    scores: ClassVar[dict[str, float]] = {"direct": 0.2, "vanilla": 0.9, "routerag": 0.5}
+    asked: ClassVar[list] = []
 
     def __init__(self, deps) -> None:
         self.deps = deps
@@ -43,7 +44,7 @@ def scripted_router():
 
 
 def test_adaptive_is_registered_and_runs_the_chosen_strategy_with_the_choice_in_the_trace():
-    ctx, model, sources = make_context(["Paris"], names=("passage",))
+    ctx, _, sources = make_context(["Paris"], names=("passage",))
     adaptive = STRATEGIES.get("adaptive")(ctx, {"router": "scripted-strategy", "router_margin": 0.1,
                                                  "strategy_params": {"vanilla": {"k": 2}}})
     trace = adaptive.run(Q)
@@ -61,14 +62,14 @@ def test_adaptive_is_registered_and_runs_the_chosen_strategy_with_the_choice_in_
 
 def test_adaptive_direct_choice_does_not_retrieve():
     ScriptedRouter.scores = {"direct": 0.95, "vanilla": 0.4, "routerag": 0.5}
-    ctx, model, sources = make_context(["Paris"], names=("passage",))
+    ctx, _, sources = make_context(["Paris"], names=("passage",))
     trace = STRATEGIES.get("adaptive")(ctx, {"router": "scripted-strategy"}).run(Q)
     assert trace.answer == "Paris" and [s.kind for s in trace.steps] == ["route", "answer"]
     assert not sources["passage"].queries and trace.steps[0].metadata["choice"] == "direct"
 
 
 def test_adaptive_maps_choices_to_other_strategies():
-    ctx, _, sources = make_context(["Paris"], names=("passage",))
+    ctx, _, _ = make_context(["Paris"], names=("passage",))
     params = {"router": "scripted-strategy", "strategies": {"direct": "direct", "vanilla": "iter-retgen"},
               "strategy_params": {"vanilla": {"iterations": 1}}}
     trace = STRATEGIES.get("adaptive")(ctx, params).run(Q)
@@ -144,9 +145,9 @@ def test_strategy_labels_from_runs_and_a_learned_strategy_router(tmp_path):
 
 
 def test_adaptive_with_a_learned_strategy_router_trained_on_strategy_labels(tmp_path, monkeypatch):
-    import routerag.index.embedder as embedder_module
     from test_routing import ToyEmbedder
 
+    import routerag.index.embedder as embedder_module
     from routerag.routing.labels import LabelProvenance, RouteLabel
     from routerag.routing.train import train_router
 

@@ -14,7 +14,7 @@ The file is the usual label file (:mod:`routerag.routing.labels`), ``kind="strat
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -83,6 +83,6 @@ def strategy_labels(runs: Mapping[str, str | Path], *, metric: str = "em", thres
         index={"runs": {c: {"path": str(runs[c]), "strategy": h.strategy, "label": h.label, "fingerprint": h.fingerprint,
                             "created_at": str(h.created_at)} for c, h in headers.items()}},
         mode_cost=prices, excluded_eval_sets=list(eval_sets), excluded_questions=excluded,
-        questions=len(rows), git_commit=git_commit(), created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        questions=len(rows), git_commit=git_commit(), created=datetime.now(UTC).isoformat(timespec="seconds"),
     )
     return provenance, rows

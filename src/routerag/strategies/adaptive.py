@@ -41,7 +41,7 @@ class AdaptiveParams(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _known(self) -> "AdaptiveParams":
+    def _known(self) -> AdaptiveParams:
         for choice, name in self.strategies.items():
             if name == "adaptive":
                 raise ValueError(f"choice {choice!r}: adaptive cannot run itself")
