@@ -147,8 +147,8 @@ def _recall_rows(dataset: str, n: int):
     return data, sources, questions, score
 
 
-def part_recall(margins: list[float], datasets: list[str]) -> None:
-    router = LearnedRouter.load(resolve_model("mode", []))
+def part_recall(margins: list[float], datasets: list[str], model: str = "mode") -> None:
+    router = LearnedRouter.load(resolve_model(model, []))
     modes = router.manifest.labels
     costs = router.manifest.mode_cost
     for spec in datasets:
@@ -272,6 +272,7 @@ def main() -> None:
     ap.add_argument("--margins", default="0,0.05,0.1,0.2,0.3")
     ap.add_argument("-k", type=int, default=None, help="cv: success = gold within the top k (from the labels' recorded ranks)")
     ap.add_argument("--recall-sets", default="2wiki:100,musique:50,hotpotqa-distractor:500")
+    ap.add_argument("--model", default="mode", help="recall: the mode router (a shipped name or a model folder)")
     ap.add_argument("--source-sets", default="law-med,2wiki-multisource", help=f"of {', '.join(SOURCE_SETS)}")
     args = ap.parse_args()
     from routerag.index.embedder import build_embedder
@@ -282,7 +283,7 @@ def main() -> None:
     if "cv" in parts:
         part_cv(args.labels, embedder, margins, args.k)
     if "recall" in parts:
-        part_recall(margins, args.recall_sets.split(","))
+        part_recall(margins, args.recall_sets.split(","), args.model)
     if "sources" in parts:
         part_sources(embedder, args.source_sets.split(","))
     if "latency" in parts:
