@@ -65,7 +65,7 @@ def accuracy_of(chosen: list[str], rows: list[RouteLabel]) -> float:
 # ---------------------------------------------------------------- 1. mode routing, cross-validated
 
 
-def part_cv(label_dir: Path, embedder, margins: list[float]) -> None:
+def part_cv(label_dir: Path, embedder, margins: list[float], k: int | None = None) -> None:
     files = sorted(label_dir.glob("mode-*.jsonl.gz"))
     if not files:
         print(f"(no mode label files in {label_dir}: run `routerag router labels`)\n")
@@ -76,6 +76,9 @@ def part_cv(label_dir: Path, embedder, margins: list[float]) -> None:
         prov.append(p)
         rows += r
     labels = list(prov[0].choices)
+    if k is not None:  # relabel from the recorded gold ranks: success = gold within the top k
+        rows = [r.model_copy(update={"success": {m: r.rank.get(m) is not None and r.rank[m] <= k for m in labels}}) for r in rows]
+        prov = [p.model_copy(update={"k": k}) for p in prov]
     costs = {m: float(prov[0].mode_cost.get(m, 1.0)) for m in labels}
     queries = [r.query for r in rows]
     t0 = time.perf_counter()
@@ -144,8 +147,8 @@ def _recall_rows(dataset: str, n: int):
     return data, sources, questions, score
 
 
-def part_recall(margins: list[float], datasets: list[str]) -> None:
-    router = LearnedRouter.load(resolve_model("mode", []))
+def part_recall(margins: list[float], datasets: list[str], model: str = "mode") -> None:
+    router = LearnedRouter.load(resolve_model(model, []))
     modes = router.manifest.labels
     costs = router.manifest.mode_cost
     for spec in datasets:
@@ -181,13 +184,17 @@ def part_recall(margins: list[float], datasets: list[str]) -> None:
 # ---------------------------------------------------------------- 3. source routing
 
 
-def part_sources(embedder) -> None:
+SOURCE_SETS = {"law-med": lambda: gold_source_labels("law-med", eval_sets=()),
+               "2wiki-multisource": lambda: answer_source_labels("2wiki-multisource", eval_sets=())}
+
+
+def part_sources(embedder, sets: list[str]) -> None:
     from routerag.corpus.datasets import load_dataset
 
     print("## Source routing\n")
     out = []
-    for dataset, build in (("law-med", lambda: gold_source_labels("law-med", eval_sets=())),
-                           ("2wiki-multisource", lambda: answer_source_labels("2wiki-multisource", eval_sets=()))):
+    for dataset in sets:
+        build = SOURCE_SETS[dataset]
         prov, rows = build()
         names = list(prov.choices)
         profiles = {n: s.profile for n, s in load_dataset(dataset).sources.items()}
@@ -263,7 +270,10 @@ def main() -> None:
     ap.add_argument("--parts", default="cv,recall,sources,latency")
     ap.add_argument("--labels", type=Path, default=shipped_dir() / "labels")
     ap.add_argument("--margins", default="0,0.05,0.1,0.2,0.3")
-    ap.add_argument("--recall-sets", default="2wiki:100,musique:50")
+    ap.add_argument("-k", type=int, default=None, help="cv: success = gold within the top k (from the labels' recorded ranks)")
+    ap.add_argument("--recall-sets", default="2wiki:100,musique:50,hotpotqa-distractor:500")
+    ap.add_argument("--model", default="mode", help="recall: the mode router (a shipped name or a model folder)")
+    ap.add_argument("--source-sets", default="law-med,2wiki-multisource", help=f"of {', '.join(SOURCE_SETS)}")
     args = ap.parse_args()
     from routerag.index.embedder import build_embedder
 
@@ -271,11 +281,11 @@ def main() -> None:
     margins = [float(m) for m in args.margins.split(",")]
     parts = args.parts.split(",")
     if "cv" in parts:
-        part_cv(args.labels, embedder, margins)
+        part_cv(args.labels, embedder, margins, args.k)
     if "recall" in parts:
-        part_recall(margins, args.recall_sets.split(","))
+        part_recall(margins, args.recall_sets.split(","), args.model)
     if "sources" in parts:
-        part_sources(embedder)
+        part_sources(embedder, args.source_sets.split(","))
     if "latency" in parts:
         part_latency(embedder)
     sys.stdout.flush()

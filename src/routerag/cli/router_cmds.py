@@ -31,7 +31,7 @@ def labels_command(
     sets: list[str] = typer.Option(None, "--set", help="label sets to build (default: all; see routerag.routing.labels.LABEL_SETS)"),
     out: Path = typer.Option(None, "--out", "-o", help="folder of the label files (default: the package's shipped labels)"),
     k: int = typer.Option(5, "-k", help="a choice succeeds when its top k holds the gold"),
-    eval_sets: list[str] = typer.Option(None, "--eval-set", help="evaluation sets whose questions are excluded (default: 2wiki:100, musique:50, law-med:50)"),
+    eval_sets: list[str] = typer.Option(None, "--eval-set", help="evaluation sets whose questions are excluded (default: 2wiki:100, musique:50, law-med:50, hotpotqa-distractor)"),
 ) -> None:
     """Build routing labels (training questions only) by searching every mode / source."""
     from routerag.routing.labels import DEFAULT_EVAL_SETS, LABEL_SETS, build_label_set
@@ -45,14 +45,47 @@ def labels_command(
         typer.echo(f"wrote {path}")
 
 
+@router_app.command("strategy-labels")
+def strategy_labels_command(
+    runs: list[str] = typer.Option(..., "--run", help="CHOICE=RUN_FOLDER, one per strategy (e.g. direct=runs/hp-direct); "
+                                   "the runs of `routerag eval` over the same TRAINING questions"),
+    out: Path = typer.Option(None, "--out", "-o", help="the label file (default: the shipped labels' strategy-<dataset>.jsonl.gz)"),
+    metric: str = typer.Option("em", "--metric", help="the run metric that decides success"),
+    threshold: float = typer.Option(1.0, "--threshold", help="success: metric >= threshold"),
+    eval_sets: list[str] = typer.Option(None, "--eval-set", help="evaluation sets whose questions are excluded (default: "
+                                        "2wiki:100, musique:50, law-med:50, hotpotqa-distractor)"),
+) -> None:
+    """Strategy labels (for `adaptive`): which strategies answered each training question, at what cost."""
+    from routerag.routing.labels import DEFAULT_EVAL_SETS, write_labels
+    from routerag.routing.strategy_labels import strategy_labels
+
+    plan = {}
+    for item in runs:
+        choice, sep, folder = item.partition("=")
+        if not sep or not choice or not folder:
+            _fail(f"--run {item!r}: expected CHOICE=RUN_FOLDER")
+        if choice in plan:
+            _fail(f"--run: choice {choice!r} given twice")
+        plan[choice] = Path(folder)
+    try:
+        provenance, rows = strategy_labels(plan, metric=metric, threshold=threshold, eval_sets=eval_sets or DEFAULT_EVAL_SETS)
+    except ValueError as exc:
+        _fail(str(exc))
+    path = write_labels(out or _default_labels() / f"strategy-{provenance.dataset}.jsonl.gz", provenance, rows)
+    rates = ", ".join(f"{c} {sum(r.success[c] for r in rows) / max(len(rows), 1):.2f}" for c in provenance.choices)
+    typer.echo(f"wrote {path}: {len(rows)} questions ({provenance.excluded_questions} excluded); success rate {rates}; "
+               f"mean tokens {provenance.mode_cost}")
+
+
 # model name -> the label files it is trained on (globs in the labels folder)
 ROUTER_LABELS: dict[str, str] = {"mode": "mode-*.jsonl.gz", "source-law-med": "source-law-med.jsonl.gz",
-                                 "source-2wiki-multisource": "source-2wiki-multisource.jsonl.gz"}
+                                 "source-2wiki-multisource": "source-2wiki-multisource.jsonl.gz",
+                                 "strategy": "strategy-*.jsonl.gz"}
 
 
 @router_app.command("train")
 def train_command(
-    names: list[str] = typer.Option(None, "--name", help="routers to train (default: mode, source-law-med, source-2wiki-multisource)"),
+    names: list[str] = typer.Option(None, "--name", help="routers to train (default: mode, source-law-med, source-2wiki-multisource, strategy)"),
     labels: Path = typer.Option(None, "--labels", help="folder of label files (default: the shipped labels)"),
     files: list[Path] = typer.Option(None, "--file", help="train one router (--name) on these label files instead"),
     out: Path = typer.Option(None, "--out", "-o", help="folder of router models (default: the package's shipped routers)"),

@@ -5,6 +5,8 @@
   the hop's query (cleaned as RouteRAG cleans a search) is searched in every mode; a mode is a
   success when its top ``k`` holds the hop's gold paragraph. Each mode's measured wall time per
   query (batched search) and the per-mode cost the rewards use are recorded beside it.
+* **Strategy labels** (:mod:`routerag.routing.strategy_labels`): which strategies answered a
+  training question correctly, and their tokens, from ``routerag eval`` runs.
 * **Source labels**: a multi-source set's gold source where the data names one (law-med,
   :func:`gold_source_labels`); else the sources whose top ``k`` holds a gold answer string
   (2Wiki local/global, :func:`answer_source_labels`).
@@ -28,8 +30,10 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 MODES: tuple[str, ...] = ("passage", "bm25", "graph", "hybrid")
-DEFAULT_EVAL_SETS: tuple[str, ...] = ("2wiki:100", "musique:50", "law-med:50")
-LabelKind = Literal["mode", "source"]
+# the evaluation samples whose questions never enter labels: the 2Wiki-100 and MuSiQue-50 runs, law-med-50
+# and the whole held-out HotpotQA distractor test split
+DEFAULT_EVAL_SETS: tuple[str, ...] = ("2wiki:100", "musique:50", "law-med:50", "hotpotqa-distractor")
+LabelKind = Literal["mode", "source", "strategy"]
 
 
 class LabelProvenance(BaseModel):
@@ -60,6 +64,7 @@ class RouteLabel(BaseModel):
     rank: dict[str, int | None] = Field(default_factory=dict)  # choice -> 1-based rank of the gold, None: not in top k
     wall_ms: dict[str, float] = Field(default_factory=dict)  # choice -> measured retrieval wall time per query
     mode_cost: dict[str, float] = Field(default_factory=dict)  # choice -> the rewards' price
+    tokens: dict[str, int] = Field(default_factory=dict)  # choice -> model tokens spent (strategy labels)
 
     @property
     def label(self) -> list[str]:
@@ -262,6 +267,8 @@ LABEL_SETS: dict[str, tuple[LabelKind, str]] = {
     # file stem -> (kind, dataset)
     "mode-musique": ("mode", "musique"),
     "mode-hotpotqa": ("mode", "hotpotqa"),
+    # the 600 HotpotQA distractor train + dev questions over their pooled contexts (the test split is held out)
+    "mode-hotpotqa-distractor": ("mode", "hotpotqa-distractor-train"),
     "source-law-med": ("source", "law-med"),
     "source-2wiki-multisource": ("source", "2wiki-multisource"),
 }

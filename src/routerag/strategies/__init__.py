@@ -21,6 +21,7 @@ _BUILTINS = {
     "iter-retgen": "routerag.strategies.baselines:IterRetGen",
     "realroute": "routerag.strategies.realroute:RealRoute",
     "hard-route": "routerag.strategies.hard_route:HardRoute",
+    "adaptive": "routerag.strategies.adaptive:Adaptive",
 }
 
 for _name, _path in _BUILTINS.items():

@@ -1,0 +1,99 @@
+"""Adaptive-RAG (Jeong et al., 2024): per question, a classifier picks how much retrieval to do -
+none (``direct``), one step (``vanilla``) or the multi-step strategy (``routerag`` with the shipped
+policy, or ``ircot``) - and that strategy answers.
+
+The classifier is a router of :mod:`routerag.routing` (default ``learned``: the strategy model
+trained on strategy labels from outcomes, :mod:`routerag.routing.strategy_labels`; cost-aware with
+``router_margin``), asked to rank the choices of ``strategies`` (choice label -> registered
+strategy). The trace starts with a ``route`` step holding the choice, the strategy run and every
+choice's score; the chosen strategy's steps, transcript and answer follow.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, Field, model_validator
+
+from routerag.strategies.base import STRATEGIES, Strategy, StrategyContext
+from routerag.strategies.loop import LoopStrategy, add_step
+from routerag.trace import Trace
+
+DEFAULT_STRATEGIES = {"direct": "direct", "vanilla": "vanilla", "routerag": "routerag"}
+
+
+class AdaptiveParams(BaseModel):
+    strategies: dict[str, str] = Field(
+        default_factory=lambda: dict(DEFAULT_STRATEGIES), min_length=2,
+        description="the router's choices (its labels) -> the registered strategy each one runs",
+    )
+    strategy_params: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="per choice, parameters of its strategy (checked by that strategy)",
+    )
+    router: str = Field(default="learned", description="registered router (routerag.routing) that picks the strategy")
+    router_model: str | None = Field(
+        default=None, description="learned router: a shipped router's name or a model folder (default: the shipped one "
+        "whose labels cover the choices)",
+    )
+    router_margin: float = Field(
+        default=0.0, ge=0.0, le=1.0,
+        description="learned router: the cheapest strategy whose predicted success is within this margin of the best",
+    )
+
+    @model_validator(mode="after")
+    def _known(self) -> AdaptiveParams:
+        for choice, name in self.strategies.items():
+            if name == "adaptive":
+                raise ValueError(f"choice {choice!r}: adaptive cannot run itself")
+            if name not in STRATEGIES:
+                raise ValueError(f"choice {choice!r}: unknown strategy {name!r}; valid: {', '.join(STRATEGIES.names())}")
+        from routerag.routing import ROUTERS
+
+        if self.router not in ROUTERS:
+            raise ValueError(f"unknown router {self.router!r}; valid: {', '.join(ROUTERS.names())}")
+        extra = sorted(set(self.strategy_params) - set(self.strategies))
+        if extra:
+            raise ValueError(f"strategy_params for unknown choices {extra}; choices: {sorted(self.strategies)}")
+        return self
+
+
+def _params_of(strategy: Strategy) -> dict[str, Any]:
+    params = getattr(strategy, "params", None)
+    return params.model_dump(mode="json") if isinstance(params, BaseModel) else {}
+
+
+class Adaptive(LoopStrategy):
+    name: ClassVar[str] = "adaptive"
+    Params: ClassVar[type[BaseModel]] = AdaptiveParams
+    params: AdaptiveParams
+
+    def __init__(self, context: StrategyContext, params: BaseModel | dict[str, Any] | None = None) -> None:
+        super().__init__(context, params)
+        from routerag.routing import RouterDeps, build_router
+
+        p = self.params
+        self.router = build_router(p.router, RouterDeps(context=context, model=p.router_model, margin=p.router_margin))
+        # each choice's strategy is built once (its parameters checked now, not at the first question)
+        self.runners: dict[str, Strategy] = {
+            choice: STRATEGIES.get(name)(context, p.strategy_params.get(choice)) for choice, name in p.strategies.items()
+        }
+
+    def execute(self, trace: Trace) -> None:
+        p = self.params
+        result = self.router.route(trace.question, {c: "" for c in p.strategies})
+        choice = result.choice
+        if choice not in self.runners:
+            raise ValueError(f"router {p.router!r} chose {choice!r}, not one of {sorted(self.runners)}")
+        latency = sum(c.latency_ms for c in result.model_calls)
+        add_step(trace, "route", sources=[choice], routing_reason=result.reason, model_calls=result.model_calls,
+                 latency_ms=latency, format_error=result.format_error, raw_output=result.raw_output or "",
+                 metadata={"router": p.router, "choice": choice, "strategy": p.strategies[choice],
+                           "scores": result.scores, **{k: v for k, v in result.metadata.items() if k != "scores"},
+                           "strategy_params": _params_of(self.runners[choice])})
+        sub = self.runners[choice].run(trace.question)
+        offset = len(trace.steps)
+        trace.steps += [s.model_copy(update={"index": s.index + offset}) for s in sub.steps]
+        trace.segments = sub.segments
+        trace.answer = sub.answer
+        trace.fallback_answer = sub.fallback_answer
+        trace.error = sub.error
