@@ -8,12 +8,12 @@ import json
 from typing import ClassVar
 
 import pytest
-from test_strategies_support import make_context
 
 from routerag.routing import ROUTERS, RouteResult
 from routerag.routing.base import ranked_by_score
 from routerag.routing.labels import read_labels, write_labels
 from routerag.strategies import STRATEGIES
+from test_strategies_support import make_context
 
 Q = "What is the capital of France?"
 
@@ -145,11 +145,10 @@ def test_strategy_labels_from_runs_and_a_learned_strategy_router(tmp_path):
 
 
 def test_adaptive_with_a_learned_strategy_router_trained_on_strategy_labels(tmp_path, monkeypatch):
-    from test_routing import ToyEmbedder
-
     import routerag.index.embedder as embedder_module
     from routerag.routing.labels import LabelProvenance, RouteLabel
     from routerag.routing.train import train_router
+    from test_routing import ToyEmbedder
 
     # "related" questions need retrieval (vanilla succeeds, direct fails); "define" ones do not
     rows = [RouteLabel(qid=f"q{i}", dataset="toy", query=("who is related to x" if i % 2 else "define x"),

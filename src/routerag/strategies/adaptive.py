@@ -74,9 +74,11 @@ class Adaptive(LoopStrategy):
         p = self.params
         self.router = build_router(p.router, RouterDeps(context=context, model=p.router_model, margin=p.router_margin))
         # each choice's strategy is built once (its parameters checked now, not at the first question)
-        self.runners: dict[str, Strategy] = {
-            choice: STRATEGIES.get(name)(context, p.strategy_params.get(choice)) for choice, name in p.strategies.items()
-        }
+        self.runners: dict[str, Strategy] = {}
+        for choice, name in p.strategies.items():
+            cls = STRATEGIES.get(name)
+            given = p.strategy_params.get(choice)
+            self.runners[choice] = cls(context, None if given is None else cls.Params.model_validate(given))
 
     def execute(self, trace: Trace) -> None:
         p = self.params
