@@ -102,8 +102,10 @@ def test_the_service_answers_routerag_with_the_policy_the_cli_applies(recorder: 
         vanilla = client.post("/v1/ask", json={"question": QUESTION, "strategy": "vanilla", "params": {"source": "bm25"}})
         assert vanilla.status_code == 200, vanilla.text
         assert recorder.adapters() == {None}  # the policy was trained for routerag's protocol only
-    # the base model is built once at start, the policy model once on first use
+    # the base model is built once at start, the policy model once on first use, each with the
+    # backend's concurrency (llama.cpp: 1), as `routerag ask` builds it
     assert [c.lora_path for c in recorder.built] == [None, bundled_policy_path()]
+    assert {c.concurrency for c in recorder.built} == {1}
 
 
 def test_the_service_keeps_an_adapter_its_model_names(recorder: Recorder, index_dir: Path, monkeypatch,
@@ -154,3 +156,25 @@ def test_bad_params_are_a_routerag_error_naming_the_param() -> None:
         resolve_strategy("vanilla", {"kk": 2}, shipped_policy=True, json_params=True)
     lax = resolve_strategy("vanilla", {"k": "3"}, shipped_policy=True)  # YAML/--set values are converted
     assert lax.params.k == 3 and lax.model is None
+
+
+@pytest.mark.parametrize("command", [["ask", QUESTION], ["demo", "-n", "1"]])
+def test_ask_and_demo_index_the_corpus_with_the_interactive_components(recorder: Recorder, monkeypatch,
+                                                                        command: list[str]) -> None:
+    """Without ``--index``, ``ask`` and ``demo`` index the dataset's corpus with the front door's
+    components; ``eval`` keeps ``EvalConfig.components`` (part of its fingerprint)."""
+    from routerag.api import INTERACTIVE_COMPONENTS
+    from routerag.eval.config import EvalConfig
+    from routerag.sources.sourceset import SourceSet
+
+    asked = []
+
+    def build_sources(dataset, config):
+        asked.append(list(config.components))
+        return SourceSet(), []
+
+    monkeypatch.setattr("routerag.eval.setup.build_sources", build_sources)
+    result = CliRunner().invoke(_cli(), [*command, "--json"])
+    assert asked == [list(INTERACTIVE_COMPONENTS)], result.output
+    assert recorder.adapters() == {bundled_policy_path()}
+    assert EvalConfig().components == ["dense", "bm25"]

@@ -21,7 +21,7 @@ The defaults, and who gets them:
   concurrency (``ModelConfig.resolved``); a long-running service keeps them in a
   :class:`~routerag.llm.pool.ModelPool`.
 
-Errors are :class:`~routerag.errors.RouteragError`\\ s: an unknown name lists the valid ones
+Errors derive from :class:`~routerag.errors.RouteragError`: an unknown name lists the valid ones
 (``UnknownNameError``), bad parameters say which and why (:class:`StrategyParamsError`).
 """
 
