@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from routerag.errors import RouteragError
+
 M = TypeVar("M", bound=BaseModel)
 
 # ``json_schema_extra`` of a params field added after runs were stored, whose default keeps the old
@@ -19,7 +21,7 @@ M = TypeVar("M", bound=BaseModel)
 OMIT_AT_DEFAULT: dict[str, Any] = {"fingerprint": "omit-at-default"}
 
 
-class ConfigError(ValueError):
+class ConfigError(RouteragError, ValueError):
     """A configuration file or override that cannot be used; the message says where and why."""
 
 

@@ -11,11 +11,13 @@ import importlib
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar, cast, overload
 
+from routerag.errors import RouteragError
+
 T = TypeVar("T")
 F = TypeVar("F")  # what the decorator form registers and returns unchanged
 
 
-class UnknownNameError(KeyError):
+class UnknownNameError(RouteragError, KeyError):
     """Raised for a name that is not registered; the message lists the valid names."""
 
     def __str__(self) -> str:  # KeyError quotes its message; keep it readable

@@ -14,7 +14,8 @@ from routerag.cli.app import app
 
 console = Console()
 
-DEMO_COMPONENTS = ["dense", "bm25", "graph"]
+POLICY_HELP = ("routerag on the bundled 0.5B: apply the shipped SFT policy adapter (default) or run the untrained "
+               "model; see routerag.api")
 
 
 def _eval_config(config: Optional[Path], overrides: list[str], **fields):
@@ -26,26 +27,33 @@ def _eval_config(config: Optional[Path], overrides: list[str], **fields):
     return base.model_copy(update=explicit)
 
 
-def _context(cfg, index_dir: Optional[Path]):
+def _components(index: Optional[Path]) -> Optional[list[str]]:
+    from routerag.api import INTERACTIVE_COMPONENTS
+
+    return None if index is not None else list(INTERACTIVE_COMPONENTS)
+
+
+def _runner(cfg, policy: bool, index_dir: Optional[Path] = None):
+    """The strategy ``cfg`` names, resolved through the front door (``routerag.api``), over the
+    given index or one built over the dataset's corpus; also returns the index's folder and ``cfg``
+    with the model configuration that runs it (defaults applied)."""
+    from routerag.api import resolve_strategy
     from routerag.corpus.datasets import load_dataset
     from routerag.eval.setup import build_sources
     from routerag.llm.factory import build_model
     from routerag.strategies import StrategyContext
 
+    resolved = resolve_strategy(cfg.strategy, cfg.params, cfg.model, shipped_policy=policy)
     if index_dir is not None:
         from routerag.index.bundle import load_index
 
         sources = load_index(index_dir).sources(cfg.modes)
     else:
-        sources, _ = build_sources(load_dataset(cfg.dataset), cfg)
-    return StrategyContext(model=build_model(cfg.model), sources=sources)
-
-
-def _strategy(cfg, context):
-    from routerag.strategies import STRATEGIES
-
-    cls = STRATEGIES.get(cfg.strategy)
-    return cls(context, cls.Params.model_validate(cfg.params))
+        sources, manifests = build_sources(load_dataset(cfg.dataset), cfg)
+        index_dir = manifests[0].parent if manifests else None
+    assert resolved.model is not None
+    context = StrategyContext(model=build_model(resolved.model), sources=sources)
+    return resolved.build(context), index_dir, cfg.model_copy(update={"model": resolved.model})
 
 
 @app.command()
@@ -57,6 +65,7 @@ def ask(
     config: Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML configuration (EvalConfig shape)")] = None,
     set_: Annotated[list[str], typer.Option("--set", help="override: key.path=value (repeatable)")] = [],
     as_json: Annotated[bool, typer.Option("--json", help="print the Trace as JSON")] = False,
+    policy: Annotated[bool, typer.Option("--policy/--untrained", help=POLICY_HELP)] = True,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="also show llama.cpp's own log and routerag's info log")] = False,
 ) -> None:
     """Answer one question with a routing strategy and show its trace."""
@@ -64,9 +73,9 @@ def ask(
     from routerag.cli.progress import RichProgress
 
     _quiet_native_logs(verbose)
-    cfg = _eval_config(config, set_, strategy=strategy, dataset=dataset, components=None if index else DEMO_COMPONENTS)
+    cfg = _eval_config(config, set_, strategy=strategy, dataset=dataset, components=_components(index))
     with progress.reporting(RichProgress(Console(stderr=True))):
-        runner = _strategy(cfg, _context(cfg, index))
+        runner, _, _ = _runner(cfg, policy, index)
         with progress.step(f"answering with {cfg.strategy}"):
             trace = runner.run(question)
     if as_json:
@@ -101,7 +110,7 @@ def demo(
     config: Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML configuration (EvalConfig shape)")] = None,
     set_: Annotated[list[str], typer.Option("--set", help="override: key.path=value (repeatable)")] = [],
     as_json: Annotated[bool, typer.Option("--json", help="print one Trace JSON per line")] = False,
-    policy: Annotated[bool, typer.Option("--policy/--untrained", help="routerag on the bundled 0.5B: apply the shipped SFT policy adapter (default) or run the untrained model")] = True,
+    policy: Annotated[bool, typer.Option("--policy/--untrained", help=POLICY_HELP)] = True,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="also show llama.cpp's own log and routerag's info log")] = False,
 ) -> None:
     """Answer a handful of real multi-hop questions from the bundled demo data with the bundled
@@ -112,17 +121,13 @@ def demo(
     from routerag.cli.render import DemoRow, render_demo_summary, render_trace
     from routerag.corpus.datasets import load_dataset
     from routerag.eval.metrics import exact_match, token_f1
-    from routerag.llm.config import with_default_policy
 
     _quiet_native_logs(verbose)
-    cfg = _eval_config(config, set_, strategy=strategy, dataset="demo", components=DEMO_COMPONENTS)
-    if policy:
-        cfg = cfg.model_copy(update={"model": with_default_policy(cfg.model, cfg.strategy)})
+    cfg = _eval_config(config, set_, strategy=strategy, dataset="demo", components=_components(None))
     data = load_dataset(cfg.dataset, n_questions=questions)
     rows: list[DemoRow] = []
     with progress.reporting(RichProgress(Console(stderr=True))):
-        context, index_dir = _demo_context(cfg)
-        runner = _strategy(cfg, context)
+        runner, index_dir, cfg = _runner(cfg, policy)
         for i, q in enumerate(data.questions, start=1):
             with progress.step(f"question {i}/{len(data.questions)}: {_clip(q.question, 60)}"):
                 trace = runner.run(q)
@@ -140,14 +145,3 @@ def demo(
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
-
-def _demo_context(cfg):
-    """The strategy context over the demo index (built on first use) and the index's folder."""
-    from routerag.corpus.datasets import load_dataset
-    from routerag.eval.setup import build_sources
-    from routerag.llm.factory import build_model
-    from routerag.strategies import StrategyContext
-
-    sources, manifests = build_sources(load_dataset(cfg.dataset), cfg)
-    model = build_model(cfg.model)
-    return StrategyContext(model=model, sources=sources), (manifests[0].parent if manifests else None)

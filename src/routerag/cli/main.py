@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 
+import typer
+
 from routerag.cli.app import app
 
 # one module per group of commands; each owns its own heavy imports inside the command bodies
@@ -24,8 +26,17 @@ def _load() -> None:
 
 
 def main() -> None:
+    """Runs the command; a :class:`~routerag.errors.RouteragError` (a refusal with its reason: an
+    unknown name, bad parameters, a configuration that cannot be used) is printed as one line and
+    exits 1. Any other exception is a bug and keeps its traceback."""
+    from routerag.errors import RouteragError
+
     _load()
-    app()
+    try:
+        app()
+    except RouteragError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

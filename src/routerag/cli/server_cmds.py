@@ -116,4 +116,4 @@ def serve_command(
         f"(docs at /docs{', API key required' if settings.api_key else ''})",
         err=True,
     )
-    serve(create_app(model, sources, settings), settings.host, settings.port)
+    serve(create_app(model, sources, settings, model_config=model_cfg), settings.host, settings.port)

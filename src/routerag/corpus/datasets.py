@@ -46,6 +46,7 @@ from routerag.corpus.loaders import (
 from routerag.corpus.readers import iter_json
 from routerag.corpus.sampling import evenly_spaced
 from routerag.corpus.schema import Document, Question
+from routerag.errors import RouteragError
 from routerag.registry import Registry, UnknownNameError
 
 __all__ = [
@@ -62,7 +63,7 @@ __all__ = [
 ]
 
 
-class DataNotFoundError(FileNotFoundError):
+class DataNotFoundError(RouteragError, FileNotFoundError):
     pass
 
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from routerag.errors import RouteragError
+
 CHUNK_CHARS = 1 << 20  # bytes read per step by the JSON reader (module-level so tests can shrink it)
 _WHITESPACE = " \t\n\r"
 _NUMBER_TAIL = re.compile(r"[0-9.eE+-]*")
@@ -45,7 +47,7 @@ class Where:
         return self.path
 
 
-class CorpusFormatError(ValueError):
+class CorpusFormatError(RouteragError, ValueError):
     """A corpus or question file that cannot be read as its format; the message names the file,
     the line or record, and the field."""
 

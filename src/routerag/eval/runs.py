@@ -36,6 +36,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from routerag.config import atomic_write_bytes, atomic_write_text
+from routerag.errors import RouteragError
 from routerag.eval.cost import CostMetrics
 from routerag.eval.routing import RoutingOutcome
 from routerag.trace import Trace
@@ -48,7 +49,7 @@ CONFIG_NAME = "config.resolved.yaml"
 LOCK_NAME = ".lock"
 
 
-class RunError(RuntimeError):
+class RunError(RouteragError, RuntimeError):
     """A run directory that cannot be used (corrupt log, other configuration, locked)."""
 
 

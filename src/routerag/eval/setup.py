@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from routerag.api import ResolvedStrategy, resolve_strategy
 from routerag.config import OMIT_AT_DEFAULT
 from routerag.corpus.datasets import Dataset, load_dataset
 from routerag.corpus.schema import Question
@@ -20,7 +21,7 @@ from routerag.eval.runner import RunSpec, StrategyFactory
 from routerag.index.settings import IndexSettings
 from routerag.paths import cache_dir
 from routerag.strategies import STRATEGIES, StrategyContext
-from routerag.strategies.base import Strategy, strategy_retrieves, strategy_revision
+from routerag.strategies.base import Strategy
 
 
 @dataclass
@@ -32,10 +33,18 @@ class EvalSetup:
 
 
 def check_names(config: EvalConfig) -> type[Strategy]:
-    """Fail fast (listing valid names) on an unknown strategy or metric; return the strategy class."""
+    """Fail fast (listing valid names) on an unknown strategy or metric, before the params are
+    read; return the strategy class."""
     for name in config.metrics:
         METRICS.get(name)
     return STRATEGIES.get(config.strategy)
+
+
+def resolve(config: EvalConfig) -> ResolvedStrategy:
+    """The configuration's strategy, params and model through the front door. An evaluation runs
+    exactly what its configuration names: no shipped policy is added (see ``routerag.api``)."""
+    check_names(config)
+    return resolve_strategy(config.strategy, config.params, config.model, shipped_policy=False)
 
 
 def _slug(text: str) -> str:
@@ -120,25 +129,25 @@ def build_setup(config: EvalConfig, name: str) -> EvalSetup:
     """Everything the runner needs; the expensive parts (index, model) are built last."""
     from routerag.llm.factory import build_model, model_identity
 
-    cls = check_names(config)
-    params = cls.Params.model_validate(config.params)
+    resolved_strategy = resolve(config)
+    params = resolved_strategy.params
     dataset = load_dataset(config.dataset)
     questions = dataset.sample(config.limit).questions
     if not questions:
         raise ValueError(f"dataset {config.dataset!r} has no questions to evaluate")
-    if strategy_retrieves(cls):
+    if resolved_strategy.retrieves:
         sources, manifests = build_sources(dataset, config)
     else:  # direct, rule: no index to build
         from routerag.sources.sourceset import SourceSet
 
         sources, manifests = SourceSet(), []
-    resolved = config.model.resolved()
-    identity = model_identity(resolved)
-    model = build_model(config.model)
+    assert resolved_strategy.model is not None
+    identity = model_identity(resolved_strategy.model.resolved())
+    model = build_model(resolved_strategy.model)
     judge_model = build_model(config.judge_model) if config.judge_model is not None else None
 
     def factory() -> Strategy:
-        return cls(StrategyContext(model=model, sources=sources), params)
+        return resolved_strategy.build(StrategyContext(model=model, sources=sources))
 
     versions = collect_versions(model=identity, index_manifest=files_sha256(manifests))
     spec = RunSpec(
@@ -147,7 +156,7 @@ def build_setup(config: EvalConfig, name: str) -> EvalSetup:
         strategy=config.strategy,
         label=config.label,
         metrics=list(config.metrics),
-        fingerprint=answer_fingerprint(config, params, identity, strategy_revision(cls)),
+        fingerprint=answer_fingerprint(config, params, identity, resolved_strategy.revision),
         versions=versions,
     )
     return EvalSetup(spec=spec, questions=questions, factory=factory, judge_model=judge_model)

@@ -6,6 +6,8 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from routerag.errors import RouteragError
+
 
 class Message(BaseModel):
     role: Literal["system", "user", "assistant"]
@@ -40,7 +42,7 @@ class ChatResponse(BaseModel):
     cached: bool = False  # served from the response cache
 
 
-class ModelError(RuntimeError):
+class ModelError(RouteragError, RuntimeError):
     """A backend failed (server unreachable, model file missing, ...)."""
 
 

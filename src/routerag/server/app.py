@@ -32,6 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from routerag.corpus.schema import Question
 from routerag.llm.base import ChatModel
+from routerag.llm.config import ModelConfig
+from routerag.llm.pool import ModelPool
 from routerag.paths import cache_dir
 from routerag.server.cancel import CancellableModel, CancellableSourceSet, unless_disconnected, wait_for_disconnect
 from routerag.server.events import ObservedModel, ObservedSourceSet, ProgressEvent
@@ -89,8 +91,17 @@ def _sse(event: str, data: BaseModel | dict[str, Any]) -> str:
     return f"event: {event}\ndata: {payload}\n\n"
 
 
-def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings | None = None) -> FastAPI:
+def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings | None = None, *,
+               model_config: ModelConfig | None = None) -> FastAPI:
+    """The service over ``model``. With ``model_config`` (what ``model`` was built from), a request
+    runs on the model the front door resolves for its strategy — the shipped policy for
+    ``routerag`` on the bundled 0.5B, built on first use — as ``routerag ask`` does."""
     settings = settings or ServiceSettings()
+    pool = ModelPool(model_config, model) if model_config is not None else None
+
+    def model_for(strategy: PreparedStrategy) -> ChatModel:
+        return pool.get(strategy.model) if pool is not None else model
+
     data_dir = settings.data_dir or cache_dir("service")
     store = SourceStore(data_dir, settings.uploads, reserved=set(sources.names()))
     runs = RunManager(workers=settings.run_workers, keep=settings.keep_runs, store_dir=data_dir / "runs")
@@ -142,7 +153,7 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
         check_question(body.question)
         sourceset = mounted(body.sources)
         return body, prepare_strategy(body.strategy, body.params, sources=sourceset,
-                                      max_new_tokens=settings.max_new_tokens), sourceset
+                                      max_new_tokens=settings.max_new_tokens, model=model_config), sourceset
 
     def item_of(body: AskRequest) -> str | Question:
         return Question(qid=body.qid, question=body.question, answers=[]) if body.qid else body.question
@@ -173,7 +184,7 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
                   prepared: tuple[AskRequest, PreparedStrategy, SourceSet] = Depends(prepare_ask)) -> Trace | Response:
         body, strategy, sourceset = prepared
         cancelled = threading.Event()  # set when the client leaves: the run stops at its next call
-        runner = strategy.build(StrategyContext(model=CancellableModel(model, cancelled),
+        runner = strategy.build(StrategyContext(model=CancellableModel(model_for(strategy), cancelled),
                                                 sources=CancellableSourceSet(sourceset, cancelled)))
         finished, trace = await unless_disconnected(
             request.receive, cancelled, anyio.to_thread.run_sync(runner.run, item_of(body), limiter=ask_limiter()))
@@ -196,7 +207,7 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
             loop.call_soon_threadsafe(queue.put_nowait, event)
 
         runner = strategy.build(StrategyContext(
-            model=ObservedModel(CancellableModel(model, cancelled), sink),
+            model=ObservedModel(CancellableModel(model_for(strategy), cancelled), sink),
             sources=ObservedSourceSet(CancellableSourceSet(sourceset, cancelled), sink)))
 
         async def events() -> AsyncIterator[str]:
@@ -235,9 +246,9 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
     def prepare_config(config: StrategyConfig) -> tuple[PreparedStrategy, SourceSet]:
         sourceset = mounted(config.sources)
         return prepare_strategy(config.strategy, config.params, sources=sourceset,
-                                max_new_tokens=settings.max_new_tokens), sourceset
+                                max_new_tokens=settings.max_new_tokens, model=model_config), sourceset
 
-    app.include_router(build_runs_router(runs, model, prepare_config, check_question, settings), dependencies=auth)
+    app.include_router(build_runs_router(runs, model_for, prepare_config, check_question, settings), dependencies=auth)
     app.include_router(build_sources_router(sources, store), dependencies=auth)
 
     @app.get("/health")

@@ -1,20 +1,19 @@
 """Turning request bodies into runnable things: a strategy name plus JSON params become a
-validated :class:`PreparedStrategy`; a list of custom source names becomes the ``SourceSet`` a
-run sees. Nothing a request sends is executed: names are looked up in registries, params are
+validated :class:`PreparedStrategy` through the front door (``routerag.api``); a list of custom
+source names becomes the ``SourceSet`` a run sees. Nothing a request sends is executed: names are looked up in registries, params are
 validated by the strategy's own pydantic ``Params`` model."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from routerag.api import ResolvedStrategy, StrategyParamsError, resolve_strategy
+from routerag.llm.config import ModelConfig
 from routerag.registry import UnknownNameError
 from routerag.server.retrieval_app import ApiError
 from routerag.sources.sourceset import SourceSet
-from routerag.strategies import STRATEGIES, Strategy, StrategyContext
 
 
 class StrategyConfig(BaseModel):
@@ -29,16 +28,7 @@ class StrategyConfig(BaseModel):
     label: str | None = Field(None, max_length=80, description="its name in comparison tables")
 
 
-@dataclass
-class PreparedStrategy:
-    """A strategy class with validated params; ``build`` makes one bound to a context."""
-
-    name: str
-    cls: type[Strategy]
-    params: BaseModel
-
-    def build(self, context: StrategyContext) -> Strategy:
-        return self.cls(context, self.params)
+PreparedStrategy = ResolvedStrategy  # the name the service's modules use
 
 
 def _named_sources(key: str, value: Any) -> list[str]:
@@ -53,28 +43,16 @@ def _named_sources(key: str, value: Any) -> list[str]:
 
 
 def prepare_strategy(name: str, params: dict[str, Any], *, sources: SourceSet | None = None,
-                     max_new_tokens: int | None = None) -> PreparedStrategy:
-    """Validates ``params`` strictly against the strategy's ``Params``: unknown names, wrong JSON
-    types (``true`` for an integer, ``"3"`` for a number) -> 422. With ``sources``, every source a
-    param names must be mounted; with ``max_new_tokens``, no token limit may exceed it."""
+                     max_new_tokens: int | None = None, model: ModelConfig | None = None) -> PreparedStrategy:
+    """The front door's :func:`~routerag.api.resolve_strategy` with the service's own checks: the
+    params are validated strictly as JSON (unknown names, ``true`` for an integer, ``"3"`` for a
+    number -> 422); with ``sources``, every source a param names must be mounted; with
+    ``max_new_tokens``, no token limit may exceed it. With ``model`` (the service's model
+    configuration), the shipped policy applies as it does for ``routerag ask``."""
     try:
-        cls = STRATEGIES.get(name)
-    except UnknownNameError as exc:
+        prepared = resolve_strategy(name, params, model, shipped_policy=True, json_params=True)
+    except (UnknownNameError, StrategyParamsError) as exc:
         raise ApiError(422, str(exc)) from None
-    except ImportError as exc:
-        raise ApiError(422, f"strategy {name!r} is not available: {exc}") from None
-    fields = cls.Params.model_fields
-    unknown = [key for key in params if key not in fields]
-    if unknown:
-        raise ApiError(422, f"unknown params for strategy {name!r}: {', '.join(map(repr, unknown))}; "
-                            f"it takes {', '.join(fields)}")
-    try:
-        validated = cls.Params.model_validate_json(json.dumps(params), strict=True)
-    except ValidationError as exc:
-        reasons = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors())
-        raise ApiError(422, f"invalid params for strategy {name!r}: {reasons}") from None
-    except ValueError as exc:  # not representable as JSON (cannot come from a JSON body)
-        raise ApiError(422, f"invalid params for strategy {name!r}: {exc}") from None
     if sources is not None:
         mounted = set(sources.names())
         for key, value in params.items():
@@ -82,7 +60,7 @@ def prepare_strategy(name: str, params: dict[str, Any], *, sources: SourceSet | 
             if missing:
                 raise ApiError(422, f"params.{key}: unknown source {missing[0]!r}; mounted: {', '.join(sorted(mounted))}")
     if max_new_tokens is not None:
-        for key, value in validated.model_dump().items():
+        for key, value in prepared.params.model_dump().items():
             if key.startswith("max_") and "tokens" in key and isinstance(value, int) and value > max_new_tokens:
                 raise ApiError(422, f"params.{key}: {value} is above this service's limit of {max_new_tokens} tokens")
-    return PreparedStrategy(name, cls, validated)
+    return prepared

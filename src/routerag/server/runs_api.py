@@ -61,7 +61,7 @@ def _labels(configs: list[StrategyConfig]) -> list[str]:
 
 def build_runs_router(
     runs: RunManager,
-    model: ChatModel,
+    model_for: Callable[[PreparedStrategy], ChatModel],
     prepare: Callable[[StrategyConfig], tuple[PreparedStrategy, SourceSet]],
     check_question: Callable[[str, str], None],
     settings: ServiceSettings,
@@ -103,7 +103,7 @@ def build_runs_router(
         for label, config in zip(_labels(configs), configs):
             strategy, sourceset = prepare(config)
             def make(strategy: PreparedStrategy = strategy, sourceset: SourceSet = sourceset):  # noqa: ANN202
-                return strategy.build(StrategyContext(model=model, sources=sourceset))
+                return strategy.build(StrategyContext(model=model_for(strategy), sources=sourceset))
 
             info = ConfigInfo(label=label, strategy=strategy.name, params=strategy.params.model_dump(mode="json"),
                               sources=list(config.sources))

@@ -13,12 +13,14 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from routerag.errors import RouteragError
+
 MAX_QUERY_CHARS = 2_000
 MAX_BATCH = 256
 MAX_K = 100
 
 
-class RetrievalError(ValueError):
+class RetrievalError(RouteragError, ValueError):
     """A retrieval request that cannot be served (unknown source, bad query, ...)."""
 
 

@@ -1,0 +1,180 @@
+"""One front door: the service (``routerag serve`` + ``POST /v1/ask``), ``routerag ask`` and
+``routerag demo`` resolve the same request (strategy ``routerag``, default model settings) to the
+same model — the bundled 0.5B with the shipped policy adapter — while ``routerag eval`` runs exactly
+what its configuration names (its stored untrained-baseline runs keep their fingerprints).
+
+The real commands and the real service run; only ``build_model`` is replaced by a recorder whose
+ScriptedModels note which configuration answered, so no model is loaded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from routerag.corpus.datasets import data_root
+from routerag.llm.config import ENV_BACKEND, ENV_BASE_URL, ENV_MODEL, ModelConfig, bundled_policy_path
+from routerag.llm.scripted import ScriptedModel
+
+CORPUS = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
+if not CORPUS.is_file():
+    CORPUS = Path(__file__).resolve().parents[2] / "shared/data/2wikimultihopqa/2wikimultihopqa_corpus.json"
+QUESTION = "Who was Teutberga married to?"
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory) -> Path:
+    from routerag.corpus.schema import Document
+    from routerag.index.bundle import build_index
+
+    rows = json.loads(CORPUS.read_text(encoding="utf-8"))[:30]
+    directory = tmp_path_factory.mktemp("front-door-idx") / "bundle"
+    build_index([Document.make(r["title"], r["text"]) for r in rows], directory, components=("bm25",))
+    return directory
+
+
+class Recorder:
+    """Stands in for ``routerag.llm.factory.build_model``: notes each configuration built and
+    each one whose model answered."""
+
+    def __init__(self) -> None:
+        self.built: list[ModelConfig] = []
+        self.answered: list[ModelConfig] = []
+
+    def __call__(self, config: ModelConfig) -> ScriptedModel:
+        resolved = config.resolved()
+        self.built.append(resolved)
+
+        def reply(messages, params, continue_final) -> str:
+            self.answered.append(resolved)
+            return "<answer>Lothair II</answer>"
+
+        return ScriptedModel(reply)
+
+    def adapters(self) -> set[Path | None]:
+        return {c.lora_path for c in self.answered}
+
+
+@pytest.fixture
+def recorder(monkeypatch) -> Recorder:
+    for name in (ENV_MODEL, ENV_BASE_URL, ENV_BACKEND):
+        monkeypatch.delenv(name, raising=False)
+    recorded = Recorder()
+    monkeypatch.setattr("routerag.llm.factory.build_model", recorded)
+    return recorded
+
+
+def _cli():
+    from routerag.cli.app import app
+    from routerag.cli.main import _load
+
+    _load()
+    return app
+
+
+def test_routerag_ask_answers_with_the_shipped_policy(recorder: Recorder, index_dir: Path) -> None:
+    result = CliRunner().invoke(_cli(), ["ask", QUESTION, "--index", str(index_dir), "--json"])
+    assert recorder.answered, result.output
+    assert recorder.adapters() == {bundled_policy_path()}
+
+
+def test_routerag_ask_untrained_runs_the_base_model(recorder: Recorder, index_dir: Path) -> None:
+    result = CliRunner().invoke(_cli(), ["ask", QUESTION, "--index", str(index_dir), "--json", "--untrained"])
+    assert recorder.answered, result.output
+    assert recorder.adapters() == {None}
+
+
+def test_the_service_answers_routerag_with_the_policy_the_cli_applies(recorder: Recorder, index_dir: Path,
+                                                                       monkeypatch) -> None:
+    """The disagreement seen in the browser: the web UI's routerag ran the untrained model."""
+    apps = []
+    monkeypatch.setattr("routerag.server.serving.serve", lambda app, host, port: apps.append(app))
+    result = CliRunner().invoke(_cli(), ["serve", str(index_dir)])
+    assert result.exit_code == 0, result.output
+    with TestClient(apps[0], base_url="http://127.0.0.1") as client:
+        routerag = client.post("/v1/ask", json={"question": QUESTION, "strategy": "routerag"})
+        assert routerag.status_code == 200, routerag.text
+        assert recorder.adapters() == {bundled_policy_path()}
+        recorder.answered.clear()
+        vanilla = client.post("/v1/ask", json={"question": QUESTION, "strategy": "vanilla", "params": {"source": "bm25"}})
+        assert vanilla.status_code == 200, vanilla.text
+        assert recorder.adapters() == {None}  # the policy was trained for routerag's protocol only
+    # the base model is built once at start, the policy model once on first use, each with the
+    # backend's concurrency (llama.cpp: 1), as `routerag ask` builds it
+    assert [c.lora_path for c in recorder.built] == [None, bundled_policy_path()]
+    assert {c.concurrency for c in recorder.built} == {1}
+
+
+def test_the_service_keeps_an_adapter_its_model_names(recorder: Recorder, index_dir: Path, monkeypatch,
+                                                      tmp_path: Path) -> None:
+    own = tmp_path / "own.gguf"
+    own.write_bytes(b"GGUF")
+    apps = []
+    monkeypatch.setattr("routerag.server.serving.serve", lambda app, host, port: apps.append(app))
+    result = CliRunner().invoke(_cli(), ["serve", str(index_dir), "--model-set", f"lora_path={own}"])
+    assert result.exit_code == 0, result.output
+    with TestClient(apps[0], base_url="http://127.0.0.1") as client:
+        assert client.post("/v1/ask", json={"question": QUESTION, "strategy": "routerag"}).status_code == 200
+    assert recorder.adapters() == {own}
+
+
+def test_eval_runs_exactly_its_configuration(recorder: Recorder) -> None:
+    """``routerag eval`` applies no shipped policy: docs/results/runs/*-routerag are the untrained
+    baseline, and their fingerprints name the model without an adapter."""
+    from routerag.eval.config import EvalConfig
+    from routerag.eval.setup import build_setup
+
+    config = EvalConfig(dataset="demo", strategy="routerag", components=["bm25"], limit=1)
+    setup = build_setup(config, "front-door")
+    setup.factory().run(setup.questions[0])
+    assert recorder.adapters() == {None}
+
+
+def test_the_cli_prints_a_routerag_error_as_one_line(index_dir: Path, monkeypatch, capsys) -> None:
+    from routerag.cli.main import main
+
+    monkeypatch.setattr("sys.argv", ["routerag", "ask", QUESTION, "--index", str(index_dir), "--strategy", "nope"])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: unknown strategy 'nope'; valid: ") and "routerag" in err
+    assert "Traceback" not in err
+
+
+def test_bad_params_are_a_routerag_error_naming_the_param() -> None:
+    from routerag.api import StrategyParamsError, resolve_strategy
+    from routerag.errors import RouteragError
+
+    with pytest.raises(StrategyParamsError, match="invalid params for strategy 'vanilla': k") as caught:
+        resolve_strategy("vanilla", {"k": "many"}, shipped_policy=True)
+    assert isinstance(caught.value, RouteragError) and isinstance(caught.value, ValueError)
+    with pytest.raises(StrategyParamsError, match="unknown params for strategy 'vanilla': 'kk'"):
+        resolve_strategy("vanilla", {"kk": 2}, shipped_policy=True, json_params=True)
+    lax = resolve_strategy("vanilla", {"k": "3"}, shipped_policy=True)  # YAML/--set values are converted
+    assert lax.params.k == 3 and lax.model is None
+
+
+@pytest.mark.parametrize("command", [["ask", QUESTION], ["demo", "-n", "1"]])
+def test_ask_and_demo_index_the_corpus_with_the_interactive_components(recorder: Recorder, monkeypatch,
+                                                                        command: list[str]) -> None:
+    """Without ``--index``, ``ask`` and ``demo`` index the dataset's corpus with the front door's
+    components; ``eval`` keeps ``EvalConfig.components`` (part of its fingerprint)."""
+    from routerag.api import INTERACTIVE_COMPONENTS
+    from routerag.eval.config import EvalConfig
+    from routerag.sources.sourceset import SourceSet
+
+    asked = []
+
+    def build_sources(dataset, config):
+        asked.append(list(config.components))
+        return SourceSet(), []
+
+    monkeypatch.setattr("routerag.eval.setup.build_sources", build_sources)
+    result = CliRunner().invoke(_cli(), [*command, "--json"])
+    assert asked == [list(INTERACTIVE_COMPONENTS)], result.output
+    assert recorder.adapters() == {bundled_policy_path()}
+    assert EvalConfig().components == ["dense", "bm25"]
