@@ -218,3 +218,26 @@ def test_bundle_build_refuses_nlist_beyond_corpus(tmp_path, corpus):
     with pytest.raises(IndexError_, match=r"nlist=64 exceeds the training sample \(40 vectors"):
         build_index(corpus[:40], tmp_path / "small", settings, components=["dense"])
     assert not (tmp_path / "small").exists()
+
+
+def test_cli_builds_ivfpq_and_reports_bad_settings(tmp_path):
+    from typer.testing import CliRunner
+
+    from routerag.cli.app import app
+    from routerag.cli.main import _load
+    from routerag.corpus.datasets import data_root
+
+    _load()
+    runner = CliRunner()
+    records = json.loads((data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json").read_text())
+    corpus_file = tmp_path / "c.json"
+    corpus_file.write_text(json.dumps(records[:60]))
+    base = ["index", str(corpus_file), "-c", "dense", "--set", "dense.faiss=ivfpq"]
+    bad = runner.invoke(app, [*base, "--out", str(tmp_path / "bad"), "--set", "dense.ivfpq.nbits=4"])
+    assert bad.exit_code == 1 and "nlist=1024 exceeds the training sample (60 vectors" in bad.output
+    good = runner.invoke(app, [*base, "--out", str(tmp_path / "ok"), "--set", "dense.ivfpq.nlist=4",
+                               "--set", "dense.ivfpq.nprobe=2", "--set", "dense.ivfpq.nbits=4"])
+    assert good.exit_code == 0, good.output
+    hit = runner.invoke(app, ["retrieve", str(tmp_path / "ok"), records[7]["title"], "-k", "3", "--json"])
+    assert hit.exit_code == 0, hit.output
+    assert records[7]["title"] in [h["title"] for h in json.loads(hit.stdout)["results"]["passage"][0]["hits"]]
