@@ -90,6 +90,7 @@ def train(vectors: np.ndarray, settings: IVFPQSettings):
     ivf = _ivf(index)
     ivf.cp.seed = settings.seed
     ivf.pq.cp.seed = settings.seed
+    ivf.do_polysemous_training = False  # the factory turns it on; it only serves Hamming pre-filtering, unused here
     size = min(settings.train_size, n)
     rng = np.random.default_rng(settings.seed)
     rows = np.sort(rng.choice(n, size=size, replace=False)) if size < n else np.arange(n)
