@@ -241,3 +241,22 @@ def test_cli_builds_ivfpq_and_reports_bad_settings(tmp_path):
     hit = runner.invoke(app, ["retrieve", str(tmp_path / "ok"), records[7]["title"], "-k", "3", "--json"])
     assert hit.exit_code == 0, hit.output
     assert records[7]["title"] in [h["title"] for h in json.loads(hit.stdout)["results"]["passage"][0]["hits"]]
+
+
+def test_flat_unchanged_and_configs_without_ivfpq_block_load(tmp_path, corpus):
+    """A flat index's manifest has no ivfpq block (as before), and a config.resolved.yaml written
+    before ivfpq existed (no dense.ivfpq) still loads."""
+    import yaml
+
+    from routerag.index.bundle import CONFIG_NAME, build_index, load_index
+
+    directory = tmp_path / "flat"
+    build_index(corpus[:30], directory, components=["dense"])
+    params = json.loads((directory / "dense" / "manifest.json").read_text())["params"]
+    assert params["faiss"] == "flat" and "ivfpq" not in params
+    config = yaml.safe_load((directory / CONFIG_NAME).read_text())
+    config["dense"].pop("ivfpq")
+    (directory / CONFIG_NAME).write_text(yaml.safe_dump(config))
+    dense = load_index(directory).component("dense")
+    assert type(dense.faiss_index).__name__ == "IndexFlatIP"
+    assert dense.search(dense.vectors()[[3]], 1)[1][0, 0] == 3
