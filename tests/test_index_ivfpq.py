@@ -159,12 +159,23 @@ def corpus():
     return load_corpus(data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json").docs
 
 
-def test_bundle_build_load_add(tmp_path, corpus):
-    from routerag.index.bundle import build_index, load_index
+@pytest.fixture(scope="module")
+def wiki_ivfpq(tmp_path_factory, corpus):
+    from routerag.index.bundle import build_index
+
+    directory = tmp_path_factory.mktemp("bundle") / "wiki"
+    build_index(corpus[:150], directory, IndexSettings.model_validate(BUNDLE), components=["dense"])
+    return directory
+
+
+def test_bundle_build_load_add(tmp_path, corpus, wiki_ivfpq):
+    import shutil
+
+    from routerag.index.bundle import load_index
 
     settings = IndexSettings.model_validate(BUNDLE)
     directory = tmp_path / "wiki"
-    build_index(corpus[:150], directory, settings, components=["dense"])
+    shutil.copytree(wiki_ivfpq, directory)
     assert sorted(p.name for p in (directory / "dense").iterdir()) == [FAISS_NAME, "manifest.json", VECTORS_NAME]
     params = json.loads((directory / "dense" / "manifest.json").read_text())["params"]
     assert params["faiss"] == "ivfpq" and params["dim"] == 384 and params["train_sample"] == 150
@@ -190,11 +201,13 @@ def test_bundle_build_load_add(tmp_path, corpus):
     assert dense.search(new_vectors, 1)[1][:, 0].tolist() == [170, 171]
 
 
-def test_bundle_load_checks_settings(tmp_path, corpus):
-    from routerag.index.bundle import build_index, load_index
+def test_bundle_load_checks_settings(tmp_path, wiki_ivfpq):
+    import shutil
+
+    from routerag.index.bundle import load_index
 
     directory = tmp_path / "wiki"
-    build_index(corpus[:150], directory, IndexSettings.model_validate(BUNDLE), components=["dense"])
+    shutil.copytree(wiki_ivfpq, directory)
     search_knobs = IndexSettings.model_validate(
         {"dense": {**BUNDLE["dense"], "ivfpq": {**BUNDLE["dense"]["ivfpq"], "nprobe": 8, "rescore": 0}}}
     )
