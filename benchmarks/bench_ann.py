@@ -212,7 +212,7 @@ def main() -> None:
     flat_build_s = time.perf_counter() - t0  # vectors are added while drawn; the write is the build
     log("exact top 10 of every question (flat)")
     _, truth = flat.search(queries, 10)
-    del flat
+    flat.reset()  # free the float32 copy
 
     log(f"training IVF-PQ ({ivfpq.factory_string(dim, base)}) on {min(args.train_size, args.n):,} vectors")
     vectors = ivfpq.open_vectors(workdir / "ivfpq" / ivfpq.VECTORS_NAME)

@@ -20,15 +20,14 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-
-from bench_ann import real_embeddings  # noqa: E402  (benchmarks/ is the script's folder)
+from bench_ann import real_embeddings  # benchmarks/ is the script's folder
 
 
 def sign_test(wins: int, losses: int) -> float:
     n = wins + losses
     if n == 0:
         return 1.0
-    tail = sum(math.comb(n, i) for i in range(0, min(wins, losses) + 1)) / 2**n
+    tail = sum(math.comb(n, i) for i in range(min(wins, losses) + 1)) / 2**n
     return min(1.0, 2 * tail)
 
 

@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from routerag.index.ivfpq import FAISS_NAME, VECTORS_NAME, IVFPQIndex, factory_string, open_vectors
+from routerag.index.ivfpq import (
+    FAISS_NAME,
+    VECTORS_NAME,
+    IVFPQIndex,
+    factory_string,
+    open_vectors,
+)
 from routerag.index.manifest import IndexError_
 from routerag.index.settings import IndexSettings, IVFPQSettings
 
@@ -98,7 +104,7 @@ def test_id_invariant_row_equals_vector(built, data):
 
 
 def test_add_appends_at_the_tail(tmp_path, data):
-    vectors, queries, _ = data
+    vectors = data[0]
     directory = tmp_path / "grow"
     index = IVFPQIndex.build([vectors[:3000]], 3000, DIM, directory, SETTINGS)
     index.add(vectors[3000:], directory)

@@ -152,7 +152,7 @@ class IVFPQIndex:
 
     # ---------------------------------------------------------------- build / load
     @classmethod
-    def build(cls, shards: Iterable[np.ndarray], n: int, dim: int, directory: Path, settings: IVFPQSettings) -> "IVFPQIndex":
+    def build(cls, shards: Iterable[np.ndarray], n: int, dim: int, directory: Path, settings: IVFPQSettings) -> IVFPQIndex:
         """Write the fp16 vectors from ``shards``, train on a sample, add shard by shard, write
         the index and reopen both memory-mapped."""
         directory = Path(directory)
@@ -167,7 +167,7 @@ class IVFPQIndex:
         return cls.load(directory, settings)
 
     @classmethod
-    def load(cls, directory: Path, settings: IVFPQSettings, *, mmap: bool = True) -> "IVFPQIndex":
+    def load(cls, directory: Path, settings: IVFPQSettings, *, mmap: bool = True) -> IVFPQIndex:
         directory = Path(directory)
         vectors = open_vectors(directory / VECTORS_NAME)
         return cls(read_index(directory / FAISS_NAME, mmap=mmap), vectors, settings, directory)

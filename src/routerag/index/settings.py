@@ -40,7 +40,7 @@ class IVFPQSettings(BaseModel):
     seed: int = Field(0, ge=0, description="seed of the training sample and the k-means")
 
     @model_validator(mode="after")
-    def _check(self) -> "IVFPQSettings":
+    def _check(self) -> IVFPQSettings:
         if self.nprobe > self.nlist:
             raise ValueError(f"ivfpq.nprobe={self.nprobe} exceeds ivfpq.nlist={self.nlist}; lists visited cannot exceed the lists")
         if self.nlist > self.train_size:
