@@ -1,8 +1,9 @@
 """Dense passage index: embeddings of ``title\\ntext`` in FAISS (inner product over normalised
 vectors, i.e. cosine). Row ``i`` of the FAISS index is row ``i`` of the bundle's DocStore.
 
-Files: ``faiss.index`` (``faiss.write_index``, no pickle) and ``manifest.json``. The embedder is
-built lazily on first use, so opening an index does not load the model.
+Files: ``faiss.index`` (``faiss.write_index``, no pickle) and ``manifest.json``; the ``ivfpq``
+kind adds ``vectors.f16.npy`` and memory-maps both (see :mod:`routerag.index.ivfpq`). The embedder
+is built lazily on first use, so opening an index does not load the model.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 
 from routerag.index.embedder import Embedder, EmbedderConfig, build_embedder
 from routerag.index.manifest import IndexError_, Manifest, corpus_hash, read_manifest, write_manifest
-from routerag.index.settings import DenseSettings, IndexSettings
+from routerag.index.settings import DenseSettings, IndexSettings, IVFPQSettings
 
 if TYPE_CHECKING:
     from routerag.corpus.schema import Document
@@ -29,6 +30,39 @@ FAISS_NAME = "faiss.index"
 def _embedder_key(config: EmbedderConfig) -> dict[str, Any]:
     """The embedder fields that change the vectors (batch size and API key do not)."""
     return config.model_dump(include={"backend", "model", "base_url", "query_prefix", "passage_prefix"})
+
+
+def _dense_params(settings: DenseSettings, n_docs: int) -> dict[str, Any]:
+    """What the manifest records of the dense settings: flat/hnsw as before (without the ivfpq
+    block), ivfpq with every setting, the FAISS factory string and the training sample size."""
+    if settings.faiss != "ivfpq":
+        return settings.model_dump(exclude={"ivfpq"})
+    from routerag.index.ivfpq import VECTORS_NAME
+
+    ivfpq = settings.ivfpq
+    return {
+        **settings.model_dump(),
+        "vectors_file": VECTORS_NAME,
+        "vectors_dtype": "float16",
+        "train_sample": min(ivfpq.train_size, n_docs),
+    }
+
+
+def _check_ivfpq(directory: Path, manifest: Manifest, settings: IVFPQSettings) -> None:
+    """The configured IVF-PQ settings against the ones the index was trained with."""
+    built = manifest.params.get("ivfpq")
+    if not isinstance(built, dict):
+        raise IndexError_(f"{directory}: the manifest records no ivfpq settings; rebuild the index")
+    for name in IVFPQSettings.STRUCTURE:
+        if built.get(name) != getattr(settings, name):
+            raise IndexError_(
+                f"{directory}: trained with ivfpq.{name}={built.get(name)!r}, configured {getattr(settings, name)!r}; "
+                f"rebuild the index or drop the override (only nprobe, rescore and add_batch may change at load)"
+            )
+    try:
+        settings.check_for(int(manifest.params.get("dim", 0)), manifest.n_docs)
+    except ValueError as exc:
+        raise IndexError_(f"{directory}: {exc}") from None
 
 
 def _new_faiss(dim: int, settings: DenseSettings):
@@ -55,7 +89,8 @@ def _write_faiss(index, path: Path) -> None:
 
 
 class DenseIndex:
-    """FAISS ``IndexFlatIP`` (exact) or ``IndexHNSWFlat`` (approximate) over passage embeddings."""
+    """FAISS ``IndexFlatIP`` (exact), ``IndexHNSWFlat`` (approximate) or memory-mapped IVF-PQ with
+    exact re-scoring (:class:`routerag.index.ivfpq.IVFPQIndex`) over passage embeddings."""
 
     kind: ClassVar[str] = "dense"
 
@@ -94,9 +129,13 @@ class DenseIndex:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         embedder = build_embedder(settings.embedder)
-        vectors = embedder.encode([d.passage for d in store.docs], is_query=False)
-        index = _new_faiss(embedder.dim, settings.dense)
-        index.add(vectors)
+        if settings.dense.faiss == "ivfpq":
+            index = cls._build_ivfpq(store, directory, settings.dense.ivfpq, embedder)
+        else:
+            vectors = embedder.encode([d.passage for d in store.docs], is_query=False)
+            index = _new_faiss(embedder.dim, settings.dense)
+            index.add(vectors)
+            _write_faiss(index, directory / FAISS_NAME)
         manifest = Manifest(
             kind=cls.kind,
             corpus_hash=corpus_hash(store.ids()),
@@ -105,19 +144,36 @@ class DenseIndex:
             params={
                 "dim": embedder.dim,
                 "embedder_config": _embedder_key(settings.embedder),
-                **settings.dense.model_dump(),
+                **_dense_params(settings.dense, len(store)),
             },
         )
-        _write_faiss(index, directory / FAISS_NAME)
         write_manifest(directory, manifest)
         self = cls(store, settings, index, manifest)
         self._embedder = embedder
         return self
 
+    @staticmethod
+    def _build_ivfpq(store: "DocStore", directory: Path, settings: IVFPQSettings, embedder: Embedder):
+        """Embed ``add_batch`` passages at a time into the fp16 file, then train and add."""
+        from routerag import progress
+        from routerag.index.ivfpq import IVFPQIndex
+
+        try:
+            settings.check_for(embedder.dim, len(store))
+        except ValueError as exc:
+            raise IndexError_(str(exc)) from None
+        docs = store.docs
+        step = settings.add_batch
+
+        def shards():
+            for at in range(0, len(docs), step):
+                with progress.step(f"dense ivfpq: embedding passages {at:,}-{min(at + step, len(docs)):,}"):
+                    yield embedder.encode([d.passage for d in docs[at : at + step]], is_query=False)
+
+        return IVFPQIndex.build(shards(), len(docs), embedder.dim, directory, settings)
+
     @classmethod
     def load(cls, directory: Path, store: "DocStore", settings: IndexSettings) -> "DenseIndex":
-        import faiss
-
         directory = Path(directory)
         manifest = read_manifest(directory, kind=cls.kind, corpus_hash=corpus_hash(store.ids()))
         built_with = manifest.params.get("embedder_config")
@@ -133,8 +189,10 @@ class DenseIndex:
         path = directory / FAISS_NAME
         if not path.is_file():
             raise IndexError_(f"{path}: missing; the dense index is incomplete, rebuild it")
+        if settings.dense.faiss == "ivfpq":
+            _check_ivfpq(directory, manifest, settings.dense.ivfpq)
         try:
-            index = faiss.read_index(str(path))
+            index = cls._read(directory, settings.dense)
         except RuntimeError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise IndexError_(f"{path}: corrupt FAISS index ({first}); rebuild it") from None
@@ -147,6 +205,21 @@ class DenseIndex:
         if settings.dense.faiss == "hnsw":
             index.hnsw.efSearch = settings.dense.hnsw_ef_search
         return cls(store, settings, index, manifest)
+
+    @staticmethod
+    def _read(directory: Path, settings: DenseSettings):
+        import faiss
+
+        if settings.faiss != "ivfpq":
+            return faiss.read_index(str(directory / FAISS_NAME))
+        from routerag.index.ivfpq import VECTORS_NAME, IVFPQIndex
+
+        if not (directory / VECTORS_NAME).is_file():
+            raise IndexError_(f"{directory / VECTORS_NAME}: missing; the dense index is incomplete, rebuild it")
+        try:
+            return IVFPQIndex.load(directory, settings.ivfpq)
+        except ValueError as exc:
+            raise IndexError_(str(exc)) from None
 
     # ---------------------------------------------------------------- incremental add
     def add(self, new_docs: list["Document"], directory: Path) -> None:
@@ -161,12 +234,16 @@ class DenseIndex:
         for offset, doc in enumerate(new_docs):
             if self.store.row(doc.doc_id) != start + offset:
                 raise ValueError(f"document {doc.doc_id} is not at the tail of the store")
-        self.faiss_index.add(self.embed_documents(new_docs))
+        directory = Path(directory)
+        vectors = self.embed_documents(new_docs)
+        if self.settings.dense.faiss == "ivfpq":  # rewrites its own files
+            self.faiss_index.add(vectors, directory)
+        else:
+            self.faiss_index.add(vectors)
+            _write_faiss(self.faiss_index, directory / FAISS_NAME)
         self.manifest = self.manifest.model_copy(
             update={"corpus_hash": corpus_hash(self.store.ids()), "n_docs": self.faiss_index.ntotal}
         )
-        directory = Path(directory)
-        _write_faiss(self.faiss_index, directory / FAISS_NAME)
         write_manifest(directory, self.manifest)
 
     # ---------------------------------------------------------------- search
@@ -184,4 +261,6 @@ class DenseIndex:
 
     def vectors(self) -> np.ndarray:
         """All stored passage vectors, row-aligned with the store (for graph building, analysis)."""
+        if self.settings.dense.faiss == "ivfpq":
+            return self.faiss_index.vectors()
         return self.faiss_index.reconstruct_n(0, self.faiss_index.ntotal)

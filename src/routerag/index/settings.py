@@ -6,11 +6,76 @@ One ``IndexSettings`` object is resolved per index (YAML + ``key=value`` overrid
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from routerag.index.embedder import EmbedderConfig
+
+
+class IVFPQSettings(BaseModel):
+    """FAISS IVF-PQ for corpora beyond RAM (``dense.faiss: ivfpq``): ``nlist`` inverted lists over
+    a coarse k-means, each vector stored as ``m`` codes of ``nbits`` bits (after an optional OPQ
+    rotation), searched over ``nprobe`` lists; the top ``rescore`` candidates are re-scored
+    exactly from the stored fp16 vectors. The index and the vectors are memory-mapped read-only.
+
+    ``nlist``, ``m``, ``nbits``, ``opq``, ``train_size`` and ``seed`` fix the trained structure
+    (checked against the manifest at load); ``nprobe`` and ``rescore`` are search-time knobs
+    that may be changed when loading."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    nlist: int = Field(1024, ge=1, description="inverted lists (coarse k-means centroids); <= the training sample")
+    m: int = Field(48, ge=1, description="PQ sub-quantizers (bytes per vector at nbits=8); must divide the dimension")
+    nbits: int = Field(8, ge=1, le=16, description="bits per PQ code")
+    opq: bool = Field(False, description="learn an OPQ rotation before PQ (slower training, better codes)")
+    nprobe: int = Field(32, ge=1, description="inverted lists visited per query; <= nlist")
+    rescore: int = Field(
+        100, ge=0, description="candidates re-scored exactly from the stored fp16 vectors (0 = PQ scores only)"
+    )
+    train_size: int = Field(
+        100_000, ge=1, description="vectors sampled (seeded, without replacement) to train the quantizers"
+    )
+    add_batch: int = Field(65_536, ge=1, description="vectors embedded and added per shard while building")
+    seed: int = Field(0, ge=0, description="seed of the training sample and the k-means")
+
+    @model_validator(mode="after")
+    def _check(self) -> IVFPQSettings:
+        if self.nprobe > self.nlist:
+            raise ValueError(f"ivfpq.nprobe={self.nprobe} exceeds ivfpq.nlist={self.nlist}; lists visited cannot exceed the lists")
+        if self.nlist > self.train_size:
+            raise ValueError(
+                f"ivfpq.nlist={self.nlist} exceeds ivfpq.train_size={self.train_size}; k-means needs at least one training vector per list"
+            )
+        return self
+
+    # the fields that fix what was trained; the rest may differ between build and load
+    STRUCTURE: ClassVar[tuple[str, ...]] = ("nlist", "m", "nbits", "opq", "train_size", "seed")
+
+    def check_for(self, dim: int, n_vectors: int) -> None:
+        """Raise ``ValueError`` (with the fix) when these settings cannot index ``n_vectors``
+        vectors of dimension ``dim``."""
+        if dim % self.m:
+            divisors = [d for d in range(1, min(dim, 128) + 1) if dim % d == 0]
+            raise ValueError(
+                f"ivfpq.m={self.m} does not divide the dimension {dim}; pick one of {divisors}"
+            )
+        sample = min(self.train_size, n_vectors)
+        if self.nlist > sample:
+            raise ValueError(
+                f"ivfpq.nlist={self.nlist} exceeds the training sample ({sample} vectors = min(train_size, "
+                f"{n_vectors} documents)); lower nlist (about sqrt(N) to 4*sqrt(N): {_suggest_nlist(n_vectors)}) "
+                "or use dense.faiss=flat for a small corpus"
+            )
+        if (1 << self.nbits) > sample:
+            raise ValueError(
+                f"ivfpq.nbits={self.nbits} means {1 << self.nbits} centroids per sub-quantizer, more than the "
+                f"{sample} training vectors; lower nbits or use dense.faiss=flat"
+            )
+
+
+def _suggest_nlist(n: int) -> int:
+    return max(1, int(2 * n**0.5))
 
 
 class DenseSettings(BaseModel):
@@ -18,10 +83,13 @@ class DenseSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    faiss: Literal["flat", "hnsw"] = Field("flat", description="exact IndexFlatIP, or approximate IndexHNSWFlat")
+    faiss: Literal["flat", "hnsw", "ivfpq"] = Field(
+        "flat", description="exact IndexFlatIP, approximate IndexHNSWFlat, or memory-mapped IVF-PQ (beyond RAM)"
+    )
     hnsw_m: int = Field(32, ge=4, le=128, description="HNSW graph degree M")
     hnsw_ef_construction: int = Field(80, ge=8, description="HNSW efConstruction at build time")
     hnsw_ef_search: int = Field(64, ge=1, description="HNSW efSearch at query time")
+    ivfpq: IVFPQSettings = Field(default_factory=IVFPQSettings, description="settings of faiss=ivfpq")
 
 
 class BM25Settings(BaseModel):
