@@ -21,6 +21,26 @@ M = TypeVar("M", bound=BaseModel)
 OMIT_AT_DEFAULT: dict[str, Any] = {"fingerprint": "omit-at-default"}
 
 
+def fingerprint_dump(model: BaseModel, exclude: set[str] | None = None) -> dict[str, Any]:
+    """``model.model_dump(mode="json")`` as fingerprints see it: a field marked ``OMIT_AT_DEFAULT``
+    is left out while it has its default, at any depth (a setting added to a nested model, such as
+    ``index.dense.ivfpq``, orphans neither stored runs nor cached indexes)."""
+    dumped = model.model_dump(mode="json", exclude=exclude)
+    _omit_defaults(model, dumped)
+    return dumped
+
+
+def _omit_defaults(model: BaseModel, dumped: dict[str, Any]) -> None:
+    for name, field in type(model).model_fields.items():
+        if name not in dumped:
+            continue
+        value = getattr(model, name)
+        if field.json_schema_extra == OMIT_AT_DEFAULT and value == field.get_default(call_default_factory=True):
+            dumped.pop(name)
+        elif isinstance(value, BaseModel) and isinstance(dumped[name], dict):
+            _omit_defaults(value, dumped[name])
+
+
 class ConfigError(RouteragError, ValueError):
     """A configuration file or override that cannot be used; the message says where and why."""
 

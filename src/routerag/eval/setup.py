@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from routerag.api import ResolvedStrategy, resolve_strategy
-from routerag.config import OMIT_AT_DEFAULT
+from routerag.config import fingerprint_dump
 from routerag.corpus.datasets import Dataset, load_dataset
 from routerag.corpus.schema import Question
 from routerag.eval.config import EvalConfig
@@ -69,7 +69,7 @@ def _index_root(dataset: Dataset, config: EvalConfig) -> Path:
         {
             "corpus": corpus_hash(d.doc_id for d in docs),
             "sources": sorted(dataset.sources),
-            "index": index_settings_for(dataset, config).model_dump(mode="json"),
+            "index": fingerprint_dump(index_settings_for(dataset, config)),
             "components": sorted(config.components),
             "source_mode": config.source_mode if dataset.multisource else None,
         }
@@ -102,19 +102,14 @@ def fingerprint_params(params: BaseModel) -> dict:
     """The params as fingerprinted: every field, except that a field marked ``OMIT_AT_DEFAULT`` (a
     parameter added after runs were stored, whose default keeps the old behaviour) is left out
     while it has its default, so that adding it does not orphan the stored runs."""
-    dumped = params.model_dump(mode="json")
-    for name, field in type(params).model_fields.items():
-        extra = field.json_schema_extra
-        if extra == OMIT_AT_DEFAULT and getattr(params, name) == field.get_default(call_default_factory=True):
-            dumped.pop(name, None)
-    return dumped
+    return fingerprint_dump(params)
 
 
 def answer_fingerprint(config: EvalConfig, params: BaseModel, model_identity: str, revision: int = 0) -> str:
     """What decides the answers, hashed: the configuration but the limit (the sample is checked
     itself), the validated params, the model's identity and the strategy's code revision (only
     when non-zero, so that the fingerprints of runs before revisions existed stay valid)."""
-    payload = config.model_dump(mode="json", exclude={"label", "limit", "model", "judge_model", "params"})
+    payload = fingerprint_dump(config, exclude={"label", "limit", "model", "judge_model", "params"})
     payload.update(params=fingerprint_params(params), model=model_identity)
     if revision:
         payload["strategy_revision"] = revision

@@ -10,6 +10,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from routerag.config import OMIT_AT_DEFAULT
 from routerag.index.embedder import EmbedderConfig
 
 
@@ -89,7 +90,8 @@ class DenseSettings(BaseModel):
     hnsw_m: int = Field(32, ge=4, le=128, description="HNSW graph degree M")
     hnsw_ef_construction: int = Field(80, ge=8, description="HNSW efConstruction at build time")
     hnsw_ef_search: int = Field(64, ge=1, description="HNSW efSearch at query time")
-    ivfpq: IVFPQSettings = Field(default_factory=IVFPQSettings, description="settings of faiss=ivfpq")
+    ivfpq: IVFPQSettings = Field(default_factory=IVFPQSettings, description="settings of faiss=ivfpq",
+                                 json_schema_extra=OMIT_AT_DEFAULT)  # added after runs and indexes were stored
 
 
 class BM25Settings(BaseModel):
