@@ -8,7 +8,6 @@ is built lazily on first use, so opening an index does not load the model.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from routerag.index.embedder import Embedder, EmbedderConfig, build_embedder
+from routerag.index.ivfpq import write_index
 from routerag.index.manifest import IndexError_, Manifest, corpus_hash, read_manifest, write_manifest
 from routerag.index.settings import DenseSettings, IndexSettings, IVFPQSettings
 
@@ -76,18 +76,6 @@ def _new_faiss(dim: int, settings: DenseSettings):
     return faiss.IndexFlatIP(dim)
 
 
-def _write_faiss(index, path: Path) -> None:
-    import faiss
-
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        faiss.write_index(index, str(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 class DenseIndex:
     """FAISS ``IndexFlatIP`` (exact), ``IndexHNSWFlat`` (approximate) or memory-mapped IVF-PQ with
     exact re-scoring (:class:`routerag.index.ivfpq.IVFPQIndex`) over passage embeddings."""
@@ -135,7 +123,7 @@ class DenseIndex:
             vectors = embedder.encode([d.passage for d in store.docs], is_query=False)
             index = _new_faiss(embedder.dim, settings.dense)
             index.add(vectors)
-            _write_faiss(index, directory / FAISS_NAME)
+            write_index(index, directory / FAISS_NAME)
         manifest = Manifest(
             kind=cls.kind,
             corpus_hash=corpus_hash(store.ids()),
@@ -240,7 +228,7 @@ class DenseIndex:
             self.faiss_index.add(vectors, directory)
         else:
             self.faiss_index.add(vectors)
-            _write_faiss(self.faiss_index, directory / FAISS_NAME)
+            write_index(self.faiss_index, directory / FAISS_NAME)
         self.manifest = self.manifest.model_copy(
             update={"corpus_hash": corpus_hash(self.store.ids()), "n_docs": self.faiss_index.ntotal}
         )

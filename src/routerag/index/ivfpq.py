@@ -106,6 +106,8 @@ def add_in_batches(index, vectors: np.ndarray, batch: int, start: int = 0) -> No
 
 
 def write_index(index, path: Path) -> None:
+    """Write any FAISS index atomically (a hidden temporary file renamed into place); the dense
+    index writes its flat and HNSW indexes with it too."""
     import faiss
 
     tmp = path.with_name(f".{path.name}.tmp")
