@@ -1,12 +1,14 @@
-"""Fixtures shared by the service tests (HTTP API and browser UI)."""
+"""Fixtures shared by several test modules: the shared benchmark data folder, and for the service
+tests (HTTP API and browser UI) a small real BM25 source set."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from routerag.corpus.datasets import data_root
+from routerag.corpus.datasets import DataNotFoundError, data_root
 
 # a tiny custom source that the 2Wiki slice knows nothing about, uploaded by the service tests
 NOTES_CSV = (
@@ -15,6 +17,15 @@ NOTES_CSV = (
     "Ada Quill,Ada Quill is an astronomer born in Leeds who found the moon Zorblax.\n"
     "Leeds,Leeds is a city in West Yorkshire.\n"
 )
+
+
+@pytest.fixture(scope="module")
+def shared() -> Path:
+    """The shared benchmark data folder (``data_root()``); tests that need it skip without it."""
+    try:
+        return data_root()
+    except DataNotFoundError:
+        pytest.skip("shared benchmark data not available")
 
 
 @pytest.fixture(scope="module")

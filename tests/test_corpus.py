@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from routerag.corpus import readers
-from routerag.corpus.datasets import DataNotFoundError, data_root
 from routerag.corpus.loaders import (
     CORPUS_FORMATS,
     QUESTION_FORMATS,
@@ -37,14 +36,6 @@ from routerag.corpus.tables import (
     table_documents,
 )
 from routerag.registry import UnknownNameError
-
-
-@pytest.fixture(scope="module")
-def shared() -> Path:
-    try:
-        return data_root()
-    except DataNotFoundError:
-        pytest.skip("shared benchmark data not available")
 
 
 def _first(path: Path, n: int) -> list:

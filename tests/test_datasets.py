@@ -13,7 +13,6 @@ from routerag.corpus.datasets import (
     DataNotFoundError,
     Dataset,
     bundled_data_dir,
-    data_root,
     dataset_names,
     load_dataset,
     register_dataset,
@@ -23,14 +22,6 @@ from routerag.corpus.readers import iter_json
 from routerag.registry import UnknownNameError
 
 PROJECT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def shared() -> Path:
-    try:
-        return data_root()
-    except DataNotFoundError:
-        pytest.skip("shared benchmark data not available")
 
 
 def _ids(dataset: Dataset) -> set[str]:

@@ -5,19 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
-from routerag.corpus.datasets import DataNotFoundError, data_root, load_dataset
+from routerag.corpus.datasets import load_dataset
 from routerag.train.golden import GOLDEN_SOURCES, golden_trajectories
 from routerag.train.golden_set import STATS_FILE, TRAJECTORIES_FILE, build_golden_set, read_golden_set, search_modes
-
-
-@pytest.fixture(scope="module")
-def shared() -> Path:
-    try:
-        return data_root()
-    except DataNotFoundError:
-        pytest.skip("shared benchmark data not available")
 
 
 def test_every_distractor_training_question_gives_a_trajectory(shared: Path) -> None:

@@ -7,21 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from routerag.corpus.datasets import DataNotFoundError, data_root, load_dataset
+from routerag.corpus.datasets import load_dataset
 from routerag.corpus.question_types import choice_options, dataset_type, question_form
 from routerag.eval.normalize import normalize_answer
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES, StrategyContext
 from routerag.strategies.base import strategy_retrieves
 from routerag.strategies.rule import RuleParams, rule_answer
-
-
-@pytest.fixture(scope="module")
-def shared() -> Path:
-    try:
-        return data_root()
-    except DataNotFoundError:
-        pytest.skip("shared benchmark data not available")
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from routerag.corpus.datasets import DataNotFoundError, data_root, load_dataset
+from routerag.corpus.datasets import load_dataset
 from routerag.corpus.loaders import (
     CorpusFormatError,
     detect_question_format,
@@ -15,14 +15,6 @@ from routerag.corpus.loaders import (
 )
 
 pq = pytest.importorskip("pyarrow.parquet")
-
-
-@pytest.fixture(scope="module")
-def shared() -> Path:
-    try:
-        return data_root()
-    except DataNotFoundError:
-        pytest.skip("shared benchmark data not available")
 
 
 def test_the_released_questions_load(shared: Path) -> None:
