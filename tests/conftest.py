@@ -40,3 +40,15 @@ def sources(tmp_path_factory):
     directory = tmp_path_factory.mktemp("svc-idx") / "bundle"
     build_index([Document.make(r["title"], r["text"]) for r in rows], directory, components=("bm25",))
     return load_index(directory).sources()
+
+
+@pytest.fixture(scope="module")
+def retrieval(sources):
+    """The retrieval server over ``sources`` on loopback (Search-R1 endpoint answering from bm25)."""
+    from routerag.server.retrieval_app import create_retrieval_app
+    from routerag.server.serving import BackgroundServer
+    from routerag.server.settings import SearchR1Settings, ServerSettings
+
+    settings = ServerSettings(searchr1=SearchR1Settings(default_source="bm25"))
+    with BackgroundServer(create_retrieval_app(sources, settings)) as running:
+        yield running

@@ -217,13 +217,6 @@ def svc(service):
 
 
 @pytest.fixture(scope="module")
-def retrieval(sources):
-    settings = ServerSettings(searchr1=SearchR1Settings(default_source="bm25"))
-    with BackgroundServer(create_retrieval_app(sources, settings)) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
 def ret(retrieval):
     with httpx.Client(base_url=retrieval.url, timeout=REQUEST_TIMEOUT_S) as client:
         yield client

@@ -12,9 +12,8 @@ import pytest
 
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
-from routerag.server.retrieval_app import create_retrieval_app
 from routerag.server.serving import BackgroundServer
-from routerag.server.settings import SearchR1Settings, ServerSettings, ServiceSettings
+from routerag.server.settings import ServiceSettings
 
 VANILLA = {"strategy": "vanilla", "params": {"source": "bm25", "k": 2}}
 LONE = "\ud800"  # a lone surrogate: valid JSON escape, not encodable as UTF-8
@@ -40,13 +39,6 @@ def service(sources, data_dir):
 def svc(service):
     with httpx.Client(base_url=service.url, timeout=30) as c:
         yield c
-
-
-@pytest.fixture(scope="module")
-def retrieval(sources):
-    settings = ServerSettings(searchr1=SearchR1Settings(default_source="bm25"))
-    with BackgroundServer(create_retrieval_app(sources, settings)) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")
