@@ -60,6 +60,36 @@ def test_adaptive_is_registered_and_runs_the_chosen_strategy_with_the_choice_in_
     assert trace.segments and trace.segments[0].kind == "prompt"
 
 
+def test_the_chosen_strategys_steps_reach_the_step_observer_as_they_happen_renumbered():
+    from dataclasses import replace
+
+    ctx, _, _ = make_context(["Paris"], names=("passage",))
+    seen: list[tuple[int, str]] = []
+    adaptive = STRATEGIES.get("adaptive")(replace(ctx, on_step=lambda s: seen.append((s.index, s.kind))), {
+        "router": "scripted-strategy", "strategy_params": {"vanilla": {"k": 2}}})
+    trace = adaptive.run(Q)
+    assert trace.error is None
+    assert seen == [(s.index, s.kind) for s in trace.steps] == [(0, "route"), (1, "search"), (2, "answer")]
+
+
+def test_choices_are_resolved_through_the_contexts_resolver():
+    """The front door injects its resolver; adaptive asks it for each choice's strategy."""
+    from dataclasses import replace
+
+    from routerag.strategies.base import registry_resolver
+
+    ctx, _, _ = make_context(["Paris"], names=("passage",))
+    asked: list[tuple[str, dict | None]] = []
+
+    def resolver(name, params, context):
+        asked.append((name, params))
+        return registry_resolver(name, params, context)
+
+    STRATEGIES.get("adaptive")(replace(ctx, resolve=resolver), {"router": "scripted-strategy",
+                                                                 "strategy_params": {"vanilla": {"k": 2}}})
+    assert asked == [("direct", None), ("vanilla", {"k": 2}), ("routerag", None)]
+
+
 def test_adaptive_direct_choice_does_not_retrieve():
     ScriptedRouter.scores = {"direct": 0.95, "vanilla": 0.4, "routerag": 0.5}
     ctx, _, sources = make_context(["Paris"], names=("passage",))

@@ -115,6 +115,9 @@ def test_stream_sends_progress_then_the_trace(client):
                 name = line[7:]
             elif line.startswith("data: "):
                 events.append((name, json.loads(line[6:])))
+    steps = [data["step"] for k, data in events if k == "step"]  # the step observer's events (tests/test_step_stream.py)
+    assert [s["kind"] for s in steps] == ["search", "answer"]
+    events = [(k, data) for k, data in events if k != "step"]
     kinds = [k for k, _ in events]
     assert kinds == ["start", "retrieval", "model", "trace", "done"]
     retrieval = events[1][1]

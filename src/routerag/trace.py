@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from routerag.sources.base import Hit
+
+log = logging.getLogger(__name__)
 
 StepKind = Literal[
     "think",  # reasoning only
@@ -58,6 +62,10 @@ class Step(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+StepObserver = Callable[[Step], None]
+"""Called with each step as it is appended to a trace (see :meth:`Trace.observe`)."""
+
+
 class Trace(BaseModel):
     question: str
     strategy: str
@@ -69,6 +77,24 @@ class Trace(BaseModel):
     error: str | None = None  # set when the strategy raised; the run goes on
     latency_ms: float = 0.0
     params: dict[str, Any] = Field(default_factory=dict)  # the strategy's resolved parameters (for display/report)
+    _on_step: StepObserver | None = PrivateAttr(default=None)  # not part of the record
+
+    # ---- building ----
+    def observe(self, on_step: StepObserver | None) -> None:
+        """Call ``on_step(step)`` for every step :meth:`add` appends from now on (the service's
+        live stream: ``StrategyContext.on_step``). The observer is not stored with the trace."""
+        self._on_step = on_step
+
+    def add(self, step: Step) -> Step:
+        """Append ``step`` and tell the observer: the one place a step joins a trace. An observer
+        that raises is logged and ignored (showing a step must not change the answer)."""
+        self.steps.append(step)
+        if self._on_step is not None:
+            try:
+                self._on_step(step)
+            except Exception:  # noqa: BLE001 — a display concern; the run goes on
+                log.exception("the step observer failed on step %d", step.index)
+        return step
 
     # ---- totals, derived (never stored twice) ----
     @property

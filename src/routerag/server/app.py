@@ -2,7 +2,8 @@
 
 * ``POST /v1/ask``: ``{question, strategy, params, sources}`` returns the run's ``Trace``.
 * ``POST /v1/ask/stream``: the same run as server-sent events. Events arrive in this order:
-  ``start``, ``retrieval``/``model`` as they happen, ``trace`` (the full trace), ``done``.
+  ``start``; ``retrieval``/``model`` as they return and ``step`` as each step joins the trace (the
+  strategy context's step observer); ``trace`` (the full trace), ``done``.
 * ``POST /v1/runs``: a background run over many questions (given, or sampled evenly from a named
   dataset) with one configuration, or a comparison of several. ``GET /v1/runs/{id}`` polls,
   ``/traces`` pages, ``/report`` gives the comparison table and disagreements, ``DELETE`` cancels.
@@ -36,7 +37,7 @@ from routerag.llm.config import ModelConfig
 from routerag.llm.pool import ModelPool
 from routerag.paths import cache_dir
 from routerag.server.cancel import CancellableModel, CancellableSourceSet, unless_disconnected, wait_for_disconnect
-from routerag.server.events import ObservedModel, ObservedSourceSet, ProgressEvent
+from routerag.server.events import ObservedModel, ObservedSourceSet, ProgressEvent, StepEvent
 from routerag.server.guard import RequestGuard
 from routerag.server.jobs import RunManager, UnknownRunError
 from routerag.server.prepare import PreparedStrategy, StrategyConfig, prepare_strategy
@@ -191,7 +192,7 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
         return trace if finished else Response(status_code=499)  # nobody reads it
 
     @app.post("/v1/ask/stream", response_model=None, dependencies=auth,
-              responses={200: {"content": {"text/event-stream": {}}, "description": "start, retrieval/model..., trace, done"},
+              responses={200: {"content": {"text/event-stream": {}}, "description": "start, retrieval/model/step..., trace, done"},
                          **ERRORS},
               summary="the same as /v1/ask, streamed as server-sent events")
     async def ask_stream(
@@ -208,7 +209,8 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
 
         runner = strategy.build(StrategyContext(
             model=ObservedModel(CancellableModel(model_for(strategy), cancelled), sink),
-            sources=ObservedSourceSet(CancellableSourceSet(sourceset, cancelled), sink)))
+            sources=ObservedSourceSet(CancellableSourceSet(sourceset, cancelled), sink),
+            on_step=lambda step: sink(StepEvent(step=step.model_copy(deep=True)))))  # as it was when appended
 
         async def events() -> AsyncIterator[str]:
             yield _sse("start", {"question": body.question, "strategy": strategy.name,

@@ -1,8 +1,10 @@
 """Live progress events of a strategy run, for the streaming ``/v1/ask/stream`` endpoint.
 
-Strategies only return their ``Trace`` at the end. To show progress as it happens, the run is
-given an observed model and an observed ``SourceSet``. These wrap the real ones and report every
-model call and every retrieval to a sink, while the strategy code stays unchanged.
+Strategies return their ``Trace`` at the end. To show progress as it happens, the run's context
+gets a step observer (``StrategyContext.on_step``: every :class:`~routerag.trace.Step` as it is
+appended, a :class:`StepEvent`), an observed model and an observed ``SourceSet`` (every model call
+and every retrieval as it returns, before the step that uses it is complete), all reporting to one
+sink; the strategy code stays unchanged.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pydantic import BaseModel
 from routerag.llm.base import ChatModel, ChatResponse, GenerationParams, Message
 from routerag.sources.base import RetrievalRequest, RetrievalResponse
 from routerag.sources.sourceset import SourceSet
+from routerag.trace import Step
 
 
 class TopHit(BaseModel):
@@ -46,7 +49,12 @@ class ModelEvent(BaseModel):
     text: str  # what the model generated (capped at 2,000 characters)
 
 
-ProgressEvent = RetrievalEvent | ModelEvent
+class StepEvent(BaseModel):
+    kind: Literal["step"] = "step"
+    step: Step  # the step as it was appended to the trace
+
+
+ProgressEvent = RetrievalEvent | ModelEvent | StepEvent
 Sink = Callable[[ProgressEvent], None]
 
 

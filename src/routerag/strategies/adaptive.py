@@ -7,17 +7,24 @@ trained on strategy labels from outcomes, :mod:`routerag.routing.strategy_labels
 ``router_margin``), asked to rank the choices of ``strategies`` (choice label -> registered
 strategy). The trace starts with a ``route`` step holding the choice, the strategy run and every
 choice's score; the chosen strategy's steps, transcript and answer follow.
+
+The choices' strategies are resolved through the context's resolver (``StrategyContext.resolve``:
+the front door, ``routerag.api``, injects its own, so they get its validation and defaults; the
+strategies layer never imports the front door, which sits above it). Their steps join this trace
+as they happen (so a step observer sees them live), renumbered after the route step.
 """
 
 from __future__ import annotations
 
+import threading
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field, model_validator
 
-from routerag.strategies.base import STRATEGIES, Strategy, StrategyContext
+from routerag.strategies.base import STRATEGIES, Strategy, StrategyContext, registry_resolver
 from routerag.strategies.loop import LoopStrategy, add_step
-from routerag.trace import Trace
+from routerag.trace import Step, Trace
 
 DEFAULT_STRATEGIES = {"direct": "direct", "vanilla": "vanilla", "routerag": "routerag"}
 
@@ -73,12 +80,22 @@ class Adaptive(LoopStrategy):
 
         p = self.params
         self.router = build_router(p.router, RouterDeps(context=context, model=p.router_model, margin=p.router_margin))
-        # each choice's strategy is built once (its parameters checked now, not at the first question)
-        self.runners: dict[str, Strategy] = {}
-        for choice, name in p.strategies.items():
-            cls = STRATEGIES.get(name)
-            given = p.strategy_params.get(choice)
-            self.runners[choice] = cls(context, None if given is None else cls.Params.model_validate(given))
+        # each choice's strategy is built once (its parameters checked now, not at the first question);
+        # their steps go to the trace this strategy is filling (per thread: one instance may serve several)
+        self._filling = threading.local()
+        resolve = context.resolve or registry_resolver
+        sub_context = replace(context, on_step=self._join)
+        self.runners: dict[str, Strategy] = {
+            choice: resolve(name, p.strategy_params.get(choice), sub_context) for choice, name in p.strategies.items()
+        }
+
+    def _join(self, step: Step) -> None:
+        """A chosen strategy's step, appended to this run's trace as it happens (renumbered)."""
+        self._join_to(self._filling.trace, step)
+
+    @staticmethod
+    def _join_to(trace: Trace, step: Step) -> None:
+        trace.add(step.model_copy(update={"index": len(trace.steps)}))
 
     def execute(self, trace: Trace) -> None:
         p = self.params
@@ -92,9 +109,14 @@ class Adaptive(LoopStrategy):
                  metadata={"router": p.router, "choice": choice, "strategy": p.strategies[choice],
                            "scores": result.scores, **{k: v for k, v in result.metadata.items() if k != "scores"},
                            "strategy_params": _params_of(self.runners[choice])})
-        sub = self.runners[choice].run(trace.question)
-        offset = len(trace.steps)
-        trace.steps += [s.model_copy(update={"index": s.index + offset}) for s in sub.steps]
+        before = len(trace.steps)
+        self._filling.trace = trace
+        try:
+            sub = self.runners[choice].run(trace.question)
+        finally:
+            self._filling.trace = None
+        for step in sub.steps[len(trace.steps) - before :]:  # a strategy that filled its trace without Trace.add
+            self._join_to(trace, step)
         trace.segments = sub.segments
         trace.answer = sub.answer
         trace.fallback_answer = sub.fallback_answer

@@ -3,8 +3,9 @@ injected (a ``StrategyContext``); they never construct them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -12,13 +13,21 @@ from routerag.corpus.schema import Question
 from routerag.llm.base import ChatModel
 from routerag.registry import Registry
 from routerag.sources.sourceset import SourceSet
-from routerag.trace import Trace
+from routerag.trace import StepObserver, Trace
 
 
 @dataclass
 class StrategyContext:
+    """What a strategy runs with. ``on_step``: called with each step as it is appended to the
+    run's trace (``Trace.add``), so a caller can show steps as they happen (the service's stream).
+    ``resolve``: how a strategy that runs other strategies (``adaptive``) gets them — a name and
+    params -> a built strategy over a given context; the front door (``routerag.api``) injects its
+    own, with its validation and defaults; without one, :func:`registry_resolver` is used."""
+
     model: ChatModel
     sources: SourceSet
+    on_step: StepObserver | None = None
+    resolve: StrategyResolver | None = None
 
 
 @runtime_checkable
@@ -37,7 +46,16 @@ class Strategy(Protocol):
     def run(self, question: str | Question) -> Trace: ...
 
 
+StrategyResolver = Callable[[str, "Mapping[str, Any] | None", StrategyContext], "Strategy"]
+"""``(strategy name, params or None, context) -> a built strategy``."""
+
 STRATEGIES: Registry[type[Strategy]] = Registry("strategy")
+
+
+def registry_resolver(name: str, params: Mapping[str, Any] | None, context: StrategyContext) -> Strategy:
+    """The plain resolver: the registered class, its ``Params`` validated from ``params``."""
+    cls = STRATEGIES.get(name)
+    return cls(context, None if params is None else cls.Params.model_validate(dict(params)))
 
 
 def strategy_revision(cls: type) -> int:

@@ -20,7 +20,7 @@ from routerag.corpus.schema import Question
 from routerag.llm.base import ChatResponse, GenerationParams, Message
 from routerag.sources.base import Hit, Stopwatch
 from routerag.strategies.base import StrategyContext
-from routerag.trace import ModelCall, Segment, Step, StepKind, Trace
+from routerag.trace import ModelCall, Segment, Step, StepKind, StepObserver, Trace
 
 Render = Callable[[list[Hit]], str]
 
@@ -70,9 +70,7 @@ def generated_text(response: ChatResponse) -> str:
 
 def add_step(trace: Trace, kind: StepKind, **fields: Any) -> Step:
     """Append a step with the next index and return it."""
-    step = Step(index=len(trace.steps), kind=kind, **fields)
-    trace.steps.append(step)
-    return step
+    return trace.add(Step(index=len(trace.steps), kind=kind, **fields))
 
 
 def retrieve_step(
@@ -193,11 +191,14 @@ def run_safely(
     params: BaseModel,
     question: str | Question,
     body: Callable[[Trace], None],
+    on_step: StepObserver | None = None,
 ) -> Trace:
     """Create the trace, run ``body(trace)`` to fill it, time it, and record any exception in
-    ``Trace.error`` instead of raising. Steps recorded before the failure are kept."""
+    ``Trace.error`` instead of raising. Steps recorded before the failure are kept. ``on_step``
+    (the context's step observer) sees each step as it is appended."""
     text, qid = question_parts(question)
     trace = Trace(question=text, strategy=strategy, qid=qid, params=params.model_dump(mode="json"))
+    trace.observe(on_step)
     t0 = time.perf_counter()
     try:
         body(trace)
@@ -231,7 +232,7 @@ class LoopStrategy:
         self.params = resolve_params(self.Params, params)
 
     def run(self, question: str | Question) -> Trace:
-        return run_safely(self.name, self.params, question, self.execute)
+        return run_safely(self.name, self.params, question, self.execute, self.context.on_step)
 
     def execute(self, trace: Trace) -> None:  # pragma: no cover - abstract
         raise NotImplementedError

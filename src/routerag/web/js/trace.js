@@ -109,6 +109,11 @@ export function liveEvent(root, name, data) {
     root.append(h("div", { class: "ev retrieval" }, h("span", { class: "badge kind-search", text: "retrieve" }),
       ` ${data.sources.join(", ")} · ${data.hits} hits · ${fmt(data.wall_ms)} ms · `, h("code", { text: data.queries.join(" | ") }),
       data.top.length ? h("span", { class: "top", text: ` top: ${data.top.map((t) => `${t.source}: ${t.title} (${t.score.toFixed(2)})`).join("; ")}` }) : null));
+  } else if (name === "step") {
+    // a real step of the trace, sent as the strategy appended it (the full trace follows at the end)
+    const view = stepView(data.step);
+    view.classList.add("appear");
+    root.append(h("ol", { class: "steps live-step", start: String(data.step.index + 1), "data-testid": "live-step" }, view));
   } else if (name === "done") {
     root.append(h("div", { class: "ev done", text: `done: ${data.retrieval_turns} retrieval turns, ${data.prompt_tokens + data.completion_tokens} tokens, ${fmt(data.latency_ms)} ms` }));
   }
