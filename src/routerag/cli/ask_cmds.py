@@ -18,42 +18,16 @@ POLICY_HELP = ("routerag on the bundled 0.5B: apply the shipped SFT policy adapt
                "model; see routerag.api")
 
 
-def _eval_config(config: Optional[Path], overrides: list[str], **fields):
+def _ask_params(config: Optional[Path], overrides: list[str], index: Optional[Path], policy: bool, **fields):
+    """The front door's ``AskParams``: the configuration file and ``--set`` overrides, then the
+    options given on the command line."""
+    from routerag.api import AskParams
     from routerag.config import load_config
     from routerag.eval.config import EvalConfig
 
     base = load_config(EvalConfig, config, overrides)
     explicit = {k: v for k, v in fields.items() if v is not None}
-    return base.model_copy(update=explicit)
-
-
-def _components(index: Optional[Path]) -> Optional[list[str]]:
-    from routerag.api import INTERACTIVE_COMPONENTS
-
-    return None if index is not None else list(INTERACTIVE_COMPONENTS)
-
-
-def _runner(cfg, policy: bool, index_dir: Optional[Path] = None):
-    """The strategy ``cfg`` names, resolved through the front door (``routerag.api``), over the
-    given index or one built over the dataset's corpus; also returns the index's folder and ``cfg``
-    with the model configuration that runs it (defaults applied)."""
-    from routerag.api import resolve_strategy
-    from routerag.corpus.datasets import load_dataset
-    from routerag.eval.setup import build_sources
-    from routerag.llm.factory import build_model
-    from routerag.strategies import StrategyContext
-
-    resolved = resolve_strategy(cfg.strategy, cfg.params, cfg.model, shipped_policy=policy)
-    if index_dir is not None:
-        from routerag.index.bundle import load_index
-
-        sources = load_index(index_dir).sources(cfg.modes)
-    else:
-        sources, manifests = build_sources(load_dataset(cfg.dataset), cfg)
-        index_dir = manifests[0].parent if manifests else None
-    assert resolved.model is not None
-    context = StrategyContext(model=build_model(resolved.model), sources=sources)
-    return resolved.build(context), index_dir, cfg.model_copy(update={"model": resolved.model})
+    return AskParams(config=base.model_copy(update=explicit), index_dir=index, shipped_policy=policy)
 
 
 @app.command()
@@ -70,14 +44,15 @@ def ask(
 ) -> None:
     """Answer one question with a routing strategy and show its trace."""
     from routerag import progress
+    from routerag.api import open_asker
     from routerag.cli.progress import RichProgress
 
     _quiet_native_logs(verbose)
-    cfg = _eval_config(config, set_, strategy=strategy, dataset=dataset, components=_components(index))
+    params = _ask_params(config, set_, index, policy, strategy=strategy, dataset=dataset)
     with progress.reporting(RichProgress(Console(stderr=True))):
-        runner, _, _ = _runner(cfg, policy, index)
-        with progress.step(f"answering with {cfg.strategy}"):
-            trace = runner.run(question)
+        asker = open_asker(params)
+        with progress.step(f"answering with {asker.config.strategy}"):
+            trace = asker.ask(question)
     if as_json:
         typer.echo(trace.model_dump_json(indent=2))
     else:
@@ -117,20 +92,21 @@ def demo(
     model: builds (first run) or loads the demo index, shows each routing trace, then a summary of
     what the policy did, what it cost and how the answers compare with the gold ones."""
     from routerag import progress
+    from routerag.api import open_asker
     from routerag.cli.progress import RichProgress
     from routerag.cli.render import DemoRow, render_demo_summary, render_trace
     from routerag.corpus.datasets import load_dataset
     from routerag.eval.metrics import exact_match, token_f1
 
     _quiet_native_logs(verbose)
-    cfg = _eval_config(config, set_, strategy=strategy, dataset="demo", components=_components(None))
-    data = load_dataset(cfg.dataset, n_questions=questions)
+    params = _ask_params(config, set_, None, policy, strategy=strategy, dataset="demo")
+    data = load_dataset(params.config.dataset, n_questions=questions)
     rows: list[DemoRow] = []
     with progress.reporting(RichProgress(Console(stderr=True))):
-        runner, index_dir, cfg = _runner(cfg, policy)
+        asker = open_asker(params)
         for i, q in enumerate(data.questions, start=1):
             with progress.step(f"question {i}/{len(data.questions)}: {_clip(q.question, 60)}"):
-                trace = runner.run(q)
+                trace = asker.ask(q)
             row = DemoRow(question=q, trace=trace, em=exact_match(trace.answer, q.answers), f1=token_f1(trace.answer, q.answers))
             rows.append(row)
             if as_json:
@@ -139,7 +115,7 @@ def demo(
                 console.print(render_trace(trace, gold=q.answers))
     if as_json:
         return
-    console.print(render_demo_summary(rows, cfg, index_dir))
+    console.print(render_demo_summary(rows, asker.config, asker.index_dir))
 
 
 def _clip(text: str, limit: int) -> str:

@@ -36,23 +36,15 @@ def eval_command(
                               "run's finished questions are spread over the sample; sample: in sample order"),
 ) -> None:
     """Evaluate a strategy on a dataset: resumable, one JSON record per question, a summary at the end."""
-    from contextlib import nullcontext
-
-    from pydantic import ValidationError
-
+    from routerag.api import EvaluateParams, default_run_dir, evaluate
     from routerag.cli.progress import RichProgress
-    from routerag.config import ConfigError, load_config, write_resolved
-    from routerag.corpus.datasets import DataNotFoundError
+    from routerag.config import load_config
     from routerag.eval.config import EvalConfig
-    from routerag.eval.metrics import LLMJudge
-    from routerag.eval.runner import run_evaluation
-    from routerag.eval.runs import RunDir, RunError
-    from routerag.eval.setup import build_setup, check_names
-    from routerag.index.manifest import IndexError_
-    from routerag.llm.base import ModelError
-    from routerag.progress import reporting as progress_steps
+    from routerag.eval.runs import RunDir
+    from routerag.eval.setup import check_names
     from routerag.registry import UnknownNameError
 
+    run_path = out
     sets = list(overrides or [])
     if dataset is not None:
         sets.append(f"dataset={dataset}")
@@ -62,35 +54,19 @@ def eval_command(
         sets.append("limit=null")
     elif limit is not None:
         sets.append(f"limit={limit}")
-    run_path = out
     try:
         cfg = load_config(EvalConfig, config, sets)
         check_names(cfg)
-        run_path = out or Path("runs") / f"{cfg.dataset.replace(':', '_').replace('/', '_')}-{cfg.strategy}-{cfg.limit or 'all'}"
+        run_path = out or default_run_dir(cfg)
         typer.echo(f"run directory: {run_path}", err=True)
-        RunDir(run_path).check_adoptable()  # before building anything or writing there
-        with progress_steps(RichProgress()) if progress else nullcontext():  # index build, model load
-            setup = build_setup(cfg, name=run_path.name)
-        judge = LLMJudge(setup.judge_model) if setup.judge_model is not None else None  # type: ignore[arg-type]
-        if not RunDir(run_path).exists():
-            write_resolved(cfg.model_copy(update={"model": cfg.model.resolved()}), run_path)
-        outcome = run_evaluation(
-            setup.spec,
-            setup.questions,
-            setup.factory,
-            run_path,
-            judge=judge,
-            concurrency=concurrency,
-            progress=progress,
-            retry_errors=retry_errors,
-            order=order,  # type: ignore[arg-type]
-        )
+        result = evaluate(EvaluateParams(config=cfg, out=run_path, concurrency=concurrency, retry_errors=retry_errors,
+                                         progress=progress, order=order),  # type: ignore[arg-type]
+                          listener=RichProgress() if progress else None)
+    except UnknownNameError as exc:  # a usage error: exit 2
+        _fail(str(exc), 2)
     except KeyboardInterrupt:
         _fail(f"interrupted; finished questions are kept in {run_path} - run the same command to resume", 130)
-    except UnknownNameError as exc:
-        _fail(str(exc), 2)
-    except (ConfigError, RunError, IndexError_, ModelError, DataNotFoundError, ValidationError, ValueError) as exc:
-        _fail(str(exc))
+    outcome = result.outcome
     if outcome.recovery.repaired:
         typer.echo(f"warning: {outcome.recovery.message(RunDir(run_path).results.path)}", err=True)
     s = outcome.summary
@@ -117,26 +93,22 @@ def report_command(
 ) -> None:
     """Tables in the papers' layout, paired bootstrap comparisons and plots over stored runs."""
     from routerag.eval.report import DEFAULT_TABLE_METRICS, build_report, load_runs, render_markdown, write_report
-    from routerag.eval.runs import RunError
 
     names = _split(metrics) or list(DEFAULT_TABLE_METRICS)
-    try:
-        loaded = load_runs(runs)
-        unknown = [m for m in [*names, plot_metric] if not any(m in r.summary.metrics for r in loaded)]
-        if unknown:
-            known = sorted({m for r in loaded for m in r.summary.metrics})
-            _fail(f"metric(s) {', '.join(unknown)} not in these runs; they have: {', '.join(known)}", 2)
-        if baseline is not None and not any(r.label == baseline for r in loaded):
-            _fail(f"no run is labelled {baseline!r}; labels: {', '.join(dict.fromkeys(r.label for r in loaded))}", 2)
-        report = build_report(loaded, names, seed=seed, baseline=baseline)
-        files = write_report(report, out)
-        if plots:
-            from routerag.eval.plots import plot_all
+    loaded = load_runs(runs)
+    unknown = [m for m in [*names, plot_metric] if not any(m in r.summary.metrics for r in loaded)]
+    if unknown:
+        known = sorted({m for r in loaded for m in r.summary.metrics})
+        _fail(f"metric(s) {', '.join(unknown)} not in these runs; they have: {', '.join(known)}", 2)
+    if baseline is not None and not any(r.label == baseline for r in loaded):
+        _fail(f"no run is labelled {baseline!r}; labels: {', '.join(dict.fromkeys(r.label for r in loaded))}", 2)
+    report = build_report(loaded, names, seed=seed, baseline=baseline)
+    files = write_report(report, out)
+    if plots:
+        from routerag.eval.plots import plot_all
 
-            for path in plot_all(report.runs, report.table, out, plot_metric):
-                files[path.stem] = path
-    except RunError as exc:
-        _fail(str(exc))
+        for path in plot_all(report.runs, report.table, out, plot_metric):
+            files[path.stem] = path
     typer.echo(render_markdown(report))
     for path in files.values():
         typer.echo(f"wrote {path}", err=True)

@@ -15,7 +15,6 @@ import typer
 from routerag.cli.app import app
 
 if TYPE_CHECKING:
-    from routerag.corpus.schema import Document
     from routerag.sources.base import RetrievalResponse
 
 
@@ -27,31 +26,6 @@ def _fail(message: str, code: int = 1) -> NoReturn:
 def _split(values: list[str] | None) -> list[str]:
     """``--x a,b --x c`` -> ["a", "b", "c"]."""
     return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
-
-
-def _load_documents(corpus: str, fmt: str) -> list["Document"]:
-    """A corpus file, or a registered dataset name (every document of every source it has)."""
-    path = Path(corpus)
-    if path.exists():
-        from routerag.corpus.loaders import load_corpus
-
-        loaded = load_corpus(path, fmt)
-        typer.echo(loaded.report.summary(), err=True)
-        return loaded.docs
-    from routerag.corpus.datasets import DataNotFoundError, load_dataset
-    from routerag.registry import UnknownNameError
-
-    try:
-        dataset = load_dataset(corpus)
-    except UnknownNameError as exc:
-        _fail(f"{corpus}: no such file, and {exc}")
-    except DataNotFoundError as exc:
-        _fail(str(exc))
-    docs = dataset.documents()
-    if not docs:
-        _fail(f"dataset {corpus!r} has no documents")
-    typer.echo(f"dataset {dataset.name}: {len(docs)} documents", err=True)
-    return docs
 
 
 @app.command("index")
@@ -70,46 +44,25 @@ def index_command(
     fmt: str = typer.Option("auto", "--format", help="corpus file format (default: detected)"),
 ) -> None:
     """Build an index directory (documents + dense/bm25/graph components) from a corpus."""
-    import time
-
     from routerag import progress
+    from routerag.api import IndexParams, build_index
     from routerag.cli.progress import RichProgress
-    from routerag.config import ConfigError, load_config
-    from routerag.corpus.readers import CorpusFormatError
-    from routerag.index.bundle import CONFIG_NAME, build_index, load_index
-    from routerag.index.manifest import IndexError_
-    from routerag.index.settings import IndexSettings
-    from routerag.registry import UnknownNameError
 
-    names = _split(components)
+    params = IndexParams(corpus=corpus, out=out, components=_split(components), config=config,
+                         overrides=list(overrides or []), add=add, overwrite=overwrite, format=fmt)
     with progress.reporting(RichProgress()):  # one line per slow step (components, model loads)
-        try:
-            docs = _load_documents(corpus, fmt)
-            t0 = time.perf_counter()
-            if add:
-                if not out.is_dir():
-                    _fail(f"{out}: no index to add to; build it first without --add")
-                base = config if config is not None else out / CONFIG_NAME
-                settings = load_config(IndexSettings, base, overrides)
-                bundle = load_index(out, settings)
-                added = bundle.add_documents(docs)
-                extra = [name for name in names if name not in bundle.components]
-                for name in extra:
-                    bundle.add_component(name)
-                typer.echo(
-                    f"added {len(added)} new documents ({len(docs) - len(added)} already indexed)"
-                    + (f" and the {', '.join(extra)} component" if extra else "")
-                    + f" to {out}: {len(bundle.store)} documents, {', '.join(bundle.components)}"
-                    + f" in {time.perf_counter() - t0:.1f}s"
-                )
-                return
-            settings = load_config(IndexSettings, config, overrides)
-            bundle = build_index(docs, out, settings, names or ("dense", "bm25"), overwrite=overwrite)
-        except (ConfigError, CorpusFormatError, IndexError_, UnknownNameError, FileExistsError, ValueError) as exc:
-            _fail(str(exc))
+        result = build_index(params)
+    typer.echo(result.source, err=True)
+    if result.added is not None:
+        typer.echo(
+            f"added {result.added} new documents ({result.already} already indexed)"
+            + (f" and the {', '.join(result.new_components)} component" if result.new_components else "")
+            + f" to {out}: {result.documents} documents, {', '.join(result.components)}"
+            + f" in {result.seconds:.1f}s"
+        )
+        return
     typer.echo(
-        f"indexed {len(bundle.store)} documents into {out} ({', '.join(bundle.components)}) "
-        f"in {time.perf_counter() - t0:.1f}s"
+        f"indexed {result.documents} documents into {out} ({', '.join(result.components)}) in {result.seconds:.1f}s"
     )
 
 
@@ -147,13 +100,9 @@ def retrieve_command(
     from pydantic import ValidationError
 
     from routerag.index.bundle import load_index
-    from routerag.index.manifest import IndexError_
-    from routerag.sources.base import RetrievalError, RetrievalRequest
+    from routerag.sources.base import RetrievalRequest
 
-    try:
-        bundle = load_index(index_dir)
-    except IndexError_ as exc:
-        _fail(str(exc))
+    bundle = load_index(index_dir)
     sources = bundle.sources()
     mounted = sources.names()
     wanted = _split(modes) or mounted
@@ -168,10 +117,7 @@ def retrieve_command(
         request = RetrievalRequest(queries=[query], k=k, sources=wanted)
     except ValidationError as exc:
         _fail("; ".join(err["msg"].removeprefix("Value error, ") for err in exc.errors()), code=2)
-    try:
-        response = sources.retrieve(request)
-    except RetrievalError as exc:
-        _fail(str(exc))
+    response = sources.retrieve(request)
     if as_json:
         sys.stdout.write(response.model_dump_json(indent=2) + "\n")
     else:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import importlib
 
-import typer
-
 from routerag.cli.app import app
 
 # one module per group of commands; each owns its own heavy imports inside the command bodies
@@ -26,17 +24,11 @@ def _load() -> None:
 
 
 def main() -> None:
-    """Runs the command; a :class:`~routerag.errors.RouteragError` (a refusal with its reason: an
-    unknown name, bad parameters, a configuration that cannot be used) is printed as one line and
-    exits 1. Any other exception is a bug and keeps its traceback."""
-    from routerag.errors import RouteragError
-
+    """Runs the command. Each command prints a :class:`~routerag.errors.RouteragError` as one
+    ``error: ...`` line and exits 1 (``routerag.cli.app``); any other exception is a bug and keeps
+    its traceback."""
     _load()
-    try:
-        app()
-    except RouteragError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise SystemExit(1) from None
+    app()
 
 
 if __name__ == "__main__":

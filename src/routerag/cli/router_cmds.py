@@ -9,9 +9,9 @@ from typing import NoReturn
 
 import typer
 
-from routerag.cli.app import app
+from routerag.cli.app import RouteragTyper, app
 
-router_app = typer.Typer(help="The learned router: labels from outcomes, training, inspection.", no_args_is_help=True)
+router_app = RouteragTyper(help="The learned router: labels from outcomes, training, inspection.", no_args_is_help=True)
 app.add_typer(router_app, name="router")
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import typer
 
-from routerag.cli.app import app
+from routerag.cli.app import RouteragTyper, app
 
-runs_app = typer.Typer(help="Maintain stored evaluation runs (compress finished ones).", no_args_is_help=True)
+runs_app = RouteragTyper(help="Maintain stored evaluation runs (compress finished ones).", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 
 

@@ -6,14 +6,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 import typer
 
 from routerag.cli.app import app
-
-if TYPE_CHECKING:
-    from routerag.sources.sourceset import SourceSet
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -32,21 +29,12 @@ def _server_overrides(host: str, port: int, api_key_env: str | None, overrides: 
     return result
 
 
-def _load_sources(index_dir: Path, modes: list[str] | None) -> "SourceSet":
-    from routerag.index.bundle import load_index
-    from routerag.index.manifest import IndexError_
+def _modes(values: list[str] | None) -> list[str] | None:
+    return [m.strip() for value in values or [] for m in value.split(",") if m.strip()] or None
 
-    wanted = [m.strip() for value in modes or [] for m in value.split(",") if m.strip()] or None
-    try:
-        bundle = load_index(index_dir)
-    except IndexError_ as exc:
-        _fail(str(exc))
-    sources = bundle.sources(wanted)
-    for mode, why in bundle.unmounted.items():
-        typer.echo(f"not serving {mode}: {why}", err=True)
-    if not sources.names():
-        _fail(f"{index_dir}: no source could be mounted")
-    return sources
+
+def _announce(line: str) -> None:
+    typer.echo(line, err=True)
 
 
 @app.command("serve-retrieval")
@@ -62,22 +50,12 @@ def serve_retrieval_command(
     overrides: list[str] = typer.Option(None, "--set", help="override a setting: key.path=value (repeatable)"),
 ) -> None:
     """Serve POST /retrieve, GET /sources, GET /health and the Search-R1 endpoint (/retrieve/searchr1)."""
-    from routerag.config import ConfigError, load_config
-    from routerag.server.retrieval_app import create_retrieval_app
-    from routerag.server.serving import serve
+    from routerag.api import ServeParams, serve_retrieval
+    from routerag.config import load_config
     from routerag.server.settings import ServerSettings
 
-    try:
-        settings = load_config(ServerSettings, config, _server_overrides(host, port, api_key_env, overrides))
-    except ConfigError as exc:
-        _fail(str(exc))
-    sources = _load_sources(index_dir, modes)
-    typer.echo(
-        f"serving {', '.join(sources.names())} from {index_dir} on http://{settings.host}:{settings.port} "
-        f"(docs at /docs{', API key required' if settings.api_key else ''})",
-        err=True,
-    )
-    serve(create_retrieval_app(sources, settings), settings.host, settings.port)
+    settings = load_config(ServerSettings, config, _server_overrides(host, port, api_key_env, overrides))
+    serve_retrieval(ServeParams(index_dir=index_dir, modes=_modes(modes)), settings, announce=_announce)
 
 
 @app.command("serve")
@@ -93,27 +71,11 @@ def serve_command(
     overrides: list[str] = typer.Option(None, "--set", help="override a service setting: key.path=value (repeatable)"),
 ) -> None:
     """Serve POST /v1/ask, /v1/ask/stream, /v1/runs and the retrieval API under /retrieval."""
-    from routerag.config import ConfigError, load_config
-    from routerag.llm.base import ModelError
+    from routerag.api import ServeParams, serve
+    from routerag.config import load_config
     from routerag.llm.config import ModelConfig
-    from routerag.llm.factory import build_model
-    from routerag.server.app import create_app
-    from routerag.server.serving import serve
     from routerag.server.settings import ServiceSettings
 
-    try:
-        settings = load_config(ServiceSettings, config, _server_overrides(host, port, api_key_env, overrides))
-        model_cfg = load_config(ModelConfig, model_config, model_overrides)
-    except ConfigError as exc:
-        _fail(str(exc))
-    sources = _load_sources(index_dir, modes)
-    try:
-        model = build_model(model_cfg)
-    except (ModelError, ValueError, ImportError) as exc:
-        _fail(f"cannot build the model: {exc}")
-    typer.echo(
-        f"serving model {model.name} over {', '.join(sources.names())} on http://{settings.host}:{settings.port} "
-        f"(docs at /docs{', API key required' if settings.api_key else ''})",
-        err=True,
-    )
-    serve(create_app(model, sources, settings, model_config=model_cfg), settings.host, settings.port)
+    settings = load_config(ServiceSettings, config, _server_overrides(host, port, api_key_env, overrides))
+    model_cfg = load_config(ModelConfig, model_config, model_overrides)
+    serve(ServeParams(index_dir=index_dir, modes=_modes(modes), model=model_cfg), settings, announce=_announce)

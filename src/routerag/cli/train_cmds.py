@@ -27,10 +27,10 @@ def train_command(
     """Train a routing policy with one of the seed papers' recipes."""
     import yaml
 
+    from routerag.api import train
     from routerag.config import ConfigError, load_config
-    from routerag.registry import UnknownNameError
     from routerag.train.config import TrainConfig
-    from routerag.train.recipes import RECIPES, train
+    from routerag.train.recipes import RECIPES
 
     if recipe not in RECIPES:
         _fail(f"unknown recipe {recipe!r}; valid: {', '.join(RECIPES.names())}")
@@ -39,15 +39,12 @@ def train_command(
         items.append(f"output_dir={out}")
     try:
         cfg = load_config(TrainConfig, config, items)
-    except ConfigError as exc:
+    except ConfigError as exc:  # a usage error: exit 2
         _fail(str(exc), 2)
     if dry_run:
         typer.echo(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
         return
-    try:
-        summary = train(cfg)
-    except (ValueError, FileNotFoundError, UnknownNameError) as exc:
-        _fail(str(exc))
+    summary = train(cfg)
     typer.echo(f"trained {summary.steps} steps ({', '.join(summary.phases)}); run in {summary.output_dir}")
     typer.echo(f"metrics: {summary.metrics_path}")
     if summary.curves_path:
@@ -85,14 +82,10 @@ def export_lora_gguf_command(
     dtype: str = typer.Option("f16", "--dtype", help="f16 | f32"),
 ) -> None:
     """Export a PEFT LoRA adapter as a llama.cpp LoRA adapter GGUF (for --set model.lora_path=...)."""
-    from routerag.llm.base import ModelError
     from routerag.llm.resolve import resolve_model_file
-    from routerag.train.export_gguf import LoraExportError, export_lora_gguf
+    from routerag.train.export_gguf import export_lora_gguf
 
-    try:
-        info = export_lora_gguf(adapter, resolve_model_file(base), out, dtype=dtype)
-    except (LoraExportError, ModelError) as exc:
-        _fail(str(exc))
+    info = export_lora_gguf(adapter, resolve_model_file(base), out, dtype=dtype)
     typer.echo(f"wrote {info.path}: {info.tensors} tensors, rank {info.rank}, alpha {info.alpha:g}, {info.architecture}")
 
 

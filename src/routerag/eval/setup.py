@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from routerag.api import ResolvedStrategy, resolve_strategy
+from routerag.api.strategy import ResolvedStrategy, resolve_strategy
 from routerag.config import fingerprint_dump
 from routerag.corpus.datasets import Dataset, load_dataset
 from routerag.corpus.schema import Question

@@ -14,12 +14,13 @@ from pydantic import BaseModel, Field, ValidationError
 
 from routerag import __version__
 from routerag.config import atomic_write_text
+from routerag.errors import RouteragError
 
 FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 
 
-class IndexError_(ValueError):
+class IndexError_(RouteragError, ValueError):
     """An index directory that cannot be loaded (missing, wrong kind, mismatched manifest)."""
 
 

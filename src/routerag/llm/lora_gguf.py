@@ -25,6 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from routerag.errors import RouteragError
+
 # transformers Qwen2 / Llama module -> GGUF tensor name (llama.cpp's tensor map)
 HF_TO_GGUF: dict[str, str] = {
     "self_attn.q_proj": "attn_q",
@@ -37,7 +39,7 @@ HF_TO_GGUF: dict[str, str] = {
 }
 
 
-class LoraExportError(ValueError):
+class LoraExportError(RouteragError, ValueError):
     """The adapter cannot be exported for, applied to or read for this base model."""
 
 

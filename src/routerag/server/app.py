@@ -24,6 +24,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
@@ -31,6 +32,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from routerag.api.asking import answer
 from routerag.corpus.schema import Question
 from routerag.llm.base import ChatModel
 from routerag.llm.config import ModelConfig
@@ -54,7 +56,7 @@ from routerag.server.sources_api import build_sources_router, rejected_reply
 from routerag.server.upload_parse import UploadRejected
 from routerag.server.uploads import SourceStore
 from routerag.sources.sourceset import SourceSet
-from routerag.strategies import STRATEGIES, StrategyContext
+from routerag.strategies import STRATEGIES
 from routerag.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -185,10 +187,10 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
                   prepared: tuple[AskRequest, PreparedStrategy, SourceSet] = Depends(prepare_ask)) -> Trace | Response:
         body, strategy, sourceset = prepared
         cancelled = threading.Event()  # set when the client leaves: the run stops at its next call
-        runner = strategy.build(StrategyContext(model=CancellableModel(model_for(strategy), cancelled),
-                                                sources=CancellableSourceSet(sourceset, cancelled)))
+        run = partial(answer, strategy, CancellableModel(model_for(strategy), cancelled),
+                      CancellableSourceSet(sourceset, cancelled), item_of(body))
         finished, trace = await unless_disconnected(
-            request.receive, cancelled, anyio.to_thread.run_sync(runner.run, item_of(body), limiter=ask_limiter()))
+            request.receive, cancelled, anyio.to_thread.run_sync(run, limiter=ask_limiter()))
         return trace if finished else Response(status_code=499)  # nobody reads it
 
     @app.post("/v1/ask/stream", response_model=None, dependencies=auth,
@@ -207,15 +209,14 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
         def sink(event: ProgressEvent) -> None:  # called from the worker thread
             loop.call_soon_threadsafe(queue.put_nowait, event)
 
-        runner = strategy.build(StrategyContext(
-            model=ObservedModel(CancellableModel(model_for(strategy), cancelled), sink),
-            sources=ObservedSourceSet(CancellableSourceSet(sourceset, cancelled), sink),
-            on_step=lambda step: sink(StepEvent(step=step.model_copy(deep=True)))))  # as it was when appended
+        run = partial(answer, strategy, ObservedModel(CancellableModel(model_for(strategy), cancelled), sink),
+                      ObservedSourceSet(CancellableSourceSet(sourceset, cancelled), sink), item_of(body),
+                      on_step=lambda step: sink(StepEvent(step=step.model_copy(deep=True))))  # as it was when appended
 
         async def events() -> AsyncIterator[str]:
             yield _sse("start", {"question": body.question, "strategy": strategy.name,
                                  "params": strategy.params.model_dump(mode="json"), "sources": sourceset.names()})
-            task = asyncio.ensure_future(anyio.to_thread.run_sync(runner.run, item_of(body), limiter=ask_limiter()))
+            task = asyncio.ensure_future(anyio.to_thread.run_sync(run, limiter=ask_limiter()))
             task.add_done_callback(lambda _: loop.call_soon(queue.put_nowait, None))
             watcher = asyncio.ensure_future(wait_for_disconnect(request.receive))
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from routerag.api import ResolvedStrategy, StrategyParamsError, resolve_strategy
+from routerag.api.strategy import ResolvedStrategy, StrategyParamsError, resolve_strategy
 from routerag.llm.config import ModelConfig
 from routerag.registry import UnknownNameError
 from routerag.server.retrieval_app import ApiError

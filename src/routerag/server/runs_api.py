@@ -8,6 +8,7 @@ import anyio
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
+from routerag.api.asking import strategy_factory
 from routerag.corpus.sampling import evenly_spaced
 from routerag.corpus.schema import Question
 from routerag.llm.base import ChatModel
@@ -16,7 +17,6 @@ from routerag.server.jobs import ConfigInfo, RunConfig, RunManager, RunQuestion,
 from routerag.server.prepare import PreparedStrategy, StrategyConfig
 from routerag.server.settings import ServiceSettings
 from routerag.sources.sourceset import SourceSet
-from routerag.strategies import StrategyContext
 from routerag.trace import Trace
 
 MAX_CONFIGS = 8
@@ -103,7 +103,7 @@ def build_runs_router(
         for label, config in zip(_labels(configs), configs):
             strategy, sourceset = prepare(config)
             def make(strategy: PreparedStrategy = strategy, sourceset: SourceSet = sourceset):  # noqa: ANN202
-                return strategy.build(StrategyContext(model=model_for(strategy), sources=sourceset))
+                return strategy_factory(strategy, model_for(strategy), sourceset)()  # the model: built on first use
 
             info = ConfigInfo(label=label, strategy=strategy.name, params=strategy.params.model_dump(mode="json"),
                               sources=list(config.sources))

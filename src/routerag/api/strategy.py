@@ -1,35 +1,20 @@
-"""The front door: where a request — a strategy name, its parameters, model settings — becomes a
-ready strategy, with routerag's defaults applied in one place. ``routerag eval`` (eval/setup.py),
-``routerag ask``/``demo`` (cli/ask_cmds.py) and the service (server/prepare.py) all call
-:func:`resolve_strategy`; none of them looks a strategy up or applies a default itself.
+"""The front door's first step: a request — a strategy name, its parameters, model settings —
+becomes a :class:`ResolvedStrategy`, with routerag's defaults applied here and nowhere else (the
+defaults and who gets them: ``routerag.api``'s module notes). The jobs (``api.asking``,
+``api.evaluating``) and the service build strategies only from a :class:`ResolvedStrategy`;
+``eval/setup.py`` and ``server/prepare.py`` resolve through :func:`resolve_strategy`.
 
-The defaults, and who gets them:
-
-* **The shipped policy** (``shipped_policy=True``): the ``routerag`` strategy on the bundled 0.5B
-  through llama.cpp, with no adapter named, runs with the SFT policy adapter shipped in
-  ``data/policies`` — the model it was trained for. ``routerag ask``, ``routerag demo`` and the
-  service ask for it (``--untrained`` opts out); ``routerag eval`` does not: an evaluation runs
-  exactly what its configuration names, so that the untrained baseline stays measurable and every
-  stored run's fingerprint still matches (``docs/results/runs/*-routerag`` are that baseline; the
-  ``sft-*`` runs name the adapter in their configuration).
-* **Parameters**: validated by the strategy's own ``Params`` model. A JSON body (the service) is
-  validated strictly — unknown names, ``true`` for an integer, ``"3"`` for a number are refused —;
-  a YAML configuration or ``--set`` overrides (eval, ask) the way pydantic converts them.
-* **Index components** for an index built on the fly by ``ask``/``demo``:
-  :data:`INTERACTIVE_COMPONENTS` (``eval`` keeps ``EvalConfig.components``, part of its fingerprint).
-* **Concurrency**: one model instance per model configuration, each with its backend's
-  concurrency (``ModelConfig.resolved``); a long-running service keeps them in a
-  :class:`~routerag.llm.pool.ModelPool`.
-
-Errors derive from :class:`~routerag.errors.RouteragError`: an unknown name lists the valid ones
-(``UnknownNameError``), bad parameters say which and why (:class:`StrategyParamsError`).
+A strategy that runs other strategies (``adaptive``) gets them through the context's resolver
+(``StrategyContext.resolve``); :meth:`ResolvedStrategy.build` injects this module's, so those
+strategies are validated and defaulted here too (the strategies layer never imports the front
+door, which sits above it).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -57,6 +42,8 @@ class ResolvedStrategy:
     params: BaseModel
     model: ModelConfig | None
     """The model configuration, defaults applied; None when the caller gave none (it brings its own model)."""
+    shipped_policy: bool = False
+    json_params: bool = False
 
     @property
     def retrieves(self) -> bool:
@@ -67,7 +54,15 @@ class ResolvedStrategy:
         return strategy_revision(self.cls)
 
     def build(self, context: StrategyContext) -> Strategy:
+        """The strategy over ``context``; strategies it runs (``adaptive``'s choices) are resolved
+        through the front door with the same defaults and strictness, on the same model."""
+        if context.resolve is None:
+            context = replace(context, resolve=self._resolve)
         return self.cls(context, self.params)
+
+    def _resolve(self, name: str, params: Mapping[str, Any] | None, context: StrategyContext) -> Strategy:
+        return resolve_strategy(name, params, self.model, shipped_policy=self.shipped_policy,
+                                json_params=self.json_params).build(context)
 
 
 def resolve_strategy(strategy: str, params: Mapping[str, Any] | None = None, model: ModelConfig | None = None, *,
@@ -86,7 +81,7 @@ def resolve_strategy(strategy: str, params: Mapping[str, Any] | None = None, mod
     validated = _validate(strategy, cls, dict(params or {}), json_params)
     if model is not None and shipped_policy:
         model = with_default_policy(model, strategy)
-    return ResolvedStrategy(strategy, cls, validated, model)
+    return ResolvedStrategy(strategy, cls, validated, model, shipped_policy, json_params)
 
 
 def _validate(name: str, cls: type[Strategy], params: dict[str, Any], json_params: bool) -> BaseModel:

@@ -1,0 +1,80 @@
+"""The front door: the one place where a request becomes work, with routerag's defaults applied
+once. The CLI (``routerag ask``/``demo``/``eval``/``index``/``serve``/``train``) and the service
+call these functions and build no strategy, index, model or trainer themselves:
+
+* :func:`ask` / :func:`open_asker` (``api.asking``): one question (or a few, over one loaded
+  strategy) -> :class:`~routerag.trace.Trace`; :func:`answer` and :func:`strategy_factory` are the
+  service's (its own model pool and mounted sources);
+* :func:`evaluate` (``api.evaluating``): a fingerprinted, resumable run -> :class:`EvaluateResult`;
+* :func:`build_index` (``api.indexing``): a corpus -> an index directory -> :class:`IndexResult`;
+* :func:`serve` / :func:`serve_retrieval` (``api.serving``): the ask service / the retrieval API;
+* :func:`train` (``api.training``): a recipe -> :class:`~routerag.train.recipes.TrainRunSummary`;
+* :func:`resolve_strategy` (``api.strategy``): strategy + params + model -> a ready strategy.
+
+The defaults, and who gets them:
+
+* **The shipped policy** (``shipped_policy=True``): the ``routerag`` strategy on the bundled 0.5B
+  through llama.cpp, with no adapter named, runs with the SFT policy adapter shipped in
+  ``data/policies`` — the model it was trained for. ``ask``, ``demo`` and the service ask for it
+  (``--untrained`` opts out); ``evaluate`` does not: an evaluation runs exactly what its
+  configuration names, so that the untrained baseline stays measurable and every stored run's
+  fingerprint still matches (``docs/results/runs/*-routerag`` are that baseline; the ``sft-*``
+  runs name the adapter in their configuration).
+* **Parameters**: validated by the strategy's own ``Params`` model. A JSON body (the service) is
+  validated strictly — unknown names, ``true`` for an integer, ``"3"`` for a number are refused —;
+  a YAML configuration or ``--set`` overrides (eval, ask) the way pydantic converts them. A
+  strategy that runs others (``adaptive``) gets them resolved the same way.
+* **Index components** for an index built on the fly by ``ask``/``demo``:
+  :data:`INTERACTIVE_COMPONENTS` (``evaluate`` keeps ``EvalConfig.components``, part of its
+  fingerprint); ``build_index``: dense and BM25 unless named.
+* **Concurrency**: one model instance per model configuration, each with its backend's
+  concurrency (``ModelConfig.resolved``); a long-running service keeps them in a
+  :class:`~routerag.llm.pool.ModelPool`.
+* **Run directories**: ``evaluate`` writes to ``runs/<dataset>-<strategy>-<n>`` unless told
+  (:func:`default_run_dir`); the service stores its runs in the same format under its data folder.
+
+Errors: what the front door refuses derives from :class:`~routerag.errors.RouteragError` (the CLI
+prints it as one line); anything else is a bug.
+
+Nothing heavy is imported here: each name is loaded from its module on first use (and the modules
+import their heavy dependencies inside the functions).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "INTERACTIVE_COMPONENTS": "strategy", "ResolvedStrategy": "strategy", "StrategyParamsError": "strategy",
+    "resolve_strategy": "strategy",
+    "AskParams": "asking", "Asker": "asking", "ask": "asking", "open_asker": "asking", "answer": "asking",
+    "strategy_factory": "asking",
+    "EvaluateParams": "evaluating", "EvaluateResult": "evaluating", "evaluate": "evaluating",
+    "default_run_dir": "evaluating",
+    "IndexParams": "indexing", "IndexResult": "indexing", "build_index": "indexing",
+    "ServeParams": "serving", "serve": "serving", "serve_retrieval": "serving",
+    "train": "training", "TrainRequestError": "training",
+}
+
+__all__ = [
+    "AskParams", "Asker", "EvaluateParams", "EvaluateResult", "INTERACTIVE_COMPONENTS", "IndexParams",
+    "IndexResult", "ResolvedStrategy", "ServeParams", "StrategyParamsError", "TrainRequestError", "answer",
+    "ask", "build_index", "default_run_dir", "evaluate", "open_asker", "resolve_strategy", "serve",
+    "serve_retrieval", "strategy_factory", "train",
+]
+
+if TYPE_CHECKING:
+    from routerag.api.asking import Asker, AskParams, answer, ask, open_asker, strategy_factory
+    from routerag.api.evaluating import EvaluateParams, EvaluateResult, default_run_dir, evaluate
+    from routerag.api.indexing import IndexParams, IndexResult, build_index
+    from routerag.api.serving import ServeParams, serve, serve_retrieval
+    from routerag.api.strategy import INTERACTIVE_COMPONENTS, ResolvedStrategy, StrategyParamsError, resolve_strategy
+    from routerag.api.training import TrainRequestError, train
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'routerag.api' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"routerag.api.{module}"), name)

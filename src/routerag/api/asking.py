@@ -1,0 +1,99 @@
+"""``ask``: one question (or a handful over one loaded strategy, :func:`open_asker`) answered by a
+strategy over an index — the job of ``routerag ask`` and ``routerag demo``. The service brings its
+own model (a pool) and mounted sources: :func:`answer` and :func:`strategy_factory` build its
+strategies from a :class:`~routerag.api.strategy.ResolvedStrategy`.
+
+``on_step`` (everywhere here): called with each step as the strategy appends it to the trace
+(``StrategyContext.on_step``), e.g. to stream it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from routerag.api.strategy import INTERACTIVE_COMPONENTS, ResolvedStrategy, resolve_strategy
+from routerag.corpus.schema import Question
+from routerag.eval.config import EvalConfig
+from routerag.llm.base import ChatModel
+from routerag.sources.sourceset import SourceSet
+from routerag.strategies.base import Strategy, StrategyContext
+from routerag.trace import StepObserver, Trace
+
+
+class AskParams(BaseModel):
+    """What to answer with: the strategy, its params, the model and the dataset (an
+    ``EvalConfig``), over a prebuilt index or one built over the dataset's corpus."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: EvalConfig = Field(default_factory=EvalConfig, description="strategy, params, model, dataset, index settings")
+    index_dir: Path | None = Field(None, description="a prebuilt index directory; None: index the dataset's corpus "
+                                   "(components: INTERACTIVE_COMPONENTS)")
+    shipped_policy: bool = Field(True, description="routerag on the bundled 0.5B runs with the shipped policy adapter")
+
+
+@dataclass
+class Asker:
+    """A loaded strategy, ready for questions."""
+
+    strategy: Strategy
+    config: EvalConfig
+    """The configuration it runs: the model configuration with the front door's defaults applied."""
+    index_dir: Path | None
+    """The index it searches (None: the dataset has no corpus)."""
+
+    def ask(self, question: str | Question) -> Trace:
+        return self.strategy.run(question)
+
+
+def open_asker(params: AskParams, *, on_step: StepObserver | None = None) -> Asker:
+    """Resolve the strategy (the shipped policy unless ``shipped_policy=False``), load or build the
+    index, build the model. Raises a ``RouteragError`` for an unknown name or bad params before
+    anything is loaded."""
+    from routerag.llm.factory import build_model
+
+    cfg = params.config
+    if params.index_dir is None:
+        cfg = cfg.model_copy(update={"components": list(INTERACTIVE_COMPONENTS)})
+    resolved = resolve_strategy(cfg.strategy, cfg.params, cfg.model, shipped_policy=params.shipped_policy)
+    sources, index_dir = _sources(cfg, params.index_dir)
+    assert resolved.model is not None
+    context = StrategyContext(model=build_model(resolved.model), sources=sources, on_step=on_step)
+    return Asker(resolved.build(context), cfg.model_copy(update={"model": resolved.model}), index_dir)
+
+
+def ask(question: str | Question, params: AskParams, *, on_step: StepObserver | None = None) -> Trace:
+    """One question: :func:`open_asker` then :meth:`Asker.ask`."""
+    return open_asker(params, on_step=on_step).ask(question)
+
+
+def _sources(cfg: EvalConfig, index_dir: Path | None) -> tuple[SourceSet, Path | None]:
+    if index_dir is not None:
+        from routerag.index.bundle import load_index
+
+        return load_index(index_dir).sources(cfg.modes), index_dir
+    from routerag.corpus.datasets import load_dataset
+    from routerag.eval.setup import build_sources
+
+    sources, manifests = build_sources(load_dataset(cfg.dataset), cfg)
+    return sources, manifests[0].parent if manifests else None
+
+
+def strategy_factory(resolved: ResolvedStrategy, model: ChatModel, sources: SourceSet, *,
+                     on_step: StepObserver | None = None) -> Callable[[], Strategy]:
+    """A fresh strategy per call over ``model`` and ``sources`` (the service's runs: one per answer)."""
+
+    def make() -> Strategy:
+        return resolved.build(StrategyContext(model=model, sources=sources, on_step=on_step))
+
+    return make
+
+
+def answer(resolved: ResolvedStrategy, model: ChatModel, sources: SourceSet, question: str | Question, *,
+           on_step: StepObserver | None = None) -> Trace:
+    """One question with a resolved strategy over the caller's model and sources (the service's
+    ``/v1/ask`` and ``/v1/ask/stream``)."""
+    return strategy_factory(resolved, model, sources, on_step=on_step)().run(question)

@@ -1,0 +1,114 @@
+"""``build_index``: a corpus (a file, or a registered dataset's documents) -> an index directory of
+components (dense, BM25, graph), or new documents and components added to an existing one — the job
+of ``routerag index``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from routerag.errors import RouteragError
+
+if TYPE_CHECKING:
+    from routerag.corpus.schema import Document
+
+DEFAULT_COMPONENTS: tuple[str, ...] = ("dense", "bm25")
+
+
+class IndexRequestError(RouteragError, ValueError):
+    """An index that cannot be built as asked (no documents, the folder exists, bad settings)."""
+
+
+class IndexParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    corpus: str = Field(description="a corpus file (JSON, JSONL, CSV, ...) or a registered dataset name")
+    out: Path = Field(description="the index directory to create (or extend with add)")
+    components: list[str] = Field(default_factory=list, description="index components (default: dense, bm25)")
+    config: Path | None = Field(None, description="a YAML file of IndexSettings (add: default the index's own)")
+    overrides: list[str] = Field(default_factory=list, description="key.path=value overrides of IndexSettings")
+    add: bool = Field(False, description="add the corpus's new documents (and new components) to an existing index")
+    overwrite: bool = Field(False, description="replace an existing index directory")
+    format: str = Field("auto", description="corpus file format (default: detected)")
+
+
+class IndexResult(BaseModel):
+    out: Path
+    documents: int  # in the index now
+    components: list[str]
+    seconds: float
+    source: str  # what was read: the corpus file's load report or the dataset's size
+    added: int | None = None  # add: new documents added (None: a fresh build)
+    already: int = 0  # add: documents already indexed
+    new_components: list[str] = Field(default_factory=list)  # add: components added
+
+
+def build_index(params: IndexParams) -> IndexResult:
+    """Build (or extend) the index. Raises a ``RouteragError`` for anything it refuses."""
+    docs, source = _documents(params.corpus, params.format)
+    with _refused():
+        return _build(params, docs, source)
+
+
+@contextmanager
+def _refused() -> Iterator[None]:
+    """A bundle's own refusals (``FileExistsError``, ``ValueError``) as :class:`IndexRequestError`."""
+    try:
+        yield
+    except RouteragError:
+        raise
+    except (FileExistsError, ValueError) as exc:
+        raise IndexRequestError(str(exc)) from None
+
+
+def _build(params: IndexParams, docs: list[Document], source: str) -> IndexResult:
+    from routerag.config import load_config
+    from routerag.index.bundle import CONFIG_NAME, load_index
+    from routerag.index.bundle import build_index as build_bundle
+    from routerag.index.settings import IndexSettings
+
+    t0 = time.perf_counter()
+    out = params.out
+    if params.add:
+        if not out.is_dir():
+            raise IndexRequestError(f"{out}: no index to add to; build it first without --add")
+        settings = load_config(IndexSettings, params.config if params.config is not None else out / CONFIG_NAME,
+                               params.overrides)
+        bundle = load_index(out, settings)
+        added = bundle.add_documents(docs)
+        extra = [name for name in params.components if name not in bundle.components]
+        for name in extra:
+            bundle.add_component(name)
+        return IndexResult(out=out, documents=len(bundle.store), components=list(bundle.components),
+                           seconds=time.perf_counter() - t0, source=source, added=len(added),
+                           already=len(docs) - len(added), new_components=extra)
+    settings = load_config(IndexSettings, params.config, params.overrides)
+    bundle = build_bundle(docs, out, settings, params.components or DEFAULT_COMPONENTS, overwrite=params.overwrite)
+    return IndexResult(out=out, documents=len(bundle.store), components=list(bundle.components),
+                       seconds=time.perf_counter() - t0, source=source)
+
+
+def _documents(corpus: str, fmt: str) -> tuple[list[Document], str]:
+    """A corpus file, or a registered dataset name (every document of every source it has)."""
+    path = Path(corpus)
+    if path.exists():
+        from routerag.corpus.loaders import load_corpus
+
+        loaded = load_corpus(path, fmt)
+        return loaded.docs, loaded.report.summary()
+    from routerag.corpus.datasets import load_dataset
+    from routerag.registry import UnknownNameError
+
+    try:
+        dataset = load_dataset(corpus)
+    except UnknownNameError as exc:
+        raise IndexRequestError(f"{corpus}: no such file, and {exc}") from None
+    docs = dataset.documents()
+    if not docs:
+        raise IndexRequestError(f"dataset {corpus!r} has no documents")
+    return docs, f"dataset {dataset.name}: {len(docs)} documents"

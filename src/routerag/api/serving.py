@@ -1,0 +1,92 @@
+"""``serve`` (the ask service: strategies over a model and an index's sources, the web UI) and
+``serve_retrieval`` (the retrieval API alone) — the jobs of ``routerag serve`` and
+``routerag serve-retrieval``. Both serve in the foreground until interrupted; :func:`ask_app` and
+:func:`retrieval_app` build the ASGI apps without serving them (tests, notebooks)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from routerag.errors import RouteragError
+from routerag.llm.base import ModelError
+from routerag.llm.config import ModelConfig
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
+
+    from routerag.server.settings import ServerSettings, ServiceSettings
+    from routerag.sources.sourceset import SourceSet
+
+Announce = Callable[[str], None]
+
+
+class ServeRequestError(RouteragError, ValueError):
+    """A service that cannot start as asked (no source could be mounted)."""
+
+
+class ServeParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    index_dir: Path = Field(description="an index directory built with `routerag index`")
+    modes: list[str] | None = Field(None, description="source modes to mount (default: all)")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="the model (ask service only)")
+
+
+def mounted_sources(index_dir: Path, modes: list[str] | None, announce: Announce) -> SourceSet:
+    """The index's sources (``modes``, or all); each one that cannot be mounted is announced."""
+    from routerag.index.bundle import load_index
+
+    bundle = load_index(index_dir)
+    sources = bundle.sources(modes or None)
+    for mode, why in bundle.unmounted.items():
+        announce(f"not serving {mode}: {why}")
+    if not sources.names():
+        raise ServeRequestError(f"{index_dir}: no source could be mounted")
+    return sources
+
+
+def ask_app(params: ServeParams, settings: ServiceSettings, announce: Announce = lambda _: None) -> tuple[ASGIApp, str]:
+    """The ask service's app and a line saying what it serves."""
+    from routerag.llm.factory import build_model
+    from routerag.server.app import create_app
+
+    sources = mounted_sources(params.index_dir, params.modes, announce)
+    try:
+        model = build_model(params.model)
+    except (ModelError, ValueError, ImportError) as exc:
+        raise ModelError(f"cannot build the model: {exc}") from None
+    line = (f"serving model {model.name} over {', '.join(sources.names())} on http://{settings.host}:{settings.port} "
+            f"(docs at /docs{', API key required' if settings.api_key else ''})")
+    return create_app(model, sources, settings, model_config=params.model), line
+
+
+def serve(params: ServeParams, settings: ServiceSettings, *, announce: Announce = lambda _: None) -> None:
+    """Serve ``POST /v1/ask``, ``/v1/ask/stream``, ``/v1/runs``, the retrieval API under
+    ``/retrieval`` and the web UI, in the foreground."""
+    from routerag.server.serving import serve as run_server
+
+    app, line = ask_app(params, settings, announce)
+    announce(line)
+    run_server(app, settings.host, settings.port)
+
+
+def retrieval_app(params: ServeParams, settings: ServerSettings, announce: Announce = lambda _: None) -> tuple[ASGIApp, str]:
+    from routerag.server.retrieval_app import create_retrieval_app
+
+    sources = mounted_sources(params.index_dir, params.modes, announce)
+    line = (f"serving {', '.join(sources.names())} from {params.index_dir} on http://{settings.host}:{settings.port} "
+            f"(docs at /docs{', API key required' if settings.api_key else ''})")
+    return create_retrieval_app(sources, settings), line
+
+
+def serve_retrieval(params: ServeParams, settings: ServerSettings, *, announce: Announce = lambda _: None) -> None:
+    """Serve ``POST /retrieve``, ``GET /sources``, ``GET /health`` and the Search-R1 endpoint."""
+    from routerag.server.serving import serve as run_server
+
+    app, line = retrieval_app(params, settings, announce)
+    announce(line)
+    run_server(app, settings.host, settings.port)
