@@ -253,7 +253,9 @@ def _outside(fuzz_root: Path, data_dir: Path, cache_dir) -> dict[str, set[str]]:
     }
 
 
-OWNED = re.compile(r"^(runs(/\.?[0-9a-f]{16}\.json(\.[^/]*\.tmp)?)?"
+# runs/<id>.json (status, questions) and runs/<id>/<n>/ (each configuration's answers, eval's run format)
+OWNED = re.compile(r"^(runs(/\.?[0-9a-f]{16}\.json(\.[^/]*\.tmp)?"
+                   r"|/[0-9a-f]{16}(/[0-9]+(/\.?(run\.json|results\.jsonl|summary\.json)(\.[^/]*\.tmp)?)?)?)?"
                    r"|sources(/" + NAME_PATTERN.strip("^$") + r"(/.*)?)?)$")
 
 

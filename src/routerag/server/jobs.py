@@ -8,13 +8,17 @@ with :func:`routerag.eval.summary.summarize` — the same code as ``routerag eva
 lists per-question disagreements (different normalised answers or different EM).
 
 Runs live in memory (the most recent ``keep`` finished ones); with a ``store_dir`` every finished
-run is also written there as JSON and read back on start, for the run browser.
+run is also stored there and read back on start, for the run browser: ``<run_id>.json`` holds its
+status and questions, and ``<run_id>/<n>/`` each configuration's answers in the run format of
+``routerag eval`` (``run.json``, ``results.jsonl``, ``summary.json``; :mod:`routerag.eval.runs`),
+so ``routerag report`` reads a service run as it reads an evaluation.
 """
 
 from __future__ import annotations
 
 import logging
 import platform
+import shutil
 import sys
 import threading
 import time
@@ -34,7 +38,7 @@ from routerag.corpus.schema import Question
 from routerag.eval.metrics import DEFAULT_METRICS
 from routerag.eval.normalize import normalize_answer
 from routerag.eval.runner import evaluate_question
-from routerag.eval.runs import QuestionRecord, RunHeader, Versions
+from routerag.eval.runs import QuestionRecord, RunDir, RunError, RunHeader, Versions
 from routerag.eval.summary import RunSummary, summarize
 from routerag.strategies.base import Strategy
 from routerag.trace import Trace
@@ -142,13 +146,22 @@ class _Run:
 
 
 class _Persisted(BaseModel):
+    """``<run_id>.json``: the status and the questions; the answers are in the run directories."""
+
     status: RunStatus
     questions: list[Question]
-    records: list[list[QuestionRecord | None]]
+    records: list[list[QuestionRecord | None]] | None = None  # only in files stored before the run directories
 
 
 def _versions() -> Versions:
     return Versions(routerag=__version__, python=sys.version.split()[0], platform=platform.platform())
+
+
+def run_header(status: RunStatus, info: ConfigInfo, questions: list[Question]) -> RunHeader:
+    """One configuration of a service run as a run of ``routerag eval`` (its ``run.json``)."""
+    return RunHeader(name=status.run_id, dataset=status.dataset or "custom", strategy=info.strategy,
+                     label=info.label, metrics=list(DEFAULT_METRICS), sample_qids=[q.qid for q in questions],
+                     fingerprint=status.run_id, versions=_versions())
 
 
 def to_question(q: RunQuestion, position: int, dataset: str = "") -> Question:
@@ -236,9 +249,10 @@ class RunManager:
         without its answers) when the answers cannot be saved. Never raises: a run always ends."""
         # the last answer is in: nothing of this run changes any more, so no lock is needed
         try:
-            payload = _Persisted(status=status, questions=run.questions, records=run.records).model_dump_json()
             if self._store is not None:
-                atomic_write_text(self._store / f"{status.run_id}.json", payload)
+                self._write_runs(run, status)
+                atomic_write_text(self._status_path(status.run_id),
+                                  _Persisted(status=status, questions=run.questions).model_dump_json())
             return status
         except Exception as exc:  # noqa: BLE001 — the reason becomes the run's state
             log.exception("cannot save run %s", status.run_id)
@@ -247,11 +261,45 @@ class RunManager:
         run.questions, run.records = [], [[] for _ in status.configs]  # what is kept is what is stored
         if self._store is not None:
             try:
-                atomic_write_text(self._store / f"{status.run_id}.json",
-                                  _Persisted(status=failed, questions=[], records=run.records).model_dump_json())
+                shutil.rmtree(self._store / status.run_id, ignore_errors=True)
+                atomic_write_text(self._status_path(status.run_id),
+                                  _Persisted(status=failed, questions=[]).model_dump_json())
             except Exception:  # noqa: BLE001
                 log.exception("cannot save failed run %s", status.run_id)
         return failed
+
+    def _status_path(self, run_id: str) -> Path:
+        assert self._store is not None
+        return self._store / f"{run_id}.json"
+
+    def _run_dir(self, run_id: str, config: int) -> RunDir:
+        assert self._store is not None
+        return RunDir(self._store / run_id / str(config))
+
+    def _write_runs(self, run: _Run, status: RunStatus) -> None:
+        """Each configuration's answers as a run directory of ``routerag eval``'s format."""
+        for c, (info, records) in enumerate(zip(status.configs, run.records)):
+            run_dir = self._run_dir(status.run_id, c)
+            header = run_header(status, info, run.questions)
+            done = [r for r in records if r is not None]
+            run_dir.path.mkdir(parents=True, exist_ok=True)
+            run_dir.results.rewrite(done)
+            atomic_write_text(run_dir.summary_path, summarize(header, done).model_dump_json(indent=2))
+            run_dir.write_header(header)  # last: a folder with a header is a complete run
+
+    def _read_runs(self, saved: _Persisted) -> list[list[QuestionRecord | None]]:
+        if saved.records is not None:
+            return saved.records
+        records: list[list[QuestionRecord | None]] = []
+        for c in range(len(saved.status.configs)):
+            per_config: list[QuestionRecord | None] = [None] * len(saved.questions)
+            run_dir = self._run_dir(saved.status.run_id, c)
+            if run_dir.exists():
+                for record in run_dir.read_records():
+                    if 0 <= record.position < len(per_config):
+                        per_config[record.position] = record
+            records.append(per_config)
+        return records
 
     def _load(self) -> None:
         assert self._store is not None
@@ -261,17 +309,19 @@ class RunManager:
                 continue
             try:
                 saved = _Persisted.model_validate_json(path.read_text(encoding="utf-8"))
-            except (ValidationError, OSError, ValueError) as exc:
+                records = self._read_runs(saved)
+            except (ValidationError, OSError, ValueError, RunError) as exc:
                 log.warning("skipping saved run %s: %s", path, exc)
                 continue
-            self._runs[saved.status.run_id] = _Run(status=saved.status, questions=saved.questions, records=saved.records)
+            self._runs[saved.status.run_id] = _Run(status=saved.status, questions=saved.questions, records=records)
 
     def _evict(self) -> None:
         finished = [rid for rid, r in self._runs.items() if r.status.finished_at is not None]
         for rid in finished[: max(0, len(finished) - self._keep)]:
             del self._runs[rid]
             if self._store is not None:
-                (self._store / f"{rid}.json").unlink(missing_ok=True)
+                self._status_path(rid).unlink(missing_ok=True)
+                shutil.rmtree(self._store / rid, ignore_errors=True)
 
     # ------------------------------------------------------------------ reading
     def _get(self, run_id: str) -> _Run:
@@ -305,10 +355,7 @@ class RunManager:
         summaries = []
         for info, per_config in zip(status.configs, records):
             done = [r for r in per_config if r is not None]
-            header = RunHeader(name=status.run_id, dataset=status.dataset or "custom", strategy=info.strategy,
-                               label=info.label, metrics=list(DEFAULT_METRICS), sample_qids=[q.qid for q in questions],
-                               fingerprint=status.run_id, versions=_versions())
-            summary = summarize(header, done)
+            summary = summarize(run_header(status, info, questions), done)
             graded = summary.metric_counts.get("em", 0) > 0
             summaries.append(ConfigSummary(
                 label=info.label, strategy=info.strategy, n_done=summary.n_done, n_errors=summary.n_errors,
