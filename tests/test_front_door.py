@@ -178,3 +178,126 @@ def test_ask_and_demo_index_the_corpus_with_the_interactive_components(recorder:
     assert asked == [list(INTERACTIVE_COMPONENTS)], result.output
     assert recorder.adapters() == {bundled_policy_path()}
     assert EvalConfig().components == ["dense", "bm25"]
+
+
+# ---------------------------------------------------------------- the api module: the one front door
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "routerag"
+# what only the front door (and the layers below it) may call: building a strategy's context, a
+# model, an index, an evaluation setup or run, a training run
+BUILDERS = {
+    "routerag.strategies.StrategyContext", "routerag.strategies.base.StrategyContext",
+    "routerag.llm.factory.build_model", "routerag.index.bundle.build_index",
+    "routerag.eval.setup.build_setup", "routerag.eval.runner.run_evaluation",
+    "routerag.train.recipes.train", "routerag.train.golden_set.build_golden_set",
+    "routerag.server.app.create_app", "routerag.server.retrieval_app.create_retrieval_app",
+}
+
+
+def _imports(path: Path) -> set[str]:
+    import ast
+
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+@pytest.mark.parametrize("package", ["cli", "server"])
+def test_the_cli_and_the_service_build_through_the_api_only(package: str) -> None:
+    allowed = {"server": {"routerag.server.retrieval_app.create_retrieval_app"}}.get(package, set())  # app.py mounts it
+    found = {f"{path.name}: {name}" for path in sorted((SRC / package).glob("*.py"))
+             for name in _imports(path) & (BUILDERS - allowed)}
+    assert not found, "build these through routerag.api: " + ", ".join(sorted(found))
+
+
+def test_the_cli_catches_only_routerag_errors() -> None:
+    """Every ``except`` in the CLI names a RouteragError (or Ctrl-C): a refusal is printed as one
+    line, anything else is a bug and keeps its traceback."""
+    import ast
+    import importlib
+
+    from routerag.errors import RouteragError
+
+    for path in sorted((SRC / "cli").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        origin = {alias.asname or alias.name: node.module for node in ast.walk(tree)
+                  if isinstance(node, ast.ImportFrom) and node.module for alias in node.names}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ExceptHandler):
+                continue
+            assert node.type is not None, f"{path.name}:{node.lineno}: a bare except"
+            kinds = node.type.elts if isinstance(node.type, ast.Tuple) else [node.type]
+            for kind in kinds:
+                assert isinstance(kind, ast.Name), f"{path.name}:{node.lineno}: {ast.dump(kind)}"
+                if kind.id == "KeyboardInterrupt":
+                    continue
+                cls = getattr(importlib.import_module(origin[kind.id]), kind.id)
+                assert issubclass(cls, RouteragError), f"{path.name}:{node.lineno}: catches {kind.id}"
+
+
+def test_importing_the_api_loads_nothing_heavy() -> None:
+    import subprocess
+    import sys
+
+    heavy = ["torch", "transformers", "trl", "llama_cpp", "faiss", "fastapi", "uvicorn", "sentence_transformers"]
+    code = ("import sys, routerag.api as api; [getattr(api, n) for n in api.__all__ if n[0].isupper()];"
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_api_ask_reports_each_step_as_it_is_appended(index_dir: Path) -> None:
+    from routerag.api import AskParams, ask
+    from routerag.eval.config import EvalConfig
+    from routerag.llm.config import ModelConfig
+
+    config = EvalConfig(strategy="vanilla", params={"source": "bm25", "k": 2},
+                        model=ModelConfig(backend="scripted", scripted_outputs=["Lothair II"]))
+    seen: list = []
+    trace = ask(QUESTION, AskParams(config=config, index_dir=index_dir), on_step=seen.append)
+    assert trace.error is None and trace.answer == "Lothair II"
+    assert seen == trace.steps and [s.kind for s in seen] == ["search", "answer"]
+
+
+def test_api_build_index_and_its_refusals(tmp_path: Path) -> None:
+    from routerag.api import IndexParams, IndexRequestError, build_index
+    from routerag.errors import RouteragError
+
+    corpus = tmp_path / "corpus.jsonl"
+    rows = json.loads(CORPUS.read_text(encoding="utf-8"))[:5]
+    corpus.write_text("".join(json.dumps({"title": r["title"], "text": r["text"]}) + "\n" for r in rows), encoding="utf-8")
+    params = IndexParams(corpus=str(corpus), out=tmp_path / "idx", components=["bm25"])
+    built = build_index(params)
+    assert built.documents == 5 and built.components == ["bm25"] and built.added is None
+    with pytest.raises(IndexRequestError, match="already exists") as again:
+        build_index(params)
+    assert isinstance(again.value, RouteragError)
+    added = build_index(params.model_copy(update={"add": True}))
+    assert added.added == 0 and added.already == 5
+    with pytest.raises(RouteragError, match="no such file, and unknown dataset"):
+        build_index(params.model_copy(update={"corpus": "no-such-dataset", "out": tmp_path / "other"}))
+
+
+def test_a_front_door_strategy_resolves_adaptives_choices_through_the_front_door() -> None:
+    """The service validates a JSON body strictly; adaptive's choices get the same strictness."""
+    from routerag.api import StrategyParamsError, resolve_strategy
+    from routerag.routing import ROUTERS
+    from routerag.sources.sourceset import SourceSet
+    from routerag.strategies import StrategyContext
+
+    class FirstChoice:  # a test double: adaptive's router is not what is tested here
+        def __init__(self, deps) -> None:
+            pass
+
+    if "front-door-first" not in ROUTERS:
+        ROUTERS.register("front-door-first", FirstChoice)
+    resolved = resolve_strategy("adaptive", {"router": "front-door-first", "strategies": {"a": "direct", "b": "vanilla"},
+                                             "strategy_params": {"b": {"k": "3"}}}, shipped_policy=True, json_params=True)
+    context = StrategyContext(model=ScriptedModel(lambda *a: "x"), sources=SourceSet())
+    with pytest.raises(StrategyParamsError, match="invalid params for strategy 'vanilla': k"):
+        resolved.build(context)  # "3" for an integer: refused in a JSON body
+    lax = resolve_strategy("adaptive", {"router": "front-door-first", "strategies": {"a": "direct", "b": "vanilla"},
+                                        "strategy_params": {"b": {"k": "3"}}}, shipped_policy=False)
+    assert lax.build(context).runners["b"].params.k == 3  # a YAML configuration's values are converted

@@ -52,25 +52,27 @@ _EXPORTS = {
     "strategy_factory": "asking",
     "EvaluateParams": "evaluating", "EvaluateResult": "evaluating", "evaluate": "evaluating",
     "default_run_dir": "evaluating",
-    "IndexParams": "indexing", "IndexResult": "indexing", "build_index": "indexing",
-    "ServeParams": "serving", "serve": "serving", "serve_retrieval": "serving",
-    "train": "training", "TrainRequestError": "training",
+    "IndexParams": "indexing", "IndexResult": "indexing", "build_index": "indexing", "index_documents": "indexing",
+    "IndexRequestError": "indexing",
+    "ServeParams": "serving", "serve": "serving", "serve_retrieval": "serving", "ServeRequestError": "serving",
+    "train": "training", "TrainRequestError": "training", "build_golden": "training",
 }
 
 __all__ = [
     "AskParams", "Asker", "EvaluateParams", "EvaluateResult", "INTERACTIVE_COMPONENTS", "IndexParams",
-    "IndexResult", "ResolvedStrategy", "ServeParams", "StrategyParamsError", "TrainRequestError", "answer",
-    "ask", "build_index", "default_run_dir", "evaluate", "open_asker", "resolve_strategy", "serve",
-    "serve_retrieval", "strategy_factory", "train",
+    "IndexRequestError", "IndexResult", "ResolvedStrategy", "ServeParams", "ServeRequestError",
+    "StrategyParamsError", "TrainRequestError", "answer", "ask", "build_golden", "build_index", "default_run_dir",
+    "evaluate", "index_documents", "open_asker", "resolve_strategy", "serve", "serve_retrieval",
+    "strategy_factory", "train",
 ]
 
 if TYPE_CHECKING:
     from routerag.api.asking import Asker, AskParams, answer, ask, open_asker, strategy_factory
     from routerag.api.evaluating import EvaluateParams, EvaluateResult, default_run_dir, evaluate
-    from routerag.api.indexing import IndexParams, IndexResult, build_index
-    from routerag.api.serving import ServeParams, serve, serve_retrieval
+    from routerag.api.indexing import IndexParams, IndexRequestError, IndexResult, build_index, index_documents
+    from routerag.api.serving import ServeParams, ServeRequestError, serve, serve_retrieval
     from routerag.api.strategy import INTERACTIVE_COMPONENTS, ResolvedStrategy, StrategyParamsError, resolve_strategy
-    from routerag.api.training import TrainRequestError, train
+    from routerag.api.training import TrainRequestError, build_golden, train
 
 
 def __getattr__(name: str) -> Any:

@@ -5,7 +5,7 @@ of ``routerag index``."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,12 +16,31 @@ from routerag.errors import RouteragError
 
 if TYPE_CHECKING:
     from routerag.corpus.schema import Document
+    from routerag.index.settings import IndexSettings
+    from routerag.sources.base import RetrievalRequest
 
 DEFAULT_COMPONENTS: tuple[str, ...] = ("dense", "bm25")
 
 
 class IndexRequestError(RouteragError, ValueError):
     """An index that cannot be built as asked (no documents, the folder exists, bad settings)."""
+
+
+class RetrievalRequestError(IndexRequestError):
+    """A retrieval request that is invalid as given (an empty query, ``k`` out of range)."""
+
+
+def retrieval_request(queries: list[str], k: int, sources: list[str]) -> RetrievalRequest:
+    """A validated :class:`~routerag.sources.base.RetrievalRequest` (``routerag retrieve``); each
+    reason it is refused is in the :class:`RetrievalRequestError`'s message."""
+    from pydantic import ValidationError
+
+    from routerag.sources.base import RetrievalRequest
+
+    try:
+        return RetrievalRequest(queries=queries, k=k, sources=sources)
+    except ValidationError as exc:
+        raise RetrievalRequestError("; ".join(err["msg"].removeprefix("Value error, ") for err in exc.errors())) from None
 
 
 class IndexParams(BaseModel):
@@ -69,7 +88,6 @@ def _refused() -> Iterator[None]:
 def _build(params: IndexParams, docs: list[Document], source: str) -> IndexResult:
     from routerag.config import load_config
     from routerag.index.bundle import CONFIG_NAME, load_index
-    from routerag.index.bundle import build_index as build_bundle
     from routerag.index.settings import IndexSettings
 
     t0 = time.perf_counter()
@@ -88,9 +106,20 @@ def _build(params: IndexParams, docs: list[Document], source: str) -> IndexResul
                            seconds=time.perf_counter() - t0, source=source, added=len(added),
                            already=len(docs) - len(added), new_components=extra)
     settings = load_config(IndexSettings, params.config, params.overrides)
-    bundle = build_bundle(docs, out, settings, params.components or DEFAULT_COMPONENTS, overwrite=params.overwrite)
+    result = index_documents(docs, out, params.components or DEFAULT_COMPONENTS, settings, overwrite=params.overwrite)
+    return result.model_copy(update={"source": source})
+
+
+def index_documents(docs: Sequence[Document], out: Path, components: Sequence[str] = DEFAULT_COMPONENTS,
+                    settings: IndexSettings | None = None, *, overwrite: bool = False) -> IndexResult:
+    """Documents already in memory (the service's uploads) -> an index directory."""
+    from routerag.index.bundle import build_index as build_bundle
+
+    t0 = time.perf_counter()
+    with _refused():
+        bundle = build_bundle(docs, out, settings, components, overwrite=overwrite)
     return IndexResult(out=out, documents=len(bundle.store), components=list(bundle.components),
-                       seconds=time.perf_counter() - t0, source=source)
+                       seconds=time.perf_counter() - t0, source=f"{len(docs)} documents")
 
 
 def _documents(corpus: str, fmt: str) -> tuple[list[Document], str]:

@@ -9,7 +9,12 @@ from typing import TYPE_CHECKING
 from routerag.errors import RouteragError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from pathlib import Path
+
     from routerag.train.config import TrainConfig
+    from routerag.train.golden import Grounder
+    from routerag.train.golden_set import GoldenSetStats
     from routerag.train.recipes import TrainRunSummary
 
 
@@ -29,4 +34,30 @@ def train(config: TrainConfig) -> TrainRunSummary:
     except RouteragError:
         raise
     except (ValueError, FileNotFoundError) as exc:
+        raise TrainRequestError(str(exc)) from None
+
+
+def build_golden(sources: Sequence[str], out: Path, *, eval_sets: Sequence[str], k: int = 3, ground: bool = True,
+                 command: str = "") -> GoldenSetStats:
+    """Golden RouteRAG trajectories (``routerag golden``): from the gold decompositions of
+    ``sources``, questions of ``eval_sets`` dropped; with ``ground``, observations from real top-k
+    retrieval (dense + BM25 + graph) over each dataset's cached evaluation index. A refusal (an
+    unknown source, an overlap with evaluation data) is a :class:`TrainRequestError`."""
+    from routerag.train.data import grounding_sources
+    from routerag.train.golden import GOLDEN_SOURCES, Grounder
+    from routerag.train.golden_set import build_golden_set
+
+    unknown = [s for s in sources if s not in GOLDEN_SOURCES]
+    if unknown:
+        raise TrainRequestError(f"unknown golden source(s) {', '.join(unknown)}; valid: {', '.join(GOLDEN_SOURCES)}")
+
+    def grounder(name: str) -> Grounder:
+        return Grounder(grounding_sources(name, ["dense", "bm25", "graph"]), k=k)
+
+    chosen: Callable[[str], Grounder] | None = grounder if ground else None
+    try:
+        return build_golden_set(list(sources), out, eval_sets=list(eval_sets), ground=chosen, command=command)
+    except RouteragError:
+        raise
+    except ValueError as exc:
         raise TrainRequestError(str(exc)) from None

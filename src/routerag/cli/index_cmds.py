@@ -97,10 +97,8 @@ def retrieve_command(
     as_json: bool = typer.Option(False, "--json", help="print the RetrievalResponse as JSON"),
 ) -> None:
     """Retrieve the top-k hits for a query from each mode of an index."""
-    from pydantic import ValidationError
-
+    from routerag.api.indexing import RetrievalRequestError, retrieval_request
     from routerag.index.bundle import load_index
-    from routerag.sources.base import RetrievalRequest
 
     bundle = load_index(index_dir)
     sources = bundle.sources()
@@ -114,9 +112,9 @@ def retrieve_command(
             code=2,
         )
     try:
-        request = RetrievalRequest(queries=[query], k=k, sources=wanted)
-    except ValidationError as exc:
-        _fail("; ".join(err["msg"].removeprefix("Value error, ") for err in exc.errors()), code=2)
+        request = retrieval_request([query], k, wanted)
+    except RetrievalRequestError as exc:  # a usage error: exit 2
+        _fail(str(exc), code=2)
     response = sources.retrieve(request)
     if as_json:
         sys.stdout.write(response.model_dump_json(indent=2) + "\n")

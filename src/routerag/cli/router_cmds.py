@@ -10,6 +10,7 @@ from typing import NoReturn
 import typer
 
 from routerag.cli.app import RouteragTyper, app
+from routerag.errors import RouteragError
 
 router_app = RouteragTyper(help="The learned router: labels from outcomes, training, inspection.", no_args_is_help=True)
 app.add_typer(router_app, name="router")
@@ -40,7 +41,7 @@ def labels_command(
     for stem in sets or list(LABEL_SETS):
         try:
             path = build_label_set(stem, out, k=k, eval_sets=eval_sets or DEFAULT_EVAL_SETS)
-        except (ValueError, FileNotFoundError) as exc:
+        except RouteragError as exc:
             _fail(f"{stem}: {exc}")
         typer.echo(f"wrote {path}")
 
@@ -67,10 +68,7 @@ def strategy_labels_command(
         if choice in plan:
             _fail(f"--run: choice {choice!r} given twice")
         plan[choice] = Path(folder)
-    try:
-        provenance, rows = strategy_labels(plan, metric=metric, threshold=threshold, eval_sets=eval_sets or DEFAULT_EVAL_SETS)
-    except ValueError as exc:
-        _fail(str(exc))
+    provenance, rows = strategy_labels(plan, metric=metric, threshold=threshold, eval_sets=eval_sets or DEFAULT_EVAL_SETS)
     path = write_labels(out or _default_labels() / f"strategy-{provenance.dataset}.jsonl.gz", provenance, rows)
     rates = ", ".join(f"{c} {sum(r.success[c] for r in rows) / max(len(rows), 1):.2f}" for c in provenance.choices)
     typer.echo(f"wrote {path}: {len(rows)} questions ({provenance.excluded_questions} excluded); success rate {rates}; "
@@ -115,7 +113,7 @@ def train_command(
     for name, paths in plan.items():
         try:
             manifest = train_router(paths, out / name, name, c=c, folds=folds, k=k)
-        except (ValueError, ImportError) as exc:
+        except RouteragError as exc:
             _fail(f"{name}: {exc}")
         cv = manifest.cv
         best = cv["learned"]["0"]
@@ -130,8 +128,5 @@ def show_command(model: str = typer.Argument(..., help="a shipped router's name 
     from routerag.routing.learned import resolve_model
     from routerag.routing.model import load_model
 
-    try:
-        manifest, _ = load_model(resolve_model(model, []))
-    except ValueError as exc:
-        _fail(str(exc))
+    manifest, _ = load_model(resolve_model(model, []))
     typer.echo(json.dumps(manifest.model_dump(mode="json"), indent=2))

@@ -106,22 +106,10 @@ def golden_command(
     import shlex
     import sys
 
-    from routerag.train.data import grounding_sources
-    from routerag.train.golden import GOLDEN_SOURCES, Grounder
-    from routerag.train.golden_set import build_golden_set
-
-    unknown = [s for s in sources if s not in GOLDEN_SOURCES]
-    if unknown:
-        _fail(f"unknown golden source(s) {', '.join(unknown)}; valid: {', '.join(GOLDEN_SOURCES)}")
-
-    def grounder(name: str) -> Grounder:
-        return Grounder(grounding_sources(name, ["dense", "bm25", "graph"]), k=k)
+    from routerag.api.training import build_golden
 
     command = "routerag " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    try:
-        stats = build_golden_set(sources, out, eval_sets=exclude, ground=grounder if ground else None, command=command)
-    except ValueError as exc:
-        _fail(str(exc))
+    stats = build_golden(sources, out, eval_sets=exclude, k=k, ground=ground, command=command)
     typer.echo(f"wrote {stats.trajectories} trajectories to {out} ({', '.join(f'{k} {v}' for k, v in stats.by_source.items())})")
     for name, g in stats.grounding.items():
         typer.echo(f"  {name}: {g.hops} hops, gold retrieved {g.retrieved_total} ({g.switched} by another mode), {g.injected} injected")

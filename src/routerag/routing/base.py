@@ -9,8 +9,13 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from routerag.errors import RouteragError
 from routerag.registry import Registry
 from routerag.trace import ModelCall
+
+
+class RoutingError(RouteragError, ValueError):
+    """Routing data or a router that cannot be used (label files, router models, runs to label)."""
 
 if TYPE_CHECKING:
     from routerag.llm.base import GenerationParams

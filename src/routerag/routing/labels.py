@@ -29,6 +29,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from routerag.routing.base import RoutingError
+
 MODES: tuple[str, ...] = ("passage", "bm25", "graph", "hybrid")
 # the evaluation samples whose questions never enter labels: the 2Wiki-100 and MuSiQue-50 runs, law-med-50
 # and the whole held-out HotpotQA distractor test split
@@ -106,20 +108,20 @@ def read_labels(path: str | Path) -> tuple[LabelProvenance, list[RouteLabel]]:
         with opener(path, "rt", encoding="utf-8") as handle:
             lines = [line for line in handle if line.strip()]
     except OSError as exc:
-        raise ValueError(f"{path}: cannot read the label file ({exc})") from None
+        raise RoutingError(f"{path}: cannot read the label file ({exc})") from None
     if not lines:
-        raise ValueError(f"{path}: empty label file")
+        raise RoutingError(f"{path}: empty label file")
     try:
         head = json.loads(lines[0])
         provenance = LabelProvenance.model_validate(head["provenance"])
     except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{path}: the first line is not a label provenance record ({exc})") from None
+        raise RoutingError(f"{path}: the first line is not a label provenance record ({exc})") from None
     rows = []
     for n, line in enumerate(lines[1:], start=2):
         try:
             rows.append(RouteLabel.model_validate_json(line))
         except ValueError as exc:
-            raise ValueError(f"{path}:{n}: not a routing label ({str(exc).splitlines()[0]})") from None
+            raise RoutingError(f"{path}:{n}: not a routing label ({str(exc).splitlines()[0]})") from None
     return provenance, rows
 
 
@@ -174,13 +176,13 @@ def mode_labels(dataset: str, *, k: int = 5, modes: Sequence[str] = MODES, eval_
     from routerag.train.golden import GOLDEN_HOPS, _same_doc
 
     if dataset not in GOLDEN_HOPS:
-        raise ValueError(f"no golden hops for {dataset!r}; valid: {', '.join(GOLDEN_HOPS)}")
+        raise RoutingError(f"no golden hops for {dataset!r}; valid: {', '.join(GOLDEN_HOPS)}")
     data, questions, excluded = training_questions(dataset, eval_sets)
     docs = {d.doc_id: d for d in data.documents()}
     sources, manifests = build_sources(data, EvalConfig(dataset=dataset, components=["dense", "bm25", "graph"]))
     missing = [m for m in modes if m not in sources.names()]
     if missing:
-        raise ValueError(f"{dataset}: modes {missing} are not mounted; mounted: {sources.names()}")
+        raise RoutingError(f"{dataset}: modes {missing} are not mounted; mounted: {sources.names()}")
     hops = []  # (question, hop number, cleaned query, gold hit)
     for q in questions:
         planned = GOLDEN_HOPS[dataset](q, docs, "passage")
@@ -218,12 +220,12 @@ def gold_source_labels(dataset: str, *, eval_sets: Sequence[str] = DEFAULT_EVAL_
     data, questions, excluded = training_questions(dataset, eval_sets)
     names = list(data.sources)
     if not names:
-        raise ValueError(f"{dataset}: not a multi-source dataset")
+        raise RoutingError(f"{dataset}: not a multi-source dataset")
     rows = [RouteLabel(qid=q.qid, dataset=dataset, query=q.question,
                        success={n: n == q.gold_source for n in names})
             for q in questions if q.gold_source in names]
     if not rows:
-        raise ValueError(f"{dataset}: no question names its gold source; use answer_source_labels")
+        raise RoutingError(f"{dataset}: no question names its gold source; use answer_source_labels")
     provenance = LabelProvenance(
         kind="source", dataset=dataset, k=0, choices=names, label_rule="the question's gold source as released",
         excluded_eval_sets=list(eval_sets), excluded_questions=excluded, questions=len(rows),
@@ -277,7 +279,7 @@ LABEL_SETS: dict[str, tuple[LabelKind, str]] = {
 def build_label_set(stem: str, out_dir: str | Path, *, k: int = 5, eval_sets: Sequence[str] = DEFAULT_EVAL_SETS) -> Path:
     """Build one named label file (:data:`LABEL_SETS`) into ``out_dir``."""
     if stem not in LABEL_SETS:
-        raise ValueError(f"unknown label set {stem!r}; valid: {', '.join(LABEL_SETS)}")
+        raise RoutingError(f"unknown label set {stem!r}; valid: {', '.join(LABEL_SETS)}")
     kind, dataset = LABEL_SETS[stem]
     if kind == "mode":
         provenance, rows = mode_labels(dataset, k=k, eval_sets=eval_sets)

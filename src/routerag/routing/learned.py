@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from routerag.routing.base import RouterDeps, RouteResult, ranked_by_score
+from routerag.routing.base import RouterDeps, RouteResult, RoutingError, ranked_by_score
 from routerag.routing.features import FEATURE_NAMES, FEATURES_VERSION, query_features
 from routerag.routing.model import MANIFEST, RouterManifest, RouterWeights, load_model
 
@@ -45,13 +45,13 @@ def resolve_model(model: str | None, choices: Sequence[str]) -> Path:
         path = Path(model).expanduser()
         if (path / MANIFEST).is_file():
             return path
-        raise ValueError(f"no router model {model!r}: not a shipped one ({', '.join(shipped) or 'none'}) nor a directory with {MANIFEST}")
+        raise RoutingError(f"no router model {model!r}: not a shipped one ({', '.join(shipped) or 'none'}) nor a directory with {MANIFEST}")
     wanted = set(choices)
     for name, path in shipped.items():
         manifest, _ = _load(str(path))
         if wanted and wanted <= set(manifest.labels):
             return path
-    raise ValueError(f"no shipped router model covers the choices {sorted(wanted)}; shipped: "
+    raise RoutingError(f"no shipped router model covers the choices {sorted(wanted)}; shipped: "
                      f"{', '.join(shipped) or 'none'} (train one with `routerag router train`)")
 
 
@@ -74,7 +74,7 @@ class LearnedRouter:
     def __init__(self, manifest: RouterManifest, weights: RouterWeights, *, embedder=None, margin: float = 0.0,
                  model_path: str = "") -> None:
         if manifest.features_version != FEATURES_VERSION or tuple(manifest.features) != FEATURE_NAMES:
-            raise ValueError(f"router {manifest.name!r} was trained on features v{manifest.features_version} "
+            raise RoutingError(f"router {manifest.name!r} was trained on features v{manifest.features_version} "
                              f"{manifest.features}; this code computes v{FEATURES_VERSION}")
         self.manifest = manifest
         self.weights = weights
@@ -94,7 +94,7 @@ class LearnedRouter:
 
             self._embedder = build_embedder()
         if self._embedder.identity != self.manifest.embedder:
-            raise ValueError(f"router {self.manifest.name!r} expects the embedder {self.manifest.embedder!r}, "
+            raise RoutingError(f"router {self.manifest.name!r} expects the embedder {self.manifest.embedder!r}, "
                              f"got {self._embedder.identity!r}")
         return self._embedder
 
@@ -115,7 +115,7 @@ class LearnedRouter:
         offered = list(choices) or labels
         unknown = [c for c in offered if c not in labels]
         if unknown:
-            raise ValueError(f"router {self.manifest.name!r} knows {labels}, not {unknown}")
+            raise RoutingError(f"router {self.manifest.name!r} knows {labels}, not {unknown}")
         scores = {c: round(float(probs[labels.index(c)]), 4) for c in offered}
         chosen = cost_aware_choice(scores, self.manifest.mode_cost, self.margin)
         reason = f"learned router {self.manifest.name}: P(success) " + ", ".join(f"{n} {v:.3f}" for n, v in scores.items())

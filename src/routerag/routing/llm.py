@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from routerag.routing.base import RouterDeps, RouteResult, ranked_by_score
+from routerag.routing.base import RouterDeps, RouteResult, RoutingError, ranked_by_score
 
 
 class LLMRouter:
@@ -29,5 +29,5 @@ class LLMRouter:
 
 def llm_router(deps: RouterDeps) -> LLMRouter:
     if deps.context is None or deps.generation is None:
-        raise ValueError("the llm router needs a model (a strategy context) and generation settings")
+        raise RoutingError("the llm router needs a model (a strategy context) and generation settings")
     return LLMRouter(deps.context, deps.generation)

@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, Field
 
+from routerag.routing.base import RoutingError
+
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 WEIGHTS = "weights.npz"
@@ -48,7 +50,7 @@ class RouterWeights:
         self.intercept = np.asarray(intercept, dtype=np.float32)
         d = self.mean.shape[0]
         if self.scale.shape != (d,) or self.coef.ndim != 2 or self.coef.shape[1] != d or self.intercept.shape != (self.coef.shape[0],):
-            raise ValueError(f"inconsistent router weights: mean {self.mean.shape}, scale {self.scale.shape}, "
+            raise RoutingError(f"inconsistent router weights: mean {self.mean.shape}, scale {self.scale.shape}, "
                              f"coef {self.coef.shape}, intercept {self.intercept.shape}")
 
     def predict(self, x: np.ndarray) -> np.ndarray:
@@ -70,19 +72,19 @@ def load_model(directory: str | Path) -> tuple[RouterManifest, RouterWeights]:
     try:
         manifest = RouterManifest.model_validate_json((directory / MANIFEST).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ValueError(f"{directory}: not a router model (no {MANIFEST})") from None
+        raise RoutingError(f"{directory}: not a router model (no {MANIFEST})") from None
     except ValueError as exc:
-        raise ValueError(f"{directory / MANIFEST}: invalid router manifest ({str(exc).splitlines()[0]})") from None
+        raise RoutingError(f"{directory / MANIFEST}: invalid router manifest ({str(exc).splitlines()[0]})") from None
     if manifest.format_version != FORMAT_VERSION:
-        raise ValueError(f"{directory}: router format {manifest.format_version}, this code reads {FORMAT_VERSION}")
+        raise RoutingError(f"{directory}: router format {manifest.format_version}, this code reads {FORMAT_VERSION}")
     try:
         with np.load(directory / WEIGHTS, allow_pickle=False) as arrays:
             weights = RouterWeights(*(arrays[name] for name in ARRAYS))
     except (OSError, KeyError, ValueError) as exc:
-        raise ValueError(f"{directory / WEIGHTS}: unreadable router weights ({exc})") from None
+        raise RoutingError(f"{directory / WEIGHTS}: unreadable router weights ({exc})") from None
     expected = manifest.embed_dim + len(manifest.features)
     if weights.coef.shape != (len(manifest.labels), expected):
-        raise ValueError(f"{directory}: weights are {weights.coef.shape}, the manifest says "
+        raise RoutingError(f"{directory}: weights are {weights.coef.shape}, the manifest says "
                          f"{len(manifest.labels)} labels x {expected} inputs")
     return manifest, weights
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from routerag.routing.base import RoutingError
 from routerag.routing.labels import DEFAULT_EVAL_SETS, LabelProvenance, RouteLabel, git_commit
 
 
@@ -27,11 +28,11 @@ def _read_run(path: Path):
 
     run = RunDir(path)
     if not run.header_path.is_file():
-        raise ValueError(f"{path}: not a run folder (no {run.header_path.name})")
+        raise RoutingError(f"{path}: not a run folder (no {run.header_path.name})")
     try:
         return run.read_header(), run.read_records()
     except RunError as exc:
-        raise ValueError(str(exc)) from None
+        raise RoutingError(str(exc)) from None
 
 
 def strategy_labels(runs: Mapping[str, str | Path], *, metric: str = "em", threshold: float = 1.0,
@@ -39,7 +40,7 @@ def strategy_labels(runs: Mapping[str, str | Path], *, metric: str = "em", thres
     """Labels from one run folder per choice (``choice name -> run folder``); the choice names
     are the labels the router learns (the ``adaptive`` strategy maps them to strategies)."""
     if len(runs) < 2:
-        raise ValueError(f"strategy labels need runs of at least two strategies, got {list(runs)}")
+        raise RoutingError(f"strategy labels need runs of at least two strategies, got {list(runs)}")
     headers, records = {}, {}
     for choice, path in runs.items():
         header, recs = _read_run(Path(path))
@@ -47,14 +48,14 @@ def strategy_labels(runs: Mapping[str, str | Path], *, metric: str = "em", thres
         records[choice] = {r.qid: r for r in recs}
     datasets = {h.dataset for h in headers.values()}
     if len(datasets) != 1:
-        raise ValueError(f"the runs are over different datasets {sorted(datasets)}; label one dataset at a time")
+        raise RoutingError(f"the runs are over different datasets {sorted(datasets)}; label one dataset at a time")
     dataset = datasets.pop()
     missing = [c for c, recs in records.items() if recs and any(metric not in r.metrics for r in recs.values())]
     if missing:
-        raise ValueError(f"runs {missing} did not record the metric {metric!r}")
+        raise RoutingError(f"runs {missing} did not record the metric {metric!r}")
     shared = [qid for qid in next(iter(records.values())) if all(qid in recs for recs in records.values())]
     if not shared:
-        raise ValueError("the runs share no question")
+        raise RoutingError("the runs share no question")
     excluded = 0
     if eval_sets:
         from routerag.corpus.schema import Question

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel
 
+from routerag.routing.base import RoutingError
 from routerag.routing.features import FEATURE_NAMES, FEATURES_VERSION, query_features
 from routerag.routing.labels import LabelProvenance, RouteLabel, read_labels
 from routerag.routing.learned import QUERY_CHARS, cost_aware_choice
@@ -71,9 +72,9 @@ def load_training_set(paths: Sequence[str | Path]) -> TrainingSet:
     kinds = {p.kind for p in provenance}
     choice_sets = {tuple(p.choices) for p in provenance}
     if len(kinds) != 1 or len(choice_sets) != 1:
-        raise ValueError(f"label files mix kinds {sorted(kinds)} or choice sets {sorted(choice_sets)}; train one router per set")
+        raise RoutingError(f"label files mix kinds {sorted(kinds)} or choice sets {sorted(choice_sets)}; train one router per set")
     if not rows:
-        raise ValueError("the label files hold no rows")
+        raise RoutingError("the label files hold no rows")
     return TrainingSet(provenance=provenance, rows=rows, labels=list(provenance[0].choices))
 
 
@@ -156,7 +157,7 @@ def train_router(label_paths: Sequence[str | Path], out_dir: str | Path, name: s
         embedder = build_embedder()
     data = load_training_set(label_paths)
     if k is not None and any(k > p.k for p in data.provenance if p.k):
-        raise ValueError(f"k={k} is larger than the label files' k ({sorted({p.k for p in data.provenance})})")
+        raise RoutingError(f"k={k} is larger than the label files' k ({sorted({p.k for p in data.provenance})})")
     queries = [r.query for r in data.rows]
     t0 = time.perf_counter()
     embeddings = embed_queries(queries, embedder)
