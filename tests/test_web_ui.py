@@ -127,6 +127,8 @@ def test_upload_then_ask_renders_the_trace(page, tmp_path):
     assert "Zorblax" in page.locator(".hits tr").first.text_content()
     live = page.text_content("[data-testid=live]")
     assert "retrieve" in live and "notes" in live and "done: 1 retrieval turns" in live
+    live_steps = page.locator("[data-testid=live-step]")  # the stream's step events, shown as they came
+    assert [live_steps.nth(i).get_attribute("data-kind") for i in range(live_steps.count())] == ["search", "answer"]
     assert re.search(r"\d+ tok", page.text_content(".step .cost"))
     IMG.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(IMG / "ui-ask.png"), full_page=True)

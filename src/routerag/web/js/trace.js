@@ -110,10 +110,15 @@ export function liveEvent(root, name, data) {
       ` ${data.sources.join(", ")} · ${data.hits} hits · ${fmt(data.wall_ms)} ms · `, h("code", { text: data.queries.join(" | ") }),
       data.top.length ? h("span", { class: "top", text: ` top: ${data.top.map((t) => `${t.source}: ${t.title} (${t.score.toFixed(2)})`).join("; ")}` }) : null));
   } else if (name === "step") {
-    // a real step of the trace, sent as the strategy appended it (the full trace follows at the end)
-    const view = stepView(data.step);
-    view.classList.add("appear");
-    root.append(h("ol", { class: "steps live-step", start: String(data.step.index + 1), "data-testid": "live-step" }, view));
+    // a real step of the trace, sent as the strategy appended it (the full trace is rendered at the end)
+    const step = data.step;
+    root.append(h("div", { class: "ev step", "data-testid": "live-step", "data-kind": step.kind, "data-index": String(step.index) },
+      h("span", { class: `badge kind-${step.kind}`, text: `${step.index + 1}. ${step.kind}` }),
+      step.sources.length ? ` → ${step.sources.join(", ")}` : "",
+      step.query ? h("code", { text: ` ${step.query}` }) : null,
+      step.hits.length ? ` · ${step.hits.length} hits` : "",
+      step.answer !== null && step.answer !== undefined ? h("b", { text: ` ${step.answer}` }) : null,
+      step.format_error ? h("span", { class: "format-error", text: ` (${step.format_error})` }) : null));
   } else if (name === "done") {
     root.append(h("div", { class: "ev done", text: `done: ${data.retrieval_turns} retrieval turns, ${data.prompt_tokens + data.completion_tokens} tokens, ${fmt(data.latency_ms)} ms` }));
   }
