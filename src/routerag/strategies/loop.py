@@ -204,6 +204,8 @@ def run_safely(
         body(trace)
     except Exception as exc:  # noqa: BLE001 — one bad question must not stop a batch
         trace.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        trace.observe(None)  # the observer watched this run only; the returned trace holds no reference
     trace.latency_ms = (time.perf_counter() - t0) * 1000.0
     return trace
 
