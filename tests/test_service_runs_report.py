@@ -81,3 +81,24 @@ def test_a_restarted_service_reads_its_stored_runs_back(sources, data_dir) -> No
         assert len(manager.traces(run_id)) == len(QUESTIONS) * len(CONFIGS)
     finally:
         manager.shutdown()
+
+
+def test_runs_stored_before_the_run_folders_still_load(sources, data_dir, tmp_path) -> None:
+    """An older service stored the answers inside ``<run_id>.json``; those files still load."""
+    from routerag.server.jobs import RunManager, _Persisted
+
+    run_id, served = _finished_run(sources, data_dir)
+    manager = RunManager(store_dir=data_dir / "runs")
+    try:
+        run = manager._get(run_id)
+        legacy = _Persisted(status=run.status, questions=run.questions, records=run.records)
+    finally:
+        manager.shutdown()
+    old_store = tmp_path / "old-runs"
+    old_store.mkdir()
+    (old_store / f"{run_id}.json").write_text(legacy.model_dump_json(), encoding="utf-8")
+    reloaded = RunManager(store_dir=old_store)
+    try:
+        assert [s.em for s in reloaded.report(run_id).summaries] == [s["em"] for s in served["summaries"]]
+    finally:
+        reloaded.shutdown()

@@ -74,3 +74,23 @@ def test_steps_stream_while_the_run_is_going(server, gate: Gate) -> None:
     # the search step is sent after its retrieval event and before the answering model call
     assert kinds.index("retrieval") < kinds.index("step") < kinds.index("model")
 
+
+
+def test_adaptive_choices_params_are_checked_strictly_by_the_service(server) -> None:
+    """Adaptive's choices are resolved through the front door: a JSON body's "3" for an integer is
+    refused with 422, as it is for a top-level strategy."""
+    from routerag.routing import ROUTERS
+
+    class FirstChoice:  # a test double: adaptive's router is not what is tested here
+        def __init__(self, deps) -> None:
+            pass
+
+    if "stream-first" not in ROUTERS:
+        ROUTERS.register("stream-first", FirstChoice)
+    body = {"question": QUESTION, "strategy": "adaptive",
+            "params": {"router": "stream-first", "strategies": {"a": "direct", "b": "vanilla"},
+                       "strategy_params": {"b": {"source": "bm25", "k": "3"}}}}
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        r = client.post("/v1/ask", json=body)
+    assert r.status_code == 422, r.text
+    assert "invalid params for strategy 'vanilla': k" in r.json()["detail"]

@@ -33,6 +33,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from routerag.api.asking import answer
+from routerag.api.strategy import StrategyParamsError
 from routerag.corpus.schema import Question
 from routerag.llm.base import ChatModel
 from routerag.llm.config import ModelConfig
@@ -142,6 +143,11 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
     @app.exception_handler(UploadRejected)
     async def _rejected(_: Request, exc: UploadRejected) -> JSONResponse:
         return rejected_reply(exc)
+
+    @app.exception_handler(StrategyParamsError)
+    async def _bad_params(_: Request, exc: StrategyParamsError) -> JSONResponse:
+        # found while building the strategy: the params of a strategy it runs (adaptive's choices)
+        return JSONResponse({"detail": str(exc)}, status_code=422)
 
     def check_question(text: str, where: str = "question") -> None:
         if not text.strip():
