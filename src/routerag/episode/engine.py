@@ -109,6 +109,7 @@ class Episode:
                  on_step: StepObserver | None = None) -> None:
         self.ctx, self.trace, self.policy, self.rules, self.on_step = ctx, trace, policy, rules, on_step
         self.state = State.PENDING
+        self.history: list[State] = [State.PENDING]  # every state entered, in order
         self.turns = 0
         self.finish: Finish | None = None
         self.policy_ms = 0.0  # generation time of the policy turns (the forced answer not included)
@@ -128,6 +129,7 @@ class Episode:
         }
         while self.state is not State.TERMINATED:
             self.state = handlers[self.state]()
+            self.history.append(self.state)
         assert self.finish is not None
         return self.finish
 
