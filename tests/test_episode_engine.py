@@ -16,7 +16,7 @@ from routerag.strategies.routerag import ModeRouter, RouteRAGParams
 from routerag.trace import Trace
 from test_strategies_support import make_context
 
-P, G, T, I, F, X = State.PENDING, State.GENERATING, State.TOOL_CALLING, State.INVALID, State.FORCING, State.TERMINATED
+P, G, T, V, F, X = State.PENDING, State.GENERATING, State.TOOL_CALLING, State.INVALID, State.FORCING, State.TERMINATED
 Q = "Who is the mother of the director of film Polish-Russian War?"
 
 
@@ -64,7 +64,7 @@ def token_episode(outputs, budget, *, max_completion_tokens=10_000, **changes):
 @pytest.mark.parametrize(("outputs", "budget", "states", "finish"), [
     (["<answer> x </answer>"], 3, [P, G, X], "answer"),
     (["<search> [passage] a </search>", "<answer> x </answer>"], 3, [P, G, T, G, X], "answer"),
-    (["nothing", "<search> [graph] a </search>", "Braunek </answer>"], 2, [P, G, I, G, T, F, X], "forced"),
+    (["nothing", "<search> [graph] a </search>", "Braunek </answer>"], 2, [P, G, V, G, T, F, X], "forced"),
     (["x </answer>"], 0, [P, F, X], "forced"),
 ])
 def test_states_visited(outputs, budget, states, finish):
@@ -102,7 +102,7 @@ def test_completion_room_truncates_before_a_turn_and_before_the_forced_answer():
     assert episode.finish == "truncated" and episode.history[-2:] == [T, X]
     assert trace.answer == "" and all(s.kind == "search" for s in trace.steps)
     episode, trace, _ = token_episode(["nothing"], 1, max_completion_tokens=len("nothing") + len(INVALID_ACTION) + 5)
-    assert episode.history == [P, G, I, F, X] and episode.finish == "truncated"
+    assert episode.history == [P, G, V, F, X] and episode.finish == "truncated"
     assert trace.steps[-1].format_error == "truncated; empty_answer" and trace.steps[-1].metadata == {"forced": True}
 
 
