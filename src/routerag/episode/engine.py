@@ -113,6 +113,7 @@ class Episode:
         self.turns = 0
         self.finish: Finish | None = None
         self.policy_ms = 0.0  # generation time of the policy turns (the forced answer not included)
+        self.searches: list[tuple[SearchPlan, Step]] = []  # every retrieval made: its plan and its step
         self._turn: Turn | None = None
         self._action: ParsedAction | None = None
         self.log = SegmentLog(policy.prompt_text)
@@ -179,6 +180,7 @@ class Episode:
             **self._common(turn, action),
         )
         step.latency_ms = turn.latency_ms + step.retrieval_ms
+        self.searches.append((plan, step))
         self._emit(step)
         self._observe(step.observation, rules.max_observation_tokens)
         return self._next_turn()

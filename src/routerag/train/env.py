@@ -204,11 +204,11 @@ class RouteRAGEnv:
         episode = run_episode(self._ctx, trace, policy, self.rules(ModeRouter(self.params, text)))
         trace.latency_ms = (time.perf_counter() - t_start) * 1000.0
         cost = RolloutCost(generation_ms=episode.policy_ms)
-        for step in trace.search_steps:
-            mode = step.metadata["mode"]
+        for plan, step in episode.searches:
+            mode = str(plan.mode)  # set: ``_mode_metadata`` refused a plan without one
             cost.retrieval_turns += 1
             cost.retrieval_ms += step.retrieval_ms
-            cost.mode_cost += step.metadata["mode_cost"]
+            cost.mode_cost += cfg.mode_cost.get(mode, 1.0)
             cost.by_mode[mode] = cost.by_mode.get(mode, 0) + 1
         return Rollout(
             prompt_ids=policy.prompt_ids, completion_ids=policy.completion, env_mask=policy.mask,
