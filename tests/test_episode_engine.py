@@ -7,8 +7,9 @@ import dataclasses
 
 import pytest
 
-from routerag.episode.engine import EpisodeRules, SegmentLog, State, run_episode
+from routerag.episode.engine import EpisodeRules, State, run_episode
 from routerag.episode.ports import ChatPolicy, TokenPolicy
+from routerag.episode.segments import SegmentLog
 from routerag.llm.base import GenerationParams, Message
 from routerag.protocol.routerag_tags import SEARCH_R1, information_block
 from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION

@@ -28,14 +28,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from routerag.episode.ports import PolicyPort, Turn
+from routerag.episode.segments import SegmentLog
 from routerag.protocol.routerag_tags import ParsedAction, TagProtocol, parse_action
 from routerag.strategies.base import StrategyContext
 from routerag.strategies.loop import Render, add_step, retrieve_step
 from routerag.strategies.parsing import clean_answer
-from routerag.trace import Segment, Step, Trace
+from routerag.trace import Step, Trace
 
 Finish = Literal["answer", "forced", "truncated"]
-SegmentKind = Literal["prompt", "model", "observation"]
 StepObserver = Callable[[Step], None]
 
 
@@ -80,23 +80,6 @@ class EpisodeRules:
     strict_modes: bool = False  # a search without a usable mode tag is an invalid action (no retrieval)
     reader: Literal["policy", "top_hit_title"] = "policy"  # who answers when the budget is spent
     search_metadata: Callable[[SearchPlan], dict[str, Any]] | None = None  # extra search-step metadata
-
-
-class SegmentLog:
-    """The transcript as typed segments; neighbours of one kind merge (fewer, longer segments), so
-    ``"".join(s.text for s in segments)`` is the prompt plus exactly what entered the context."""
-
-    def __init__(self, prompt_text: str) -> None:
-        self.segments: list[Segment] = [Segment(kind="prompt", text=prompt_text)]
-
-    def add(self, kind: SegmentKind, text: str) -> None:
-        if not text:
-            return
-        last = self.segments[-1]
-        if last.kind == kind:
-            self.segments[-1] = Segment(kind=last.kind, text=last.text + text)
-        else:
-            self.segments.append(Segment(kind=kind, text=text))
 
 
 class Episode:
