@@ -83,6 +83,9 @@ def test_every_speaker_of_the_protocol_uses_the_one_module() -> None:
     assert routerag.MODE_TAGS is routerag_tags.MODE_TAGS
     assert env.parse_action is routerag_tags.parse_action
     assert searchr1_adapter.parse_mode_tags is routerag_tags.leading_mode_tags
+    from routerag.episode import engine
+
+    assert engine.parse_action is routerag_tags.parse_action  # evaluation and training parse in the engine
 
 
 def test_golden_and_toy_actions_are_rendered_by_the_protocol() -> None:

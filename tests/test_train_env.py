@@ -177,3 +177,58 @@ def test_a_cut_observation_keeps_its_closing_tag(tokenizer):
     assert cut_observation(codec, "no tags here " * 50, 10) == codec.encode("no tags here " * 50)[:10]
     short = information_block(hits[:1])
     assert codec.decode(cut_observation(codec, short, 10_000)) == short  # nothing to cut
+
+
+PARITY_EPISODES = [
+    # searches with every tag form, an invalid turn, a missing mode, the answer
+    (4, ["<search> [graph][passage] director </search>", "no action here", "<search> Paris </search>",
+         "<answer> Paris </answer>"]),
+    # an unclosed search closed by the engine, then the budget spent: the forced answer
+    (1, ["<think> look </think>\n<search> [passage] capital of France", " Paris </answer>"]),
+    # an empty answer is an invalid turn; a forced answer left unclosed
+    (2, ["<answer> </answer>", "<search> [graph] Xawery Zulawski mother </search>", " Malgorzata Braunek"]),
+    # no budget at all: straight to the forced answer
+    (0, [" Paris </answer>"]),
+]
+
+
+@pytest.mark.parametrize(("budget", "outputs"), PARITY_EPISODES)
+def test_evaluation_and_training_run_the_same_engine(tokenizer, sources, budget, outputs):
+    """By construction (one engine, two ports) the episode is the same in evaluation and training:
+    every step field but the chat port's accounting (model calls, timings) and the environment's
+    mode cost, and every segment after the prompt; the step observer sees the same steps."""
+    import dataclasses
+
+    from routerag.episode.engine import run_episode
+    from routerag.episode.ports import ChatPolicy
+    from routerag.llm.base import GenerationParams, Message
+    from routerag.strategies.prompts import routerag_prompt
+    from routerag.strategies.routerag import ModeRouter
+    from routerag.trace import Trace
+
+    codec = HFCodec(tokenizer)
+    env = RouteRAGEnv(sources, codec, EnvConfig(k=2, max_turns=budget))
+    r = env.rollout("Q?", scripted(codec, outputs))
+    ctx = StrategyContext(model=ScriptedModel(outputs), sources=sources)
+    strategy = RouteRAG(ctx, {"k": 2, "max_turns": budget}).run("Q?")
+    # the strategy's episode, rerun by hand through the engine with the environment's rules
+    seen = []
+    trace = Trace(question="Q?", strategy="routerag")
+    policy = ChatPolicy(StrategyContext(model=ScriptedModel(outputs), sources=sources),
+                        [Message(role="user", content=routerag_prompt("Q?"))], GenerationParams(max_tokens=512))
+    rules = dataclasses.replace(env.rules(ModeRouter(env.params, "Q?")), max_observation_tokens=None)  # evaluation cuts none
+    episode = run_episode(ctx, trace, policy, rules, seen.append)
+    assert strategy.error is None and episode.finish == r.finished
+    assert seen == trace.steps and [s.index for s in seen] == list(range(len(seen)))
+
+    def comparable(step):
+        data = step.model_dump(exclude={"model_calls", "latency_ms", "retrieval_ms"})
+        data["metadata"] = {k: v for k, v in data["metadata"].items() if k not in ("mode", "mode_cost")}
+        return data
+
+    assert [comparable(s) for s in r.trace.steps] == [comparable(s) for s in strategy.steps]
+    assert [comparable(s) for s in trace.steps] == [comparable(s) for s in strategy.steps]
+    assert [s.model_dump() for s in r.trace.segments[1:]] == [s.model_dump() for s in strategy.segments[1:]]
+    assert r.trace.answer == strategy.answer == trace.answer
+    assert all(s.model_calls for s in strategy.steps)  # the chat port accounts every call in its step
+    assert not any(s.model_calls for s in r.trace.steps)  # the token port accounts in the Rollout

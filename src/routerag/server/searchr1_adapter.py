@@ -21,6 +21,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from routerag.protocol.routerag_tags import leading_mode_tags as parse_mode_tags
+from routerag.protocol.routerag_tags import render_tags
 from routerag.server.errors import ERRORS, ApiError
 from routerag.server.settings import SearchR1Settings, ServerSettings
 from routerag.sources.base import MAX_K, Hit, RetrievalRequest, RetrievalResponse
@@ -65,7 +66,7 @@ class TagRouter:
         unknown = [t for t in tags if t not in s.tag_sources]
         if unknown:
             raise RoutingError(
-                f"unknown mode tag [{unknown[0]}]; known tags: {', '.join(f'[{t}]' for t in sorted(s.tag_sources))}"
+                f"unknown mode tag {render_tags(unknown[:1])}; known tags: {', '.join(render_tags([t]) for t in sorted(s.tag_sources))}"
             )
         if len(tags) == 1:
             return s.tag_sources[tags[0]]

@@ -2,8 +2,8 @@
 
 * :func:`call_model` — one chat call, timed and accounted as a :class:`ModelCall`;
 * :func:`retrieve_step` — one retrieval over named sources, recorded as a ``search`` :class:`Step`;
-* :class:`Transcript` — the growing prompt + assistant turn, kept as typed :class:`Segment`s so
-  training can mask observation tokens;
+* :func:`record_exchange` — one independent call's prompt and output as typed :class:`Segment`s
+  (the multi-turn tag protocol's transcript is the episode engine's, :mod:`routerag.episode`);
 * :func:`run_safely` / :class:`LoopStrategy` — the wrapper that times a run and turns any
   exception into ``Trace.error`` (a batch run never crashes on one question).
 """
@@ -120,59 +120,6 @@ def retrieve_step(
 
 
 # ---------------------------------------------------------------- transcript
-
-
-class Transcript:
-    """The policy's conversation: fixed prompt messages plus one growing assistant turn.
-
-    Every piece is also appended to ``segments`` (``prompt`` for the prompt messages' contents,
-    ``model`` for generated text, ``observation`` for text the loop inserted), so that
-    ``"".join(s.text for s in segments) == prompt_text + assistant_text`` always holds."""
-
-    def __init__(self, messages: list[Message]) -> None:
-        if not messages or messages[-1].role == "assistant":
-            raise ValueError("a transcript starts from prompt messages ending with a user/system turn")
-        self.messages = list(messages)
-        self.segments: list[Segment] = [Segment(kind="prompt", text=self.prompt_text)]
-        self._assistant: list[str] = []
-
-    @property
-    def prompt_text(self) -> str:
-        return "\n\n".join(m.content for m in self.messages)
-
-    @property
-    def assistant_text(self) -> str:
-        return "".join(self._assistant)
-
-    def _add(self, kind: str, text: str) -> None:
-        if not text:
-            return
-        self._assistant.append(text)
-        last = self.segments[-1]
-        if last.kind == kind:  # merge neighbours of one kind: fewer, longer segments
-            self.segments[-1] = Segment(kind=last.kind, text=last.text + text)
-        else:
-            self.segments.append(Segment(kind=kind, text=text))  # type: ignore[arg-type]
-
-    def add_model(self, text: str) -> None:
-        self._add("model", text)
-
-    def add_observation(self, text: str) -> None:
-        self._add("observation", text)
-
-    def request(self) -> tuple[list[Message], bool]:
-        """Messages for the next call and whether the model continues the assistant turn."""
-        if not self._assistant:
-            return list(self.messages), False
-        return [*self.messages, Message(role="assistant", content=self.assistant_text)], True
-
-    def generate(
-        self, ctx: StrategyContext, params: GenerationParams, purpose: str = "policy"
-    ) -> tuple[ChatResponse, ModelCall]:
-        """Let the model continue the assistant turn. The caller decides how much of the output
-        to keep (``add_model``): a loop drops text after the first action."""
-        messages, continue_final = self.request()
-        return call_model(ctx, messages, params, purpose, continue_final=continue_final)
 
 
 def record_exchange(trace: Trace, messages: list[Message], output: str) -> None:

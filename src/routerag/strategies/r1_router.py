@@ -23,6 +23,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from routerag.llm.base import GenerationParams, Message
+from routerag.protocol.routerag_tags import ANSWER_CLOSE, ANSWER_OPEN
 from routerag.sources.base import Hit
 from routerag.strategies.base import StrategyContext
 from routerag.strategies.loop import LoopStrategy, add_step, call_model, record_exchange, retrieve_step
@@ -145,7 +146,7 @@ class R1Router(LoopStrategy):
             history.append((sub.text, self._answer_step(trace, sub, offered, text, call)))
         text, call = self._ask(trace, R1_ROUTER_FINAL_SYSTEM, r1_router_final(trace.question, history), "answer")
         answer, errors = tagged_answer(text)
-        add_step(trace, "answer", query=trace.question, answer=answer, reasoning=extract_reasoning(text.split("<answer>")[0]),
+        add_step(trace, "answer", query=trace.question, answer=answer, reasoning=extract_reasoning(text.split(ANSWER_OPEN)[0]),
                  raw_output=text, model_calls=[call], format_error="; ".join(errors) or None, latency_ms=call.latency_ms)
         trace.answer = answer
 
@@ -167,5 +168,5 @@ class R1Router(LoopStrategy):
         answer, errors = tagged_answer(reply)
         add_step(trace, "answer", query=query, answer=answer, raw_output=reply, model_calls=[answer_call],
                  format_error="; ".join(errors) or None, latency_ms=answer_call.latency_ms, metadata={"intermediate": True})
-        inside = extract_tag(reply, "<answer>", "</answer>")
+        inside = extract_tag(reply, ANSWER_OPEN, ANSWER_CLOSE)
         return inside if inside is not None and inside.strip() else answer  # history shows it as written

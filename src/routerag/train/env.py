@@ -1,66 +1,52 @@
 """The RouteRAG rollout environment: one multi-turn episode over token ids, trainer-independent.
 
-A state machine in the style of verl's tool agent loop::
-
-    PROMPT ──► GENERATE ──► PARSE ──┬─ answer ─────────────────────────────► DONE
-                  ▲                 ├─ search ─► RETRIEVE ─► OBSERVE ──┐
-                  │                 └─ none ───► INVALID ──► OBSERVE ──┤
-                  └──────────────── (budget left) ◄────────────────────┘
-                  budget spent ─► FORCE_ANSWER (generate after ``<answer>``) ─► DONE
+The episode is run by the one episode engine (:mod:`routerag.episode.engine`, the state machine
+that also runs the evaluated strategies) through its token port
+(:class:`~routerag.episode.ports.TokenPolicy`): the same parser, the same recoveries, the same
+forced answer and step records as :class:`~routerag.strategies.routerag.RouteRAG`, with searches
+planned by RouteRAG's own :class:`~routerag.strategies.routerag.ModeRouter`. This module adds what
+only training needs: the :class:`EnvConfig`, the prompt over a tokenizer's chat template and the
+episode's cost.
 
 The policy is any ``generate(prompt_ids, stop_strings, max_new_tokens) -> (completion_ids,
-logprobs)`` callable; the environment parses each turn with :mod:`routerag.protocol.routerag_tags`
-and plans the search with RouteRAG's own :class:`~routerag.strategies.routerag.ModeRouter`, so the
-protocol trained here is byte for byte the one :class:`~routerag.strategies.routerag.RouteRAG`
-evaluates. Retrieval goes through a real :class:`~routerag.sources.sourceset.SourceSet` via
-:func:`~routerag.strategies.loop.retrieve_step` (the same step records as evaluation).
-
-The result is a :class:`Rollout`: ``prompt_ids``, ``completion_ids`` (model and observation
-tokens interleaved), ``env_mask`` (1 = the policy's own token, 0 = inserted by the environment:
-evidence, repairs, the forced-answer cue), ``logprobs`` (0 for observation tokens), the
-:class:`~routerag.trace.Trace` (steps, segments, answer) and the episode's cost (retrieval turns,
-measured retrieval wall time, deterministic per-mode cost).
+logprobs)`` callable. The result is a :class:`Rollout`: ``prompt_ids``, ``completion_ids`` (model
+and observation tokens interleaved), ``env_mask`` (1 = the policy's own token, 0 = inserted by the
+environment: evidence, repairs, the forced-answer cue), ``logprobs`` (0 for observation tokens),
+the :class:`~routerag.trace.Trace` (steps, segments, answer) and the episode's cost (retrieval
+turns, measured retrieval wall time, deterministic per-mode cost).
 
 Every token the policy sampled is kept, even text after the first closing tag of a turn (the
-strategy loop drops it from its transcript): the loss must see exactly the sampled sequence.
+chat port drops it from its transcript): the loss must see exactly the sampled sequence.
 This module does not import any trainer library (no TRL, no torch).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, Literal, Protocol
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from routerag.corpus.schema import Question
-from routerag.protocol.routerag_tags import INFORMATION_CLOSE, MODES, SEARCH_R1, information_block, parse_action
+from routerag.episode.engine import EpisodeRules, SearchPlan, run_episode
+from routerag.episode.ports import Generate as Generate
+from routerag.episode.ports import TokenCodec as TokenCodec
+from routerag.episode.ports import TokenPolicy
+from routerag.episode.ports import cut_observation as cut_observation
+from routerag.protocol.routerag_tags import MODES, SEARCH_R1, information_block
+from routerag.protocol.routerag_tags import parse_action as parse_action  # the parser the engine runs here
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies.base import StrategyContext
-from routerag.strategies.loop import add_step, question_parts, retrieve_step
-from routerag.strategies.parsing import clean_answer
+from routerag.strategies.loop import question_parts
 from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION, routerag_prompt
 from routerag.strategies.routerag import ModeRouter, RouteRAGParams
-from routerag.trace import Segment, Trace
-
-Generate = Callable[[list[int], list[str], int], tuple[list[int], list[float]]]
-"""``generate(prompt_ids, stop_strings, max_new_tokens) -> (completion_ids, logprobs)``."""
+from routerag.trace import Trace
 
 # Relative price of one retrieval call per mode (RouteRAG: graph retrieval is "substantially more
 # expensive" than dense passage retrieval; hybrid runs both). Deterministic, so a reward built on it
 # does not depend on machine load. Measured wall time is recorded alongside.
 DEFAULT_MODE_COST: dict[str, float] = {"passage": 1.0, "graph": 3.0, "hybrid": 4.0}
-
-
-class TokenCodec(Protocol):
-    """What the environment needs from a tokenizer."""
-
-    def encode(self, text: str) -> list[int]: ...
-
-    def decode(self, ids: Sequence[int]) -> str: ...
-
-    def render_prompt(self, user_text: str) -> str: ...
 
 
 class HFCodec:
@@ -174,69 +160,6 @@ class Rollout(BaseModel):
         return sum(self.env_mask)
 
 
-def cut_observation(codec: TokenCodec, text: str, limit: int) -> list[int]:
-    """At most ``limit`` token ids of an observation. An ``<information>`` block is cut inside its
-    body and keeps its closing tag (and the whitespace after it), so a cut observation still looks
-    like the ones the policy saw in SFT and sees in evaluation (which cuts none) — a block cut
-    through its closing tag makes the policy go on writing the document instead of acting. Other
-    text is cut at ``limit``."""
-    ids = codec.encode(text)
-    if len(ids) <= limit:
-        return ids
-    core = text.rstrip()
-    if core.endswith(INFORMATION_CLOSE):
-        suffix_ids = codec.encode(" ...\n" + INFORMATION_CLOSE + text[len(core):])
-        if len(suffix_ids) < limit:
-            body_ids = codec.encode(core[: -len(INFORMATION_CLOSE)])
-            return body_ids[: limit - len(suffix_ids)] + suffix_ids
-    return ids[:limit]
-
-
-class _Episode:
-    """Mutable state of one episode: token buffers kept in step with the trace's segments."""
-
-    def __init__(self, codec: TokenCodec, prompt_text: str, prefix: str) -> None:
-        self.codec = codec
-        self.prompt_ids = codec.encode(prompt_text + prefix)
-        self.completion: list[int] = []
-        self.mask: list[int] = []
-        self.logprobs: list[float] = []
-        self.segments: list[Segment] = [Segment(kind="prompt", text=prompt_text + prefix)]
-
-    def _segment(self, kind: str, text: str) -> None:
-        if not text:
-            return
-        last = self.segments[-1]
-        if last.kind == kind:
-            self.segments[-1] = Segment(kind=last.kind, text=last.text + text)
-        else:
-            self.segments.append(Segment(kind=kind, text=text))  # type: ignore[arg-type]
-
-    def add_model(self, ids: Sequence[int], logprobs: Sequence[float]) -> str:
-        if len(ids) != len(logprobs):
-            raise ValueError(f"generate returned {len(ids)} ids but {len(logprobs)} logprobs")
-        self.completion += list(ids)
-        self.mask += [1] * len(ids)
-        self.logprobs += [float(x) for x in logprobs]
-        text = self.codec.decode(ids)
-        self._segment("model", text)
-        return text
-
-    def add_observation(self, text: str, limit: int | None = None) -> None:
-        ids = self.codec.encode(text)
-        if limit is not None and len(ids) > limit:
-            ids = cut_observation(self.codec, text, limit)
-            text = self.codec.decode(ids)
-        self.completion += ids
-        self.mask += [0] * len(ids)
-        self.logprobs += [0.0] * len(ids)
-        self._segment("observation", text)
-
-    @property
-    def context(self) -> list[int]:
-        return self.prompt_ids + self.completion
-
-
 class RouteRAGEnv:
     """Runs RouteRAG episodes against ``sources`` with a token-level policy."""
 
@@ -256,103 +179,42 @@ class RouteRAGEnv:
         user = template.format(question=question) if template else routerag_prompt(question, few_shot=self.config.few_shot)
         return self.codec.render_prompt(user)
 
+    def rules(self, router: ModeRouter) -> EpisodeRules:
+        """The engine's rules for one episode (``router`` plans its searches)."""
+        cfg = self.config
+        return EpisodeRules(
+            protocol=SEARCH_R1, budget=cfg.max_turns, plan=router, render=information_block,
+            invalid_message=INVALID_ACTION, force_answer=FORCE_ANSWER, prefix=cfg.assistant_prefix,
+            max_observation_tokens=cfg.max_observation_tokens, strict_modes=cfg.strict_modes, reader=cfg.reader,
+            search_metadata=self._mode_metadata,
+        )
+
+    def _mode_metadata(self, plan: SearchPlan) -> dict[str, Any]:
+        if plan.mode is None:  # the mode ModeRouter chose (several modes may share a source)
+            raise RuntimeError("ModeRouter returned a search plan without its mode")
+        return {"mode": plan.mode, "mode_cost": self.config.mode_cost.get(plan.mode, 1.0)}
+
     def rollout(self, question: str | Question, generate: Generate) -> Rollout:
         cfg = self.config
         text, qid = question_parts(question)
         trace = Trace(question=text, strategy="routerag", qid=qid, params=self.params.model_dump(mode="json"))
-        episode = _Episode(self.codec, self.prompt_text(text), cfg.assistant_prefix)
-        router = ModeRouter(self.params, text)
-        cost = RolloutCost()
-        pending = cfg.assistant_prefix  # prompt-side text that belongs to the first turn's action
+        policy = TokenPolicy(self.codec, generate, self.prompt_text(text) + cfg.assistant_prefix,
+                             max_new_tokens=cfg.max_new_tokens_per_turn, max_completion_tokens=cfg.max_completion_tokens)
         t_start = time.perf_counter()
-        finished: Literal["answer", "forced", "truncated"] | None = None
-        for _ in range(cfg.max_turns):
-            budget = cfg.max_completion_tokens - len(episode.completion)
-            if budget <= 0:
-                finished = "truncated"
-                break
-            t0 = time.perf_counter()
-            ids, logprobs = generate(episode.context, SEARCH_R1.stops, min(cfg.max_new_tokens_per_turn, budget))
-            gen_ms = (time.perf_counter() - t0) * 1000.0
-            cost.generation_ms += gen_ms
-            output = episode.add_model(ids, logprobs)
-            action = parse_action(pending + output, SEARCH_R1)
-            pending = ""
-            common: dict[str, Any] = {"raw_output": output, "reasoning": action.reasoning, "latency_ms": gen_ms}
-            if not action.closed:
-                episode.add_observation(SEARCH_R1.search_close if action.kind == "search" else SEARCH_R1.answer_close)
-            if action.kind == "answer":
-                add_step(trace, "answer", answer=action.answer, format_error=action.format_error, **common)
-                trace.answer = action.answer
-                finished = "answer"
-                break
-            plan = router(action, text) if action.kind == "search" else None
-            if plan is not None and cfg.strict_modes and any(
-                e == "missing_mode" or e.startswith("unknown_mode") for e in plan.errors
-            ):
-                add_step(trace, "format_error", format_error="; ".join(action.errors + plan.errors),
-                         observation=INVALID_ACTION, **common)
-                episode.add_observation(INVALID_ACTION)
-                continue
-            if plan is not None:
-                mode = plan.mode  # the mode ModeRouter chose (several modes may share a source)
-                if mode is None:
-                    raise RuntimeError("ModeRouter returned a search plan without its mode")
-                errors = action.errors + plan.errors
-                step = retrieve_step(
-                    self._ctx, trace, plan.query, plan.sources, plan.k, information_block,
-                    routing_reason=plan.routing_reason, format_error="; ".join(errors) or None,
-                    metadata={"tags": plan.tags, "raw_query": action.query, "mode": mode,
-                              "mode_cost": cfg.mode_cost.get(mode, 1.0)}, **common,
-                )
-                step.latency_ms = gen_ms + step.retrieval_ms
-                cost.retrieval_turns += 1
-                cost.retrieval_ms += step.retrieval_ms
-                cost.mode_cost += cfg.mode_cost.get(mode, 1.0)
-                cost.by_mode[mode] = cost.by_mode.get(mode, 0) + 1
-                episode.add_observation(step.observation, cfg.max_observation_tokens)
-            else:
-                add_step(trace, "format_error", format_error=action.format_error, observation=INVALID_ACTION, **common)
-                episode.add_observation(INVALID_ACTION)
-        if finished is None:
-            finished = self._final_answer(trace, episode, generate)
-        trace.segments = episode.segments
+        episode = run_episode(self._ctx, trace, policy, self.rules(ModeRouter(self.params, text)))
         trace.latency_ms = (time.perf_counter() - t_start) * 1000.0
+        cost = RolloutCost(generation_ms=episode.policy_ms)
+        for plan, step in episode.searches:
+            mode = str(plan.mode)  # set: ``_mode_metadata`` refused a plan without one
+            cost.retrieval_turns += 1
+            cost.retrieval_ms += step.retrieval_ms
+            cost.mode_cost += cfg.mode_cost.get(mode, 1.0)
+            cost.by_mode[mode] = cost.by_mode.get(mode, 0) + 1
         return Rollout(
-            prompt_ids=episode.prompt_ids, completion_ids=episode.completion, env_mask=episode.mask,
-            logprobs=episode.logprobs, trace=trace, cost=cost, truncated=finished == "truncated", finished=finished,
+            prompt_ids=policy.prompt_ids, completion_ids=policy.completion, env_mask=policy.mask,
+            logprobs=policy.logprobs, trace=trace, cost=cost, truncated=episode.finish == "truncated",
+            finished=episode.finish or "truncated",
         )
-
-    def _final_answer(self, trace: Trace, episode: _Episode, generate: Generate) -> Literal["forced", "truncated"]:
-        cfg = self.config
-        if cfg.reader == "top_hit_title":
-            last = trace.search_steps[-1] if trace.search_steps else None
-            answer = last.hits[0].title if last and last.hits else ""
-            add_step(trace, "answer", answer=answer, format_error=None if answer else "empty_answer",
-                     metadata={"forced": True, "reader": "top_hit_title"})
-            trace.answer = answer
-            return "forced"
-        budget = cfg.max_completion_tokens - len(episode.completion)
-        if budget <= len(self.codec.encode(FORCE_ANSWER)) + 1:
-            add_step(trace, "answer", answer="", format_error="truncated; empty_answer", metadata={"forced": True})
-            return "truncated"
-        episode.add_observation(FORCE_ANSWER)
-        budget = cfg.max_completion_tokens - len(episode.completion)
-        t0 = time.perf_counter()
-        ids, logprobs = generate(episode.context, [SEARCH_R1.answer_close], min(cfg.max_new_tokens_per_turn, budget))
-        gen_ms = (time.perf_counter() - t0) * 1000.0
-        output = episode.add_model(ids, logprobs)
-        errors = ["no_answer_within_budget"]
-        if SEARCH_R1.answer_close not in output:
-            errors.append("unclosed_answer")
-        body = output.split(SEARCH_R1.answer_close)[0]
-        answer = clean_answer(body.split("<")[0]) or clean_answer(body)
-        if not answer:
-            errors.append("empty_answer")
-        add_step(trace, "answer", answer=answer, format_error="; ".join(errors), raw_output=output,
-                 latency_ms=gen_ms, metadata={"forced": True})
-        trace.answer = answer
-        return "forced"
 
     def rollouts(self, questions: Sequence[str | Question], generate: Generate) -> list[Rollout]:
         """One episode per entry (a trainer passes each question ``num_generations`` times)."""

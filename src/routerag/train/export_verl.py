@@ -25,6 +25,7 @@ from typing import Any
 
 from routerag.corpus.schema import Question
 from routerag.eval.metrics import METRICS
+from routerag.protocol.routerag_tags import ANSWER_CLOSE, ANSWER_OPEN
 from routerag.strategies.prompts import routerag_prompt
 
 ABILITY = "fact-reasoning"
@@ -56,7 +57,7 @@ def export_parquet(questions: Sequence[Question], path: str | Path, data_source:
     return path
 
 
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_ANSWER = re.compile(f"{re.escape(ANSWER_OPEN)}(.*?){re.escape(ANSWER_CLOSE)}", re.DOTALL)
 
 
 def extract_answer(solution_str: str) -> str | None:

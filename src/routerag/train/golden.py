@@ -27,6 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from routerag.corpus.schema import Document, Question
+from routerag.episode.segments import SegmentLog
 from routerag.eval.metrics import METRICS
 from routerag.eval.normalize import normalize_answer
 from routerag.protocol.routerag_tags import information_block, render_answer, render_search, render_think
@@ -177,19 +178,12 @@ def render_routerag(question: str, hops: Sequence[GoldenHop], answer: str, *, fi
                     prompt_template: str | None = None, few_shot: bool = False) -> list[Segment]:
     """Segments of one RouteRAG episode (the prompt is the user text, not chat-rendered)."""
     prompt = prompt_template.format(question=question) if prompt_template else routerag_prompt(question, few_shot=few_shot)
-    segments = [Segment(kind="prompt", text=prompt)]
-
-    def add(kind: str, text: str) -> None:
-        if segments[-1].kind == kind:
-            segments[-1] = Segment(kind=kind, text=segments[-1].text + text)  # type: ignore[arg-type]
-        else:
-            segments.append(Segment(kind=kind, text=text))  # type: ignore[arg-type]
-
+    log = SegmentLog(prompt)
     for hop in hops:
-        add("model", render_think(hop.think) + "\n" + render_search([hop.mode], hop.query))
-        add("observation", information_block(hop.evidence))
-    add("model", render_think(final_think or "I have the answer.") + "\n" + render_answer(answer))
-    return segments
+        log.add("model", render_think(hop.think) + "\n" + render_search([hop.mode], hop.query))
+        log.add("observation", information_block(hop.evidence))
+    log.add("model", render_think(final_think or "I have the answer.") + "\n" + render_answer(answer))
+    return log.segments
 
 
 _REF = re.compile(r"#(\d+)")

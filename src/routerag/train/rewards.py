@@ -33,6 +33,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from routerag.eval.metrics import METRICS, f1_recall, token_f1
+from routerag.protocol.routerag_tags import THINK_CLOSE, THINK_OPEN
 from routerag.registry import Registry
 from routerag.trace import Trace
 
@@ -322,7 +323,7 @@ def r1_router_step_components(sample: RewardSample, params: R1RouterStepRewardPa
         route = float(chosen is not None and gold_name is not None and chosen.lower() == gold_name.lower())
         return {"format": float(ok), "query_similarity": sim, "routing": route}
     answer, errors = tagged_answer(text)
-    ok = not errors and "<think>" in text and "</think>" in text
+    ok = not errors and THINK_OPEN in text and THINK_CLOSE in text
     golds = sample.golds or [str(sample.extra.get("gold_answer", ""))]
     if kind == "ans":
         return {"format": float(ok), "f1_recall": f1_recall(answer, golds) if answer else 0.0}
