@@ -251,10 +251,13 @@ class RouteRAGEnv:
         # retrieve_step only reads ``ctx.sources``; no chat model is involved in a token-level rollout
         self._ctx = StrategyContext(model=None, sources=sources)  # type: ignore[arg-type]
 
-    def prompt_text(self, question: str) -> str:
+    def user_prompt(self, question: str) -> str:
+        """The user message of an episode (before the chat template)."""
         template = self.config.prompt_template
-        user = template.format(question=question) if template else routerag_prompt(question, few_shot=self.config.few_shot)
-        return self.codec.render_prompt(user)
+        return template.format(question=question) if template else routerag_prompt(question, few_shot=self.config.few_shot)
+
+    def prompt_text(self, question: str) -> str:
+        return self.codec.render_prompt(self.user_prompt(question))
 
     def rollout(self, question: str | Question, generate: Generate) -> Rollout:
         cfg = self.config
