@@ -57,14 +57,16 @@ def train_command(
 @app.command("export-verl")
 def export_verl_command(
     dataset: str = typer.Option(..., "--dataset", "-d", help="routerag dataset name or file:<path>"),
-    out: Path = typer.Option(..., "--out", "-o", help="parquet file to write"),
+    out: Path = typer.Option(None, "--out", "-o", help="parquet file to write (default: <out-dir>/<dataset>.parquet)"),
+    out_dir: Path = typer.Option(None, "--out-dir", help="folder of the default file name (default: $ROUTERAG_VERL_DATA, else "
+                                 "data/verl; where configs/train/verl/ reads)"),
     split: str = typer.Option("train", help="split name recorded in extra_info"),
     limit: int = typer.Option(None, "--limit", "-n", help="evenly spaced questions to keep"),
     exclude: list[str] = typer.Option(["2wiki"], "--exclude", help="evaluation datasets whose questions are dropped (repeatable)"),
 ) -> None:
     """Write training questions in the verl / Search-R1 parquet schema (reward: routerag.train.export_verl.compute_score)."""
     from routerag.corpus.datasets import load_dataset
-    from routerag.train.export_verl import export_parquet
+    from routerag.train.export_verl import export_parquet, verl_data_path
     from routerag.train.golden import check_overlap
 
     questions = load_dataset(dataset, n_questions=limit).questions
@@ -73,7 +75,7 @@ def export_verl_command(
         bad = set(check_overlap(questions, exclude).overlapping)
         dropped = len(bad)
         questions = [q for q in questions if q.qid not in bad]
-    path = export_parquet(questions, out, dataset, split=split)
+    path = export_parquet(questions, out or verl_data_path(dataset, out_dir), dataset, split=split)
     typer.echo(f"wrote {len(questions)} rows to {path} ({dropped} dropped as overlapping {', '.join(exclude)})")
 
 
