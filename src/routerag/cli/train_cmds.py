@@ -98,6 +98,30 @@ def export_lora_gguf_command(
     typer.echo(f"wrote {info.path}: {info.tensors} tensors, rank {info.rank}, alpha {info.alpha:g}, {info.architecture}")
 
 
+@app.command("export-lora-peft")
+def export_lora_peft_command(
+    adapter: str = typer.Argument("policy:routerag-sft-qwen2.5-coder-0.5b",
+                                  help="a llama.cpp adapter GGUF, or policy:NAME (a shipped policy; default: the shipped one)"),
+    out: Path = typer.Option(..., "--out", "-o", help="PEFT adapter folder to write (adapter_config.json + adapter_model.safetensors)"),
+    base: str = typer.Option("bundled:qwen2.5-coder-0.5b", "--base", help="the base model's GGUF (a path or bundled: name) the adapter was trained on"),
+    base_model: str = typer.Option("Qwen/Qwen2.5-Coder-0.5B-Instruct", "--base-model",
+                                   help="HF id of the base model, recorded as base_model_name_or_path (what vLLM serves)"),
+) -> None:
+    """Export a llama.cpp LoRA adapter GGUF as a PEFT adapter folder (vLLM --lora-modules NAME=FOLDER)."""
+    from routerag.llm.base import ModelError
+    from routerag.llm.lora_gguf import LoraExportError
+    from routerag.llm.resolve import resolve_model_file
+    from routerag.train.adapters import resolve_adapter
+    from routerag.train.export_peft import export_peft_adapter
+
+    try:
+        info = export_peft_adapter(resolve_adapter(adapter), resolve_model_file(base), out, base_model=base_model)
+    except (LoraExportError, ModelError, FileNotFoundError) as exc:
+        _fail(str(exc))
+    typer.echo(f"wrote {info.path}: {info.tensors} tensors, rank {info.rank}, alpha {info.alpha:g}, "
+               f"modules {', '.join(info.target_modules)}, layers {info.layers[0]}-{info.layers[-1]}")
+
+
 @app.command("golden")
 def golden_command(
     out: Path = typer.Option(..., "--out", "-o", help="folder for golden.jsonl.gz and golden_stats.json"),
