@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -57,7 +58,7 @@ def export_peft_adapter(adapter_gguf: str | Path, base_gguf: str | Path, out_dir
     base_layers = {int(name.split(".")[1]) for name in shapes if name.startswith("blk.")}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    config = {
+    config: dict[str, Any] = {
         "peft_type": "LORA",
         "task_type": "CAUSAL_LM",
         "base_model_name_or_path": base_model,
