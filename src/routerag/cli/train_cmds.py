@@ -54,14 +54,16 @@ def train_command(
 @app.command("export-verl")
 def export_verl_command(
     dataset: str = typer.Option(..., "--dataset", "-d", help="routerag dataset name or file:<path>"),
-    out: Path = typer.Option(..., "--out", "-o", help="parquet file to write"),
+    out: Path = typer.Option(None, "--out", "-o", help="parquet file to write (default: <out-dir>/<dataset>.parquet)"),
+    out_dir: Path = typer.Option(None, "--out-dir", help="folder of the default file name (default: $ROUTERAG_VERL_DATA, else "
+                                 "data/verl; where configs/train/verl/ reads)"),
     split: str = typer.Option("train", help="split name recorded in extra_info"),
     limit: int = typer.Option(None, "--limit", "-n", help="evenly spaced questions to keep"),
     exclude: list[str] = typer.Option(["2wiki"], "--exclude", help="evaluation datasets whose questions are dropped (repeatable)"),
 ) -> None:
     """Write training questions in the verl / Search-R1 parquet schema (reward: routerag.train.export_verl.compute_score)."""
     from routerag.corpus.datasets import load_dataset
-    from routerag.train.export_verl import export_parquet
+    from routerag.train.export_verl import export_parquet, verl_data_path
     from routerag.train.golden import check_overlap
 
     questions = load_dataset(dataset, n_questions=limit).questions
@@ -70,7 +72,7 @@ def export_verl_command(
         bad = set(check_overlap(questions, exclude).overlapping)
         dropped = len(bad)
         questions = [q for q in questions if q.qid not in bad]
-    path = export_parquet(questions, out, dataset, split=split)
+    path = export_parquet(questions, out or verl_data_path(dataset, out_dir), dataset, split=split)
     typer.echo(f"wrote {len(questions)} rows to {path} ({dropped} dropped as overlapping {', '.join(exclude)})")
 
 
@@ -87,6 +89,30 @@ def export_lora_gguf_command(
 
     info = export_lora_gguf(adapter, resolve_model_file(base), out, dtype=dtype)
     typer.echo(f"wrote {info.path}: {info.tensors} tensors, rank {info.rank}, alpha {info.alpha:g}, {info.architecture}")
+
+
+@app.command("export-lora-peft")
+def export_lora_peft_command(
+    adapter: str = typer.Argument("policy:routerag-sft-qwen2.5-coder-0.5b",
+                                  help="a llama.cpp adapter GGUF, or policy:NAME (a shipped policy; default: the shipped one)"),
+    out: Path = typer.Option(..., "--out", "-o", help="PEFT adapter folder to write (adapter_config.json + adapter_model.safetensors)"),
+    base: str = typer.Option("bundled:qwen2.5-coder-0.5b", "--base", help="the base model's GGUF (a path or bundled: name) the adapter was trained on"),
+    base_model: str = typer.Option("Qwen/Qwen2.5-Coder-0.5B-Instruct", "--base-model",
+                                   help="HF id of the base model, recorded as base_model_name_or_path (what vLLM serves)"),
+) -> None:
+    """Export a llama.cpp LoRA adapter GGUF as a PEFT adapter folder (vLLM --lora-modules NAME=FOLDER)."""
+    from routerag.llm.base import ModelError
+    from routerag.llm.lora_gguf import LoraExportError
+    from routerag.llm.resolve import resolve_model_file
+    from routerag.train.adapters import resolve_adapter
+    from routerag.train.export_peft import export_peft_adapter
+
+    try:
+        info = export_peft_adapter(resolve_adapter(adapter), resolve_model_file(base), out, base_model=base_model)
+    except (LoraExportError, ModelError, FileNotFoundError) as exc:
+        _fail(str(exc))
+    typer.echo(f"wrote {info.path}: {info.tensors} tensors, rank {info.rank}, alpha {info.alpha:g}, "
+               f"modules {', '.join(info.target_modules)}, layers {info.layers[0]}-{info.layers[-1]}")
 
 
 @app.command("golden")

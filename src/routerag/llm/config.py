@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from routerag.config import OMIT_AT_DEFAULT
 from routerag.llm.bundled import BUNDLED_PREFIX, DEFAULT_BUNDLED
 
 Backend = Literal["llamacpp", "openai", "transformers", "scripted"]
@@ -73,6 +74,13 @@ class ModelConfig(BaseModel):
         f"(default) / bundled:qwen2.5-coder-1.5b; None: ${ENV_MODEL}, else the bundled 0.5B",
     )
     base_url: str | None = Field(default=None, description=f"OpenAI-compatible endpoint (…/v1); None: ${ENV_BASE_URL}")
+    served_model: str | None = Field(
+        default=None,
+        description="openai backend: the model name sent to the server, when `model` names a local GGUF / bundled: model "
+        "that only supplies the chat template (e.g. a vLLM LoRA module: --lora-modules routerag-policy=DIR); "
+        "None: `model` itself, or the server's first model when `model` is a local file",
+        json_schema_extra=OMIT_AT_DEFAULT,
+    )
     api_key_env: str = Field(
         default="OPENAI_API_KEY", description="environment variable holding the API key (optional for local servers)"
     )
@@ -124,6 +132,8 @@ class ModelConfig(BaseModel):
             )
         if self.lora_path is not None and backend != "llamacpp":
             raise ValueError(f"lora_path applies to the llamacpp backend only, not {backend!r}")
+        if self.served_model is not None and backend != "openai":
+            raise ValueError(f"served_model applies to the openai backend only, not {backend!r}")
         if model is None and backend in ("llamacpp", "transformers"):
             model = DEFAULT_MODEL
         return self.model_copy(

@@ -31,11 +31,14 @@ BACKENDS.register("scripted", "routerag.llm.scripted:from_config")
 
 def model_identity(config: ModelConfig) -> str:
     """What distinguishes one model's answers from another's, for the response cache and run
-    fingerprints. A LoRA adapter adds its content hash and scale (nothing is added without one,
-    so identities of adapter-free configurations are unchanged)."""
+    fingerprints. A LoRA adapter adds its content hash and scale, a served model name (a LoRA module
+    of a vLLM server) adds that name (nothing is added without them, so identities of older
+    configurations are unchanged)."""
     identity = "|".join(str(part or "") for part in (config.backend, config.model, config.base_url, config.chat_format))
     if config.lora_path is not None:
         identity += f"|lora={_file_sha256(config.lora_path)[:16]}@{config.lora_scale:g}"
+    if config.served_model is not None:  # a served adapter (vLLM LoRA module) answers, not the base model
+        identity += f"|served={config.served_model}"
     return identity
 
 

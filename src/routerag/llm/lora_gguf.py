@@ -37,6 +37,7 @@ HF_TO_GGUF: dict[str, str] = {
     "mlp.up_proj": "ffn_up",
     "mlp.down_proj": "ffn_down",
 }
+GGUF_TO_HF: dict[str, str] = {gguf: hf for hf, gguf in HF_TO_GGUF.items()}
 
 
 class LoraExportError(RouteragError, ValueError):

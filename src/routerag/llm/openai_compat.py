@@ -253,7 +253,7 @@ def from_config(config: ModelConfig) -> OpenAICompatModel:
     template, local_model = _template_for(config)
     return OpenAICompatModel(
         config.base_url,
-        None if local_model else config.model,
+        config.served_model or (None if local_model else config.model),
         api_key=os.environ.get(config.api_key_env),
         timeout_s=config.timeout_s,
         template=template,

@@ -17,11 +17,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from routerag.llm.lora_gguf import HF_TO_GGUF, LoraExportError
+from routerag.llm.lora_gguf import GGUF_TO_HF as _GGUF_TO_HF
+from routerag.llm.lora_gguf import LoraExportError
 from routerag.train.config import LoraSpec
 
 POLICY_PREFIX = "policy:"
-_GGUF_TO_HF = {gguf: hf for hf, gguf in HF_TO_GGUF.items()}
 
 
 def fresh_lora_config(spec: LoraSpec, num_layers: int | None = None) -> Any:

@@ -174,10 +174,13 @@ class RouteRAGEnv:
         # retrieve_step only reads ``ctx.sources``; no chat model is involved in a token-level rollout
         self._ctx = StrategyContext(model=None, sources=sources)  # type: ignore[arg-type]
 
-    def prompt_text(self, question: str) -> str:
+    def user_prompt(self, question: str) -> str:
+        """The user message of an episode (before the chat template)."""
         template = self.config.prompt_template
-        user = template.format(question=question) if template else routerag_prompt(question, few_shot=self.config.few_shot)
-        return self.codec.render_prompt(user)
+        return template.format(question=question) if template else routerag_prompt(question, few_shot=self.config.few_shot)
+
+    def prompt_text(self, question: str) -> str:
+        return self.codec.render_prompt(self.user_prompt(question))
 
     def rules(self, router: ModeRouter) -> EpisodeRules:
         """The engine's rules for one episode (``router`` plans its searches)."""

@@ -11,24 +11,35 @@
 :func:`compute_score` has verl's custom reward signature
 (``custom_reward_function.path=.../export_verl.py``, ``name=compute_score``) and scores the last
 ``<answer>`` of the response with :mod:`routerag.eval.metrics` — the same EM as evaluation and as
-the TRL recipes. Retrieval costs are not visible to a verl reward function (it sees text), so the
-accuracy–efficiency stage needs verl's batch-level reward manager (documented in
+the TRL recipes. It is :func:`routerag.train.verl.reward.compute_score` (the ``em`` reward over the
+decoded trajectory) returning a float; RouteRAG's batch-normalised accuracy–efficiency stage is
+:func:`routerag.train.verl.reward.compute_score_batch` (verl's ``batch`` reward manager; see
 ``docs/training.md``).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from routerag.corpus.schema import Question
-from routerag.eval.metrics import METRICS
-from routerag.protocol.routerag_tags import ANSWER_CLOSE, ANSWER_OPEN
 from routerag.strategies.prompts import routerag_prompt
 
 ABILITY = "fact-reasoning"
+ENV_VERL_DATA = "ROUTERAG_VERL_DATA"
+DEFAULT_VERL_DATA = Path("data") / "verl"
+
+
+def verl_data_path(dataset: str, out_dir: str | Path | None = None) -> Path:
+    """Where ``routerag export-verl --dataset NAME`` writes by default, and where the verl configs
+    (configs/train/verl/) read: ``<out_dir or $ROUTERAG_VERL_DATA or data/verl>/<NAME>.parquet``
+    (``file:`` datasets by their file's stem)."""
+    import os
+
+    root = Path(out_dir) if out_dir is not None else Path(os.environ.get(ENV_VERL_DATA) or DEFAULT_VERL_DATA)
+    name = Path(dataset.removeprefix("file:")).stem if dataset.startswith("file:") else dataset.replace(":", "_").replace("/", "_")
+    return root / f"{name}.parquet"
 
 
 def verl_rows(questions: Sequence[Question], data_source: str, *, split: str = "train", few_shot: bool = False) -> list[dict[str, Any]]:
@@ -57,27 +68,21 @@ def export_parquet(questions: Sequence[Question], path: str | Path, data_source:
     return path
 
 
-_ANSWER = re.compile(f"{re.escape(ANSWER_OPEN)}(.*?){re.escape(ANSWER_CLOSE)}", re.DOTALL)
-
-
 def extract_answer(solution_str: str) -> str | None:
-    """The last ``<answer>…</answer>`` of the response (after the chat's assistant marker when
-    the prompt is included)."""
-    marker = "<|im_start|>assistant"
-    if marker in solution_str:
-        solution_str = solution_str.split(marker, 1)[1]
-    matches = _ANSWER.findall(solution_str)
-    return matches[-1].strip() if matches else None
+    """The last ``<answer>`` of the response (after the chat's assistant marker when the prompt
+    is included; an answer cut before its closing tag counts), or None."""
+    from routerag.train.verl.reward import trace_of_response
+
+    return trace_of_response(solution_str).answer or None
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: dict[str, Any] | Sequence[str] | str,
                   extra_info: dict[str, Any] | None = None, *, metric: str = "em", format_score: float = 0.0) -> float:
     """verl reward: the metric of the last answer against ``ground_truth['target']``; no answer
     scores 0, a wrong answer ``format_score``."""
-    targets = ground_truth.get("target", []) if isinstance(ground_truth, dict) else ground_truth
-    targets = [targets] if isinstance(targets, str) else [str(t) for t in targets]
-    answer = extract_answer(solution_str)
-    if answer is None or not targets:
-        return 0.0
-    score = float(METRICS.get(metric)(answer, targets))
-    return score if score > 0 else format_score
+    from routerag.train.verl.reward import compute_score as score_trajectory
+
+    score = score_trajectory(data_source, solution_str, ground_truth, extra_info, reward="em", params={"metric": metric})["score"]
+    if score > 0:
+        return float(score)
+    return format_score if extract_answer(solution_str) is not None else 0.0
