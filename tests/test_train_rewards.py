@@ -7,7 +7,7 @@ import math
 import pytest
 
 from routerag.sources.base import Hit
-from routerag.trace import Segment, Step, Trace
+from routerag.trace import ForcedAnswer, Route, Segment, Step, Trace
 from routerag.train.rewards import (
     REWARDS,
     AccuracyEfficiencyParams,
@@ -26,11 +26,11 @@ from routerag.train.rewards import (
 
 def make_trace(answer: str, modes: list[str] = (), *, ms: float = 10.0, forced: bool = False, error: str | None = None) -> Trace:
     steps = [
-        Step(index=i, kind="search", query="q", sources=[m], retrieval_ms=ms, metadata={"mode": m},
+        Step(index=i, kind="search", query="q", sources=[m], retrieval_ms=ms, route=Route(choice=m, mode=m),
              hits=[Hit(doc_id="d", title="t", text="x", score=1.0, source=m, mode=m, rank=1)])
         for i, m in enumerate(modes)
     ]
-    steps.append(Step(index=len(steps), kind="answer", answer=answer, format_error=error, metadata={"forced": forced}))
+    steps.append(Step(index=len(steps), kind="answer", answer=answer, format_error=error, forced=ForcedAnswer() if forced else None))
     return Trace(question="Q?", strategy="routerag", steps=steps, answer=answer)
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from pydantic import BaseModel, Field
 
 from routerag.registry import Registry
-from routerag.trace import ModelCall
+from routerag.trace import ModelCall, Route
 
 if TYPE_CHECKING:
     from routerag.llm.base import GenerationParams
@@ -39,6 +39,14 @@ class RouteResult(BaseModel):
     @property
     def scores(self) -> dict[str, float]:
         return {c.name: c.score for c in self.ranked}
+
+    def as_route(self, chosen_by: str) -> Route:
+        """The decision as a trace step's route record (``chosen_by``: the router's name)."""
+        return Route(choice=self.choice, chosen_by=chosen_by, reason=self.reason, scores=self.scores)
+
+    def extras(self) -> dict[str, Any]:
+        """What the router recorded that the route record does not hold (a model's name, similarities)."""
+        return {k: v for k, v in self.metadata.items() if k not in ("router", "scores")}
 
 
 @runtime_checkable

@@ -19,7 +19,7 @@ from routerag.llm.base import GenerationParams, Message
 from routerag.strategies.base import StrategyContext
 from routerag.strategies.loop import Render, Transcript, add_step, generated_text, retrieve_step
 from routerag.strategies.parsing import ParsedAction, TagProtocol, clean_answer, parse_action
-from routerag.trace import Trace
+from routerag.trace import ForcedAnswer, Route, Trace
 
 
 class SearchPlan(BaseModel):
@@ -28,11 +28,14 @@ class SearchPlan(BaseModel):
     query: str
     sources: list[str]
     k: int | dict[str, int]
-    routing_reason: str = ""
     errors: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
-    metadata: dict[str, object] = Field(default_factory=dict)  # recorded in the retrieve step (a router's scores)
-    mode: str | None = None  # the mode chosen, for planners that route by mode (RouteRAG's ModeRouter)
+    route: Route | None = None  # where the search goes and why, recorded in the retrieve step
+
+    @property
+    def mode(self) -> str | None:
+        """The mode chosen, for planners that route by mode (RouteRAG's ModeRouter)."""
+        return self.route.mode if self.route is not None else None
 
 
 Planner = Callable[[ParsedAction, str], SearchPlan]  # (action, question) -> plan
@@ -72,8 +75,8 @@ class TagLoop:
                 errors = action.errors + plan.errors
                 step = retrieve_step(
                     ctx, trace, plan.query, plan.sources, plan.k, self.render,
-                    routing_reason=plan.routing_reason, format_error="; ".join(errors) or None,
-                    metadata={"tags": plan.tags, "raw_query": action.query, **plan.metadata}, **common,
+                    route=plan.route, format_error="; ".join(errors) or None,
+                    metadata={"tags": plan.tags, "raw_query": action.query}, **common,
                 )
                 step.latency_ms = call.latency_ms + step.retrieval_ms
                 transcript.add_observation(step.observation)
@@ -97,6 +100,6 @@ class TagLoop:
         if not answer:
             errors.append("empty_answer")
         add_step(trace, "answer", answer=answer, format_error="; ".join(errors), model_calls=[call],
-                 raw_output=generated_text(response), latency_ms=call.latency_ms, metadata={"forced": True})
+                 raw_output=generated_text(response), latency_ms=call.latency_ms, forced=ForcedAnswer())
         trace.answer = answer
 

@@ -42,15 +42,12 @@ from routerag.strategies.loop import add_step, question_parts, retrieve_step
 from routerag.strategies.parsing import clean_answer
 from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION, routerag_prompt
 from routerag.strategies.routerag import ModeRouter, RouteRAGParams
-from routerag.trace import Segment, Trace
+from routerag.trace import ForcedAnswer, Segment, Trace
+from routerag.train.rewards import DEFAULT_MODE_COST
 
 Generate = Callable[[list[int], list[str], int], tuple[list[int], list[float]]]
 """``generate(prompt_ids, stop_strings, max_new_tokens) -> (completion_ids, logprobs)``."""
 
-# Relative price of one retrieval call per mode (RouteRAG: graph retrieval is "substantially more
-# expensive" than dense passage retrieval; hybrid runs both). Deterministic, so a reward built on it
-# does not depend on machine load. Measured wall time is recorded alongside.
-DEFAULT_MODE_COST: dict[str, float] = {"passage": 1.0, "graph": 3.0, "hybrid": 4.0}
 
 
 class TokenCodec(Protocol):
@@ -301,9 +298,8 @@ class RouteRAGEnv:
                 errors = action.errors + plan.errors
                 step = retrieve_step(
                     self._ctx, trace, plan.query, plan.sources, plan.k, information_block,
-                    routing_reason=plan.routing_reason, format_error="; ".join(errors) or None,
-                    metadata={"tags": plan.tags, "raw_query": action.query, "mode": mode,
-                              "mode_cost": cfg.mode_cost.get(mode, 1.0)}, **common,
+                    route=plan.route, format_error="; ".join(errors) or None, retrieval_cost=cfg.mode_cost.get(mode, 1.0),
+                    metadata={"tags": plan.tags, "raw_query": action.query}, **common,
                 )
                 step.latency_ms = gen_ms + step.retrieval_ms
                 cost.retrieval_turns += 1
@@ -329,12 +325,12 @@ class RouteRAGEnv:
             last = trace.search_steps[-1] if trace.search_steps else None
             answer = last.hits[0].title if last and last.hits else ""
             add_step(trace, "answer", answer=answer, format_error=None if answer else "empty_answer",
-                     metadata={"forced": True, "reader": "top_hit_title"})
+                     forced=ForcedAnswer(reader="top_hit_title"))
             trace.answer = answer
             return "forced"
         budget = cfg.max_completion_tokens - len(episode.completion)
         if budget <= len(self.codec.encode(FORCE_ANSWER)) + 1:
-            add_step(trace, "answer", answer="", format_error="truncated; empty_answer", metadata={"forced": True})
+            add_step(trace, "answer", answer="", format_error="truncated; empty_answer", forced=ForcedAnswer())
             return "truncated"
         episode.add_observation(FORCE_ANSWER)
         budget = cfg.max_completion_tokens - len(episode.completion)
@@ -350,7 +346,7 @@ class RouteRAGEnv:
         if not answer:
             errors.append("empty_answer")
         add_step(trace, "answer", answer=answer, format_error="; ".join(errors), raw_output=output,
-                 latency_ms=gen_ms, metadata={"forced": True})
+                 latency_ms=gen_ms, forced=ForcedAnswer())
         trace.answer = answer
         return "forced"
 
