@@ -3,7 +3,7 @@
 A :class:`Step` has typed optional records for what some step kinds decide — :class:`Route`
 (which source or mode, chosen by whom and why), :class:`Selection` (which hits were kept),
 :class:`ForcedAnswer` and :class:`SubQueryRef` — and ``metadata`` only for extras that no code
-reads. The JSON schema of :class:`Trace` is published by the server (``GET /api/schema/trace``)
+reads. The JSON schema of :class:`Trace` is published by the server (``GET /v1/schema/trace``)
 and is the only thing the web UI may read (tests/test_trace_schema.py checks ``web/js``).
 
 Traces stored before these records (no ``schema_version``) are read by
@@ -20,7 +20,7 @@ from routerag.sources.base import Hit
 from routerag.trace_layout import SCHEMA_VERSION, upgrade_trace
 
 __all__ = ["SCHEMA_VERSION", "ForcedAnswer", "Hit", "ModelCall", "Route", "Segment", "Selection", "Step",
-           "StepKind", "SubQueryRef", "Trace"]
+           "StepKind", "SubQueryRef", "Trace", "trace_json_schema"]
 
 StepKind = Literal[
     "think",  # reasoning only
@@ -212,3 +212,8 @@ class Trace(BaseModel):
             "latency_ms": round(self.latency_ms, 2),
             "error": self.error,
         }
+
+
+def trace_json_schema() -> dict[str, Any]:
+    """The JSON schema of a serialised :class:`Trace`: what the server publishes and the UI may read."""
+    return Trace.model_json_schema(mode="serialization")
