@@ -132,3 +132,21 @@ def test_a_stored_report_rebuilds_byte_identically_from_the_stored_traces(tmp_pa
     for key, path in files.items():
         assert path.read_bytes() == (RESULTS / name / path.name).read_bytes(), key
     assert render_markdown(report).encode() == (RESULTS / name / "report.md").read_bytes()
+
+
+def test_stored_training_rollouts_keep_their_charged_cost() -> None:
+    """The GRPO rollouts in docs/results (old layout): the environment's charge per search
+    (``metadata.mode_cost`` then) is ``Step.retrieval_cost`` now, so the cost reward is unchanged."""
+    from routerag.train.rewards import trajectory_cost
+
+    lines = [json.loads(line) for path in sorted(RESULTS.rglob("rollouts.jsonl")) for line in path.read_text().splitlines() if line.strip()]
+    assert lines
+    searched = 0
+    for line in lines:
+        trace = Trace.model_validate(line["trace"])
+        charged = [s["metadata"]["mode_cost"] for s in line["trace"]["steps"] if s["kind"] == "search"]
+        assert [s.retrieval_cost for s in trace.search_steps] == charged
+        assert [s.route.mode for s in trace.search_steps if s.route] == [s["metadata"]["mode"] for s in line["trace"]["steps"] if s["kind"] == "search"]
+        assert trajectory_cost(trace, "mode_cost") == sum(charged)
+        searched += len(charged)
+    assert searched > 0
