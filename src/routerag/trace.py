@@ -131,6 +131,12 @@ class Step(BaseModel):
     raw_output: str = ""  # the model's text for this step, verbatim
     metadata: dict[str, Any] = Field(default_factory=dict)  # extras no code reads (shown as they are)
 
+    @model_validator(mode="after")
+    def _one_meaning_of_sources(self) -> Step:
+        if self.kind in ("route", "reflect") and self.sources:
+            raise ValueError(f"a {self.kind} step searches nothing: its choice goes in `route`, not `sources`")
+        return self
+
     def decision(self) -> list[str]:
         """The sources (or strategy label) this step routed to: a route/reflect step's choice, a
         search step's sources; [] for other steps."""
