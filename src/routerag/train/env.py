@@ -49,7 +49,6 @@ Generate = Callable[[list[int], list[str], int], tuple[list[int], list[float]]]
 """``generate(prompt_ids, stop_strings, max_new_tokens) -> (completion_ids, logprobs)``."""
 
 
-
 class TokenCodec(Protocol):
     """What the environment needs from a tokenizer."""
 
