@@ -53,8 +53,8 @@ def test_adaptive_is_registered_and_runs_the_chosen_strategy_with_the_choice_in_
     assert [s.kind for s in trace.steps] == ["route", "search", "answer"]
     assert [s.index for s in trace.steps] == [0, 1, 2]
     route = trace.steps[0]
-    assert route.sources == ["vanilla"] and route.metadata["choice"] == "vanilla" and route.metadata["strategy"] == "vanilla"
-    assert route.metadata["scores"] == {"vanilla": 0.9, "routerag": 0.5, "direct": 0.2}
+    assert route.decision() == ["vanilla"] and route.route.choice == "vanilla" and route.metadata["strategy"] == "vanilla"
+    assert route.route.scores == {"vanilla": 0.9, "routerag": 0.5, "direct": 0.2}
     assert route.metadata["strategy_params"]["k"] == 2
     assert sources["passage"].queries == [Q] and len(trace.steps[1].hits) == 2  # vanilla with its params
     assert trace.segments and trace.segments[0].kind == "prompt"
@@ -95,7 +95,7 @@ def test_adaptive_direct_choice_does_not_retrieve():
     ctx, _, sources = make_context(["Paris"], names=("passage",))
     trace = STRATEGIES.get("adaptive")(ctx, {"router": "scripted-strategy"}).run(Q)
     assert trace.answer == "Paris" and [s.kind for s in trace.steps] == ["route", "answer"]
-    assert not sources["passage"].queries and trace.steps[0].metadata["choice"] == "direct"
+    assert not sources["passage"].queries and trace.steps[0].route.choice == "direct"
 
 
 def test_adaptive_maps_choices_to_other_strategies():
@@ -195,7 +195,7 @@ def test_adaptive_with_a_learned_strategy_router_trained_on_strategy_labels(tmp_
     ctx, _, sources = make_context(["Paris", "Ann"], names=("passage",))
     adaptive = STRATEGIES.get("adaptive")(ctx, params)
     easy, hard = adaptive.run("define x"), adaptive.run("who is related to x")
-    assert easy.steps[0].metadata["choice"] == "direct" and [s.kind for s in easy.steps] == ["route", "answer"]
-    assert hard.steps[0].metadata["choice"] == "vanilla" and hard.steps[1].kind == "search"
-    assert hard.steps[0].model_calls == [] and set(hard.steps[0].metadata["scores"]) == {"direct", "vanilla"}
+    assert easy.steps[0].route.choice == "direct" and [s.kind for s in easy.steps] == ["route", "answer"]
+    assert hard.steps[0].route.choice == "vanilla" and hard.steps[1].kind == "search"
+    assert hard.steps[0].model_calls == [] and set(hard.steps[0].route.scores) == {"direct", "vanilla"}
     assert sources["passage"].queries == ["who is related to x"]

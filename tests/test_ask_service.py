@@ -76,6 +76,16 @@ def test_ask_returns_the_trace(client):
     assert trace.params["k"] == 2 and trace.prompt_tokens > 0
 
 
+def test_the_trace_schema_is_published(server):
+    """What the UI may read (tests/test_trace_schema.py checks web/js against it); no key needed."""
+    from routerag.trace import trace_json_schema
+
+    with httpx.Client(base_url=server.url) as c:
+        r = c.get("/v1/schema/trace")
+    assert r.status_code == 200 and r.json() == trace_json_schema()
+    assert {"route", "selection", "forced", "subquery", "source_details"} <= set(r.json()["$defs"]["Step"]["properties"])
+
+
 def test_strategies_are_listed_with_their_params(client):
     infos = {s["name"]: s for s in client.get("/v1/strategies").json()}
     assert {"direct", "vanilla"} <= set(infos)

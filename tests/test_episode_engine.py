@@ -14,7 +14,7 @@ from routerag.llm.base import GenerationParams, Message
 from routerag.protocol.routerag_tags import SEARCH_R1, information_block
 from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION
 from routerag.strategies.routerag import ModeRouter, RouteRAGParams
-from routerag.trace import Trace
+from routerag.trace import ForcedAnswer, Trace
 from test_strategies_support import make_context
 
 P, G, T, V, F, X = State.PENDING, State.GENERATING, State.TOOL_CALLING, State.INVALID, State.FORCING, State.TERMINATED
@@ -104,7 +104,7 @@ def test_completion_room_truncates_before_a_turn_and_before_the_forced_answer():
     assert trace.answer == "" and all(s.kind == "search" for s in trace.steps)
     episode, trace, _ = token_episode(["nothing"], 1, max_completion_tokens=len("nothing") + len(INVALID_ACTION) + 5)
     assert episode.history == [P, G, V, F, X] and episode.finish == "truncated"
-    assert trace.steps[-1].format_error == "truncated; empty_answer" and trace.steps[-1].metadata == {"forced": True}
+    assert trace.steps[-1].format_error == "truncated; empty_answer" and trace.steps[-1].forced == ForcedAnswer()
 
 
 def test_prefix_is_parsed_with_the_first_turn_and_strict_modes_refuse_untagged_searches():

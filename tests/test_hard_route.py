@@ -91,8 +91,8 @@ def test_hard_route_searches_only_the_chosen_source_and_reflects_to_switch():
     assert people.queries == ["Christopher Nolan born"]
     assert trace.retrieval_calls_by_source() == {"films": 2, "people": 1}
     routes = [s for s in trace.steps if s.kind == "route"]
-    assert [r.metadata["preferred_source"] for r in routes] == ["films", "films"]
-    assert routes[1].routing_reason == "routing When was Christopher Nolan born?"
+    assert [r.subquery.preferred_source for r in routes] == ["films", "films"]
+    assert routes[1].route.reason == "routing When was Christopher Nolan born?"
     assert trace.answer == "30 July 1970" == trace.fallback_answer
     assert "select" not in [s.kind for s in trace.steps]
 
@@ -115,7 +115,7 @@ def test_hard_route_stops_after_max_reflections_with_fallback_answer():
     kinds = [s.kind for s in trace.steps]
     assert kinds == ["decompose", "route", "search", "answer", "reflect", "search", "answer", "fuse"]
     reflect = trace.steps[4]
-    assert reflect.format_error and reflect.sources == ["films"]  # unknown source -> first untried
+    assert reflect.format_error and reflect.decision() == ["films"]  # unknown source -> first untried
     assert trace.search_steps[1].sources == ["films"]
     assert trace.answer == "maybe Nolan" == trace.fallback_answer  # fusion gave "{}" -> last hop
     assert trace.format_errors >= 3  # bare route, reflection source, empty fusion
@@ -200,7 +200,7 @@ def test_hard_route_with_the_embedding_router_makes_no_routing_call(monkeypatch)
     params = HardRouteParams(top_k=3, router="profile-embedding", decomposition=False, max_reflections=0)
     trace = HardRoute(StrategyContext(model=model, sources=SourceSet([films, people])), params).run("Which drug helps this patient?")
     route = next(s for s in trace.steps if s.kind == "route")
-    assert route.sources == ["people"] and route.model_calls == [] and route.metadata["router"] == "profile-embedding"
+    assert route.decision() == ["people"] and route.model_calls == [] and route.route.chosen_by == "profile-embedding"
     assert all(c.messages[0].content != ROUTE_SYSTEM for c in model.calls)
     assert people.queries and not films.queries
 

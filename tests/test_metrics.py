@@ -28,7 +28,7 @@ from routerag.eval.routing import first_decision, mode_usage_by_turn, routing_ou
 from routerag.llm.scripted import ScriptedModel
 from routerag.registry import UnknownNameError
 from routerag.sources.base import Hit
-from routerag.trace import ModelCall, Step, Trace
+from routerag.trace import ModelCall, Route, Step, Trace
 
 
 @pytest.mark.parametrize(
@@ -183,7 +183,7 @@ def _trace() -> Trace:
         strategy="s",
         latency_ms=120.0,
         steps=[
-            Step(index=0, kind="route", sources=["law"], model_calls=[ModelCall(purpose="route", prompt_tokens=10, completion_tokens=2)]),
+            Step(index=0, kind="route", route=Route(choice="law"), model_calls=[ModelCall(purpose="route", prompt_tokens=10, completion_tokens=2)]),
             Step(index=1, kind="search", sources=["law"], hits=[_hit("passage", "law")], retrieval_ms=5.0),
             Step(index=2, kind="format_error", format_error="no tag", model_calls=[ModelCall(purpose="policy", prompt_tokens=30, completion_tokens=7, latency_ms=50)]),
             Step(index=3, kind="search", sources=["law", "med"], hits=[], retrieval_ms=7.5),

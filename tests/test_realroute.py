@@ -122,10 +122,10 @@ def test_adaptive_cap_quotas_hold_in_the_loop():
     search = trace.search_steps[0]
     assert search.sources == ["a", "b", "c"] and len(search.hits) == 24
     select = next(s for s in trace.steps if s.kind == "select")
-    assert select.metadata["kept_by_source"] == {"a": 1, "b": 3, "c": 1}
-    assert select.kept_doc_ids == ["a0", "c0", "b0", "b1", "b2"]  # raw score order
+    assert select.selection.kept_by_source() == {"a": 1, "b": 3, "c": 1}
+    assert select.selection.kept == ["a0", "c0", "b0", "b1", "b2"]  # raw score order
     route = next(s for s in trace.steps if s.kind == "route")
-    assert route.sources == ["b"] and route.metadata["preferred_source"] == "b" and route.routing_reason == "b fits"
+    assert route.decision() == ["b"] and route.subquery.preferred_source == "b" and route.route.reason == "b fits"
     shown = next(s for s in trace.steps if s.kind == "answer").observation
     assert shown.count("(source: b)") == 3 and shown.count("(source: a)") == 1
 
@@ -136,16 +136,16 @@ def test_keep_k_cuts_after_the_cap_with_the_selector_order():
     trace = run(model, sources, decomposition=False, preferred_cap=5, other_cap=2, keep_k=4, selector="routing_weighted")
     select = next(s for s in trace.steps if s.kind == "select")
     # normalised: b0=1.5, a0=1.0, b1=1.125, ... -> b first, a0 second
-    assert select.kept_doc_ids == ["b0", "b1", "a0", "b2"]
+    assert select.selection.kept == ["b0", "b1", "a0", "b2"]
     assert trace.steps[1].format_error  # "b" alone is not JSON, but was understood
-    assert trace.steps[1].sources == ["b"]
+    assert trace.steps[1].decision() == ["b"]
 
 
 def test_without_adaptive_cap_there_is_no_routing_call():
     model = by_purpose(answer=lambda p: answer_json("x"), fuse=lambda p: '{"answer": "x"}')
     trace = run(model, [FixedSource("a"), FixedSource("b", top=5)], decomposition=False, adaptive_cap=False, keep_k=3, selector="norm_score")
     assert "route" not in [s.kind for s in trace.steps]
-    assert next(s for s in trace.steps if s.kind == "select").kept_doc_ids == ["a0", "b0", "a1"]
+    assert next(s for s in trace.steps if s.kind == "select").selection.kept == ["a0", "b0", "a1"]
 
 
 def test_llm_selector_bad_output_falls_back_in_the_loop():
@@ -154,8 +154,8 @@ def test_llm_selector_bad_output_falls_back_in_the_loop():
     )
     trace = run(model, [FixedSource("a"), FixedSource("b", top=20)], decomposition=False, selector="llm", keep_k=3)
     select = next(s for s in trace.steps if s.kind == "select")
-    assert select.format_error and select.metadata["fallback"]
-    assert select.kept_doc_ids == ["b0", "b1", "a0"]  # score order of the capped candidates (a: 5, b: 2)
+    assert select.format_error and select.selection.fallback
+    assert select.selection.kept == ["b0", "b1", "a0"]  # score order of the capped candidates (a: 5, b: 2)
     assert [c.purpose for c in select.model_calls] == ["judge"]
 
 
@@ -183,9 +183,9 @@ def test_reflection_retries_with_history_and_stops_at_the_max():
     assert 'query "rewrite 1" on source "b"' in reflect_prompts[1]
     assert "passages are silent" in reflect_prompts[1]
     reflects = [s for s in trace.steps if s.kind == "reflect"]
-    assert [r.metadata["preferred_source"] for r in reflects] == ["b", "a"]
+    assert [r.subquery.preferred_source for r in reflects] == ["b", "a"]
     searches = trace.search_steps
-    assert [s.metadata["preferred_source"] for s in searches] == ["a", "b", "a"]
+    assert [s.subquery.preferred_source for s in searches] == ["a", "b", "a"]
     # nothing was found: fusion is empty, the last-hop answer is empty too
     assert trace.answer == "" and trace.fallback_answer == ""
 
@@ -290,10 +290,10 @@ def test_real_law_med_run(law_med):
         route = next(s for s in trace.steps if s.kind == "route")
         correct_routes += routing_outcome(trace, question.gold_source).correct
         select = next(s for s in trace.steps if s.kind == "select")
-        assert sum(select.metadata["kept_by_source"].values()) == len(select.kept_doc_ids) <= 4
-        assert select.metadata["kept_by_source"].get(route.sources[0], 0) <= 3
+        assert sum(select.selection.kept_by_source().values()) == len(select.selection.kept) <= 4
+        assert select.selection.kept_by_source().get(route.route.choice, 0) <= 3
         # BM25 over the real text finds the question's own context first
-        assert select.kept_doc_ids[0] in question.supporting_doc_ids
+        assert select.selection.kept[0] in question.supporting_doc_ids
         assert trace.answer and trace.answer == trace.fallback_answer  # fusion failed -> last hop
     assert correct_routes == len(questions)
 

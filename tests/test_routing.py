@@ -170,8 +170,8 @@ def test_hard_route_with_the_learned_router_routes_without_a_model_call(tmp_path
     params = HardRouteParams(top_k=3, router="learned", router_model=str(model_dir), decomposition=False, max_reflections=0)
     trace = HardRoute(StrategyContext(model=model, sources=SourceSet([films, people])), params).run("Who is related to Ann?")
     route = next(s for s in trace.steps if s.kind == "route")
-    assert route.sources == ["people"] and route.model_calls == [] and route.metadata["router"] == "learned"
-    assert set(route.metadata["scores"]) == {"films", "people"}
+    assert route.decision() == ["people"] and route.model_calls == [] and route.route.chosen_by == "learned"
+    assert set(route.route.scores) == {"films", "people"}
     assert all(c.messages[0].content != ROUTE_SYSTEM for c in model.calls)
 
 
@@ -186,7 +186,7 @@ def test_routerag_mode_router_learned_overrides_the_policy_tag(tmp_path, monkeyp
     monkeypatch.setattr(embedder_module, "build_embedder", lambda config=None: ToyEmbedder())
     params = RouteRAGParams(mode_router="learned", mode_router_model=str(model_dir))
     plan = ModeRouter(params, "q")(ParsedAction(kind="search", query="[passage] who is related to Ann"), "q")
-    assert plan.sources == ["graph"] and plan.metadata["policy_mode"] == "passage" and "learned router" in plan.routing_reason
+    assert plan.sources == ["graph"] and plan.route.proposed == "passage" and "learned router" in plan.route.reason
     only = RouteRAGParams(mode_router="learned", mode_router_model=str(model_dir), allowed_modes=["passage", "hybrid"])
     plan = ModeRouter(only, "q")(ParsedAction(kind="search", query="[graph] who is related to Ann"), "q")
     assert plan.sources[0] in {"passage", "hybrid"}

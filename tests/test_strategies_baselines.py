@@ -6,6 +6,7 @@ from routerag.strategies import STRATEGIES
 from routerag.strategies.base import strategy_retrieves, strategy_revision
 from routerag.strategies.baselines import IRCoT, IRCoTParams, IterRetGen, IterRetGenParams, Vanilla, VanillaParams
 from routerag.strategies.prompts import DIRECT_SHORT_EXAMPLES, DIRECT_SHORT_SYSTEM, DIRECT_SYSTEM, IRCOT_SYSTEM
+from routerag.trace import ForcedAnswer
 from test_strategies_support import make_context
 
 Q = "What is the capital of France?"
@@ -81,7 +82,7 @@ def test_ircot_without_answer_mark_forces_a_final_answer():
     ctx, model, _ = make_context(["Thinking.", "Still thinking.", "Paris"], names=("passage",))
     trace = IRCoT(ctx, IRCoTParams(max_steps=2)).run(Q)
     assert trace.answer == "Paris" and len(model.calls) == 3
-    assert trace.steps[-1].format_error == "no_answer_within_budget" and trace.steps[-1].metadata == {"forced": True}
+    assert trace.steps[-1].format_error == "no_answer_within_budget" and trace.steps[-1].forced == ForcedAnswer(reader="policy") and trace.steps[-1].metadata == {}
     assert trace.steps[-1].model_calls[0].purpose == "answer"
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from routerag.strategies.graphrag_r1 import GraphRAGR1, GraphRAGR1Params
 from routerag.strategies.prompts import GRAPHRAG_R1_INVALID
+from routerag.trace import ForcedAnswer
 from test_strategies_support import make_context
 
 Q = "Who is the mother of the director of film Polish-Russian War?"
@@ -32,7 +33,7 @@ def test_evidence_mixes(mix, n_text, n_graph):
     assert [h.source for h in step.hits].count("passage") == n_text
     assert [h.source for h in step.hits].count("triples") == n_graph
     assert step.sources == [n for n, k in (("passage", n_text), ("triples", n_graph)) if k]
-    assert step.routing_reason == f"evidence mix {mix}"
+    assert step.route.reason == f"evidence mix {mix}"
     shown = model.calls[1].messages[-1].content
     assert shown.endswith("<|end_of_documents|>\n\n") and "<|begin_of_documents|>" in shown
     assert ("Facts:\n(1) " in shown) == (n_graph > 0) and ("Passages:\nDoc 1(Title:" in shown) == (n_text > 0)
@@ -52,7 +53,7 @@ def test_malformed_outputs_and_budget():
     assert trace.steps[0].observation == GRAPHRAG_R1_INVALID
     assert trace.steps[1].format_error == "unclosed_search" and trace.steps[1].query == "Xawery Zulawski"
     assert "Xawery Zulawski<|end_of_query|>" in model.calls[2].messages[-1].content
-    assert trace.answer == "Paris" and trace.steps[2].metadata == {"forced": True}
+    assert trace.answer == "Paris" and trace.steps[2].forced == ForcedAnswer(reader="policy") and trace.steps[2].metadata == {}
     assert sources["passage"].queries == sources["triples"].queries == ["Xawery Zulawski"]
     assert "".join(s.text for s in trace.segments).endswith("<answer>Paris</answer>")
 

@@ -34,7 +34,7 @@ def test_steps_then_final_answer():
     assert [s.kind for s in trace.steps] == ["search", "answer", "search", "answer", "decompose", "answer"]
     assert [c.purpose for c in trace.model_calls] == ["decompose", "answer"] * 3
     assert sources["passage"].queries == ["who directed Polish-Russian War?", "who is the mother of Xawery Zulawski?"]
-    assert trace.steps[0].routing_reason == "<ret> Text Retriever" and trace.steps[0].reasoning == "next hop"
+    assert trace.steps[0].route.reason == "<ret> Text Retriever" and trace.steps[0].reasoning == "next hop"
     assert [s.answer for s in trace.steps if s.kind == "answer"] == ["Xawery Zulawski", "Malgorzata Braunek", "Malgorzata Braunek"]
     # the unmounted Table Retriever is not offered
     assert "Choose 1 retriever from: Text Retriever." in model.calls[0].messages[0].content

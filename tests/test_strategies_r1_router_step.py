@@ -27,7 +27,7 @@ def _step(output: str, gold: str = "Text Retriever"):
 def test_a_step_routes_and_writes_the_sub_question_with_the_released_prompt():
     trace, model, outcome = _step("<think>need the birth date</think>\n<sub-question>When was Frank Wisbar born?</sub-question>\n<ret>Text Retriever</ret>")
     assert trace.error is None and trace.answer == "When was Frank Wisbar born?"
-    assert [s.kind for s in trace.steps] == ["route"] and trace.steps[0].sources == ["Text Retriever"]
+    assert [s.kind for s in trace.steps] == ["route"] and trace.steps[0].decision() == ["Text Retriever"]
     assert outcome.correct and outcome.chosen == ["Text Retriever"]
     assert model.calls[0].messages[0].content == r1_router_ret_system(R1_ROUTER_GUIDELINES)
     assert model.calls[0].messages[1].content == HISTORY  # the gold history, verbatim
@@ -56,7 +56,7 @@ def test_broken_output_is_a_format_error_and_no_routing_decision(output, error):
     trace, _, outcome = _step(output, gold="None")
     assert error in (trace.steps[0].format_error or "")
     assert trace.answer != "None"  # a broken output never matches a gold "stop"
-    assert trace.steps[0].sources == [] and outcome.chosen == [] and not outcome.correct
+    assert trace.steps[0].decision() == [] and outcome.chosen == [] and not outcome.correct
 
 
 def test_retrievers_outside_the_prompt_need_a_guideline():
@@ -65,7 +65,7 @@ def test_retrievers_outside_the_prompt_need_a_guideline():
     assert trace.error and "guideline" in trace.error
     ctx, _, _ = make_context(["<sub-question>x</sub-question><ret>Code Retriever</ret>"], names=())
     params = R1RouterStepParams(retrievers=["Text Retriever", "Code Retriever"], guidelines={"Code Retriever": "for source code"})
-    assert R1RouterStep(ctx, params).run("q").steps[0].sources == ["Code Retriever"]
+    assert R1RouterStep(ctx, params).run("q").steps[0].decision() == ["Code Retriever"]
 
 
 def _write(tmp_path, records) -> str:

@@ -13,6 +13,7 @@ from routerag.strategies import STRATEGIES
 from routerag.strategies.base import StrategyContext
 from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION
 from routerag.strategies.routerag import RouteRAG, RouteRAGParams
+from routerag.trace import ForcedAnswer
 from test_strategies_support import KeywordSource, make_context
 
 Q = "Who is the mother of the director of film Polish-Russian War?"
@@ -113,7 +114,7 @@ def test_budget_exhaustion_forces_an_answer():
     assert trace.retrieval_turns == 4 and len(model.calls) == 5
     last = trace.steps[-1]
     assert last.kind == "answer" and last.answer == "Paris" and trace.answer == "Paris"
-    assert last.format_error == "no_answer_within_budget" and last.metadata == {"forced": True}
+    assert last.format_error == "no_answer_within_budget" and last.forced == ForcedAnswer(reader="policy") and last.metadata == {}
     assert last.model_calls[0].purpose == "answer"
     assert model.calls[-1].params.stop == ["</answer>"]
     assert model.calls[-1].messages[-1].content.endswith(FORCE_ANSWER)

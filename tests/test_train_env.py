@@ -78,7 +78,7 @@ def test_multi_turn_episode_masks_and_segments(tokenizer, sources):
     assert [st.sources for st in r.trace.search_steps] == [["passage"], ["graph"]]
     assert r.cost.retrieval_turns == 2 and r.cost.by_mode == {"passage": 1, "graph": 1}
     assert r.cost.mode_cost == 1.0 + 3.0 and r.cost.retrieval_ms > 0
-    assert [st.metadata["mode"] for st in r.trace.search_steps] == ["passage", "graph"]
+    assert [st.route.mode for st in r.trace.search_steps] == ["passage", "graph"]
 
 
 def test_same_trace_as_the_routerag_strategy(tokenizer, sources):
@@ -90,7 +90,7 @@ def test_same_trace_as_the_routerag_strategy(tokenizer, sources):
     r = env.rollout("Q?", scripted(codec, outputs))
     strategy = RouteRAG(StrategyContext(model=ScriptedModel(outputs), sources=sources), {"k": 2, "max_turns": 4}).run("Q?")
     assert strategy.error is None
-    fields = ("kind", "query", "sources", "format_error", "answer", "observation", "routing_reason")
+    fields = ("kind", "query", "sources", "format_error", "answer", "observation", "route")
     assert [[getattr(s, f) for f in fields] for s in r.trace.steps] == [[getattr(s, f) for f in fields] for s in strategy.steps]
     assert r.trace.answer == strategy.answer == "Paris"
     assert [s.kind for s in r.trace.steps] == ["search", "format_error", "search", "answer"]
@@ -109,7 +109,7 @@ def test_budget_forces_an_answer_and_unclosed_tags_are_closed_by_the_env(tokeniz
     # neighbouring observation pieces merge into one segment: close tag + evidence + cue
     assert len(obs) == 1 and obs[0].startswith("</search>\n\n<information>") and obs[0].endswith(FORCE_ANSWER)
     assert gen.calls[1][1] == ["</answer>"]
-    assert r.trace.steps[-1].metadata["forced"] and "no_answer_within_budget" in r.trace.steps[-1].format_error
+    assert r.trace.steps[-1].forced and "no_answer_within_budget" in r.trace.steps[-1].format_error
 
 
 def test_completion_budget_truncates(tokenizer, sources):
@@ -222,9 +222,7 @@ def test_evaluation_and_training_run_the_same_engine(tokenizer, sources, budget,
     assert seen == trace.steps and [s.index for s in seen] == list(range(len(seen)))
 
     def comparable(step):
-        data = step.model_dump(exclude={"model_calls", "latency_ms", "retrieval_ms"})
-        data["metadata"] = {k: v for k, v in data["metadata"].items() if k not in ("mode", "mode_cost")}
-        return data
+        return step.model_dump(exclude={"model_calls", "latency_ms", "retrieval_ms", "retrieval_cost"})  # the env charges
 
     assert [comparable(s) for s in r.trace.steps] == [comparable(s) for s in strategy.steps]
     assert [comparable(s) for s in trace.steps] == [comparable(s) for s in strategy.steps]

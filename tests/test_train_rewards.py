@@ -7,7 +7,7 @@ import math
 import pytest
 
 from routerag.sources.base import Hit
-from routerag.trace import Segment, Step, Trace
+from routerag.trace import ForcedAnswer, Route, Segment, Step, Trace
 from routerag.train.rewards import (
     REWARDS,
     AccuracyEfficiencyParams,
@@ -26,11 +26,11 @@ from routerag.train.rewards import (
 
 def make_trace(answer: str, modes: list[str] = (), *, ms: float = 10.0, forced: bool = False, error: str | None = None) -> Trace:
     steps = [
-        Step(index=i, kind="search", query="q", sources=[m], retrieval_ms=ms, metadata={"mode": m},
+        Step(index=i, kind="search", query="q", sources=[m], retrieval_ms=ms, route=Route(choice=m, mode=m),
              hits=[Hit(doc_id="d", title="t", text="x", score=1.0, source=m, mode=m, rank=1)])
         for i, m in enumerate(modes)
     ]
-    steps.append(Step(index=len(steps), kind="answer", answer=answer, format_error=error, metadata={"forced": forced}))
+    steps.append(Step(index=len(steps), kind="answer", answer=answer, format_error=error, forced=ForcedAnswer() if forced else None))
     return Trace(question="Q?", strategy="routerag", steps=steps, answer=answer)
 
 
@@ -168,3 +168,24 @@ def test_followed_protocol_requires_clean_steps():
     assert not followed_protocol(t)
     t.error = "boom"
     assert not followed_protocol(t)
+
+
+def test_cost_of_a_trace_not_made_by_the_environment_is_priced_by_the_default_table():
+    """No recorded charge (an evaluation or server trace): each search costs DEFAULT_MODE_COST's
+    price of its routed mode, else the sum over the sources it queried; unlisted names cost 1."""
+    from routerag.train.rewards import DEFAULT_MODE_COST, UNLISTED_PRICE
+
+    def search(i, sources, route=None, cost=None):
+        return Step(index=i, kind="search", query="q", sources=sources, route=route, retrieval_cost=cost)
+
+    evaluated = Trace(question="Q?", strategy="vanilla", steps=[
+        search(0, ["graph"]),  # no route: priced by the source it queried
+        search(1, ["passage", "graph", "law"]),  # one call to three sources: three prices
+        search(2, ["hybrid"], Route(choice="hybrid", mode="hybrid")),
+    ])
+    expected = DEFAULT_MODE_COST["graph"] + (DEFAULT_MODE_COST["passage"] + DEFAULT_MODE_COST["graph"] + UNLISTED_PRICE) + DEFAULT_MODE_COST["hybrid"]
+    assert trajectory_cost(evaluated, "mode_cost") == expected == 3 + 5 + 4  # was 3.0 (every call priced 1)
+    # the environment's recorded charge is what it costs, unless a table is given
+    trained = Trace(question="Q?", strategy="routerag", steps=[search(0, ["graph"], Route(choice="graph", mode="graph"), cost=7.0)])
+    assert trajectory_cost(trained, "mode_cost") == 7.0
+    assert trajectory_cost(trained, "mode_cost", {"graph": 2.0}) == 2.0

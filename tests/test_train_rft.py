@@ -4,14 +4,14 @@ correct under the efficiency stage), pass@1 / pass@G, the kept episode as an SFT
 from __future__ import annotations
 
 from routerag.corpus.question_types import question_form
-from routerag.trace import Step, Trace
+from routerag.trace import Route, Step, Trace
 from routerag.train.rewards import two_stage_schedule
 from routerag.train.rft import Episode, QuestionSamples, round_stats, score_round
 
 
 def _episode(answer: str, modes: list[str], tokens: int = 10) -> Episode:
     cost = {"passage": 1.0, "graph": 3.0, "hybrid": 4.0}
-    steps = [Step(index=i, kind="search", query="q", sources=[m], metadata={"mode": m, "mode_cost": cost[m]})
+    steps = [Step(index=i, kind="search", query="q", sources=[m], route=Route(choice=m, mode=m), retrieval_cost=cost[m])
              for i, m in enumerate(modes)]
     steps.append(Step(index=len(modes), kind="answer", answer=answer))
     trace = Trace(question="q", strategy="routerag", steps=steps, answer=answer)

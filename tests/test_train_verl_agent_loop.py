@@ -104,7 +104,7 @@ def test_episode_routes_retrieves_over_http_and_masks_observations(server, token
     # the reward recounts the same steps and cost from the decoded response alone
     text = tokenizer.decode(out.response_ids, skip_special_tokens=True)
     recounted = trace_of_response(text, Q.question)
-    assert [s.metadata["mode"] for s in recounted.search_steps] == ["passage", "graph"]
+    assert [s.route.mode for s in recounted.search_steps if s.route] == ["passage", "graph"]
     assert trajectory_cost(recounted) == rollout.cost.mode_cost and recounted.answer == "Malgorzata Braunek"
 
 
@@ -114,11 +114,11 @@ def test_max_turns_forces_an_answer(server, tokenizer):
     fake = FakeTokenServer(codec, ["<search> [graph][passage] Paris </search>", " Paris </answer>"])
     rollout = asyncio.run(agent.run(Q, fake))
     assert rollout.finished == "forced" and rollout.trace.answer == "Paris"
-    assert rollout.trace.steps[-1].metadata["forced"] is True
+    assert rollout.trace.steps[-1].forced is not None
     assert FORCE_ANSWER in observation_text(codec, rollout)
     assert fake.calls[-1][1] == ["</answer>"] and len(fake.calls) == 2
     recounted = trace_of_response(codec.decode(rollout.completion_ids), Q.question)
-    assert recounted.search_steps[0].metadata["mode"] == "hybrid" and trajectory_cost(recounted) == DEFAULT_MODE_COST["hybrid"]
+    assert recounted.search_steps[0].route is not None and recounted.search_steps[0].route.mode == "hybrid" and trajectory_cost(recounted) == DEFAULT_MODE_COST["hybrid"]
     assert recounted.answer == "Paris"
 
 

@@ -66,14 +66,14 @@ def test_costs_are_counted_from_the_trajectory():
     text = ("<search> [graph] France </search>" + INVALID_ACTION + "<search> [passage] Paris </search>" + info("Paris")
             + "<search> [wiki] Paris again </search>" + info("Paris") + FORCE_ANSWER + " Paris </answer>")
     trace = trace_of_response(text, "What is the capital of France?")
-    assert [s.metadata["mode"] for s in trace.search_steps] == ["passage", "passage"]  # unknown tag -> default mode
-    assert [s.metadata["mode_cost"] for s in trace.search_steps] == [1.0, 1.0] and trace.answer == "Paris"
+    assert [s.route.mode for s in trace.search_steps if s.route] == ["passage", "passage"]  # unknown tag -> default mode
+    assert [s.retrieval_cost for s in trace.search_steps] == [1.0, 1.0] and trace.answer == "Paris"
     # restricted modes are forced to the default, as the agent loop's router does
     restricted = trace_of_response(C, "q", env=None)
-    assert restricted.search_steps[0].metadata["mode"] == "hybrid"
+    assert restricted.search_steps[0].route is not None and restricted.search_steps[0].route.mode == "hybrid"
     from routerag.train.env import EnvConfig
 
     only_passage = trace_of_response(C, "q", EnvConfig(allowed_modes=["passage"], mode_sources={"passage": "dense"}))
-    assert only_passage.search_steps[0].metadata["mode"] == "passage" and only_passage.search_steps[0].sources == ["dense"]
+    assert only_passage.search_steps[0].route is not None and only_passage.search_steps[0].route.mode == "passage" and only_passage.search_steps[0].sources == ["dense"]
     # the answer the budget cut (no closing tag) still counts; the chat prompt before the assistant turn is dropped
     assert trace_of_response("user text <answer> q </answer><|im_start|>assistant\n" + FORCE_ANSWER + " Rome").answer == "Rome"

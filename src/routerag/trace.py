@@ -1,4 +1,14 @@
-"""The Trace: one type produced by every strategy and consumed by evaluation, training and the UI."""
+"""The Trace: one type produced by every strategy and consumed by evaluation, training and the UI.
+
+A :class:`Step` has typed optional records for what some step kinds decide — :class:`Route`
+(which source or mode, chosen by whom and why), :class:`Selection` (which hits were kept),
+:class:`ForcedAnswer` and :class:`SubQueryRef` — and ``metadata`` only for extras that no code
+reads. The JSON schema of :class:`Trace` is published by the server (``GET /v1/schema/trace``)
+and is the only thing the web UI may read (tests/test_trace_schema.py checks ``web/js``).
+
+Traces stored before these records (no ``schema_version``) are read by
+:func:`routerag.trace_layout.upgrade_trace`, which maps the old layout into the new fields.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +16,13 @@ import logging
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from routerag.sources.base import Hit
+from routerag.trace_layout import SCHEMA_VERSION, upgrade_trace
+
+__all__ = ["SCHEMA_VERSION", "ForcedAnswer", "Hit", "ModelCall", "Route", "Segment", "Selection", "Step",
+           "StepKind", "SubQueryRef", "Trace", "trace_json_schema"]
 
 log = logging.getLogger(__name__)
 
@@ -43,15 +57,75 @@ class Segment(BaseModel):
     text: str
 
 
+class Route(BaseModel):
+    """A routing decision: on a ``route`` step (a router before retrieval), a ``reflect`` step (the
+    source the reflection moves to) or a ``search`` step whose policy chose where to search."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    choice: str  # what was chosen: a mounted source, a mode's source, or (Adaptive) a strategy label
+    mode: str | None = None  # the retrieval mode, for policies that route by mode (RouteRAG: passage/graph/hybrid)
+    chosen_by: str = ""  # "policy", "random", "default", "params", "reflection" or a router's name; "" unknown
+    reason: str = ""  # why, in words, when the strategy knows
+    scores: dict[str, float] = Field(default_factory=dict)  # the router's score of every option
+    proposed: str | None = None  # what the policy asked for when a router overrode it
+
+
+class Selection(BaseModel):
+    """Which hits were kept: by a selector (``select`` steps), or the evidence an ``answer`` step was shown."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    selector: str | None = None  # the selector's name; None: not a selector's choice (an answer's evidence)
+    candidates: int | None = None  # how many hits it chose from
+    kept: list[str] = Field(default_factory=list)  # doc ids, in the order kept
+    kept_sources: list[str] = Field(default_factory=list)  # the source of each kept hit ([] if not recorded)
+    fallback: str | None = None  # why the selector fell back to the score order
+
+    @model_validator(mode="after")
+    def _aligned(self) -> Selection:
+        if self.kept_sources and len(self.kept_sources) != len(self.kept):
+            raise ValueError(f"kept_sources has {len(self.kept_sources)} entries for {len(self.kept)} kept hits")
+        return self
+
+    def kept_by_source(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for source in self.kept_sources:
+            counts[source] = counts.get(source, 0) + 1
+        return counts
+
+
+class ForcedAnswer(BaseModel):
+    """The answer did not come from the policy closing an answer on its own turn."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reader: str = "policy"  # "policy": generated after the forced-answer cue; "top_hit_title": the last search's top title
+
+
+class SubQueryRef(BaseModel):
+    """The sub-query of a decomposed question that a step works on."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str  # the sub-query's id in the plan of the ``decompose`` step
+    attempt: int | None = None  # answer steps: 0 for the first try, n after n reflections
+    preferred_source: str | None = None  # where the sub-query is routed at this step (None: not routed)
+
+
 class Step(BaseModel):
     index: int
     kind: StepKind
     reasoning: str = ""
     query: str | None = None
-    sources: list[str] = Field(default_factory=list)  # modes or named sources queried / chosen
-    routing_reason: str = ""  # why this source / mode was chosen, when the strategy knows
+    sources: list[str] = Field(default_factory=list)  # the sources this step searched or whose hits it used
     hits: list[Hit] = Field(default_factory=list)
-    kept_doc_ids: list[str] = Field(default_factory=list)  # which hits a selector kept
+    source_details: dict[str, dict[str, Any]] = Field(default_factory=dict)  # per source: what it reported (graph seeds, ...)
+    route: Route | None = None
+    selection: Selection | None = None
+    forced: ForcedAnswer | None = None
+    subquery: SubQueryRef | None = None
+    retrieval_cost: float | None = None  # the price of this search as the training environment charged it
     observation: str = ""  # exactly what was shown to the model
     answer: str | None = None  # intermediate answer of this step, if any
     model_calls: list[ModelCall] = Field(default_factory=list)
@@ -59,7 +133,22 @@ class Step(BaseModel):
     latency_ms: float = 0.0
     format_error: str | None = None
     raw_output: str = ""  # the model's text for this step, verbatim
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)  # extras no code reads (shown as they are)
+
+    @model_validator(mode="after")
+    def _one_meaning_of_sources(self) -> Step:
+        if self.kind in ("route", "reflect") and self.sources:
+            raise ValueError(f"a {self.kind} step searches nothing: its choice goes in `route`, not `sources`")
+        return self
+
+    def decision(self) -> list[str]:
+        """The sources (or strategy label) this step routed to: a route/reflect step's choice, a
+        search step's sources; [] for other steps."""
+        if self.kind in ("route", "reflect"):
+            return [self.route.choice] if self.route is not None else []
+        if self.kind == "search":
+            return list(self.sources)
+        return []
 
 
 StepObserver = Callable[[Step], None]
@@ -77,6 +166,7 @@ class Trace(BaseModel):
     error: str | None = None  # set when the strategy raised; the run goes on
     latency_ms: float = 0.0
     params: dict[str, Any] = Field(default_factory=dict)  # the strategy's resolved parameters (for display/report)
+    schema_version: int = SCHEMA_VERSION  # stored traces without it have the old layout (routerag.trace_layout)
     _on_step: StepObserver | None = PrivateAttr(default=None)  # not part of the record
 
     # ---- building ----
@@ -95,6 +185,11 @@ class Trace(BaseModel):
             except Exception:  # noqa: BLE001 — a display concern; the run goes on
                 log.exception("the step observer failed on step %d", step.index)
         return step
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_old_layout(cls, data: Any) -> Any:
+        return upgrade_trace(data)
 
     # ---- totals, derived (never stored twice) ----
     @property
@@ -149,3 +244,8 @@ class Trace(BaseModel):
             "latency_ms": round(self.latency_ms, 2),
             "error": self.error,
         }
+
+
+def trace_json_schema() -> dict[str, Any]:
+    """The JSON schema of a serialised :class:`Trace`: what the server publishes and the UI may read."""
+    return Trace.model_json_schema(mode="serialization")

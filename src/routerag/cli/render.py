@@ -38,11 +38,12 @@ def render_step(step: Step, *, max_hits: int = 5) -> RenderableType:
     parts: list[RenderableType] = []
     if step.reasoning:
         parts.append(Text(_clip(step.reasoning, 400), style="dim"))
-    if step.sources:
+    chosen = [step.route.choice] if step.route is not None and not step.sources else step.sources
+    if chosen:
         line = Text("route → ", style="bold")
-        line.append(", ".join(step.sources), style=_STYLE.get(step.kind, "white"))
-        if step.routing_reason:
-            line.append(f"  ({_clip(step.routing_reason, 160)})", style="dim")
+        line.append(", ".join(chosen), style=_STYLE.get(step.kind, "white"))
+        if step.route is not None and step.route.reason:
+            line.append(f"  ({_clip(step.route.reason, 160)})", style="dim")
         parts.append(line)
     if step.query:
         parts.append(Text.assemble(("query: ", "bold"), _clip(step.query, 300)))
@@ -50,7 +51,7 @@ def render_step(step: Step, *, max_hits: int = 5) -> RenderableType:
         table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
         for column in ("#", "score", "source", "title", "kept"):
             table.add_column(column)
-        kept = set(step.kept_doc_ids)
+        kept = set(step.selection.kept) if step.selection is not None else set()
         for hit in step.hits[:max_hits]:
             table.add_row(
                 str(hit.rank), f"{hit.score:.3f}", hit.source, _clip(hit.title or hit.text, 60), "✓" if hit.doc_id in kept else ""

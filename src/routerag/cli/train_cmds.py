@@ -102,6 +102,7 @@ def export_lora_peft_command(
 ) -> None:
     """Export a llama.cpp LoRA adapter GGUF as a PEFT adapter folder (vLLM --lora-modules NAME=FOLDER)."""
     from routerag.llm.base import ModelError
+    from routerag.llm.config import MissingPolicyError
     from routerag.llm.lora_gguf import LoraExportError
     from routerag.llm.resolve import resolve_model_file
     from routerag.train.adapters import resolve_adapter
@@ -109,7 +110,7 @@ def export_lora_peft_command(
 
     try:
         info = export_peft_adapter(resolve_adapter(adapter), resolve_model_file(base), out, base_model=base_model)
-    except (LoraExportError, ModelError, FileNotFoundError) as exc:
+    except (LoraExportError, ModelError, MissingPolicyError) as exc:
         _fail(str(exc))
     typer.echo(f"wrote {info.path}: {info.tensors} tensors, rank {info.rank}, alpha {info.alpha:g}, "
                f"modules {', '.join(info.target_modules)}, layers {info.layers[0]}-{info.layers[-1]}")

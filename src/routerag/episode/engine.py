@@ -33,7 +33,7 @@ from routerag.protocol.routerag_tags import ParsedAction, TagProtocol, parse_act
 from routerag.strategies.base import StrategyContext
 from routerag.strategies.loop import Render, add_step, retrieve_step
 from routerag.strategies.parsing import clean_answer
-from routerag.trace import Step, Trace
+from routerag.trace import ForcedAnswer, Route, Step, Trace
 
 Finish = Literal["answer", "forced", "truncated"]
 StepObserver = Callable[[Step], None]
@@ -54,11 +54,14 @@ class SearchPlan(BaseModel):
     query: str
     sources: list[str]
     k: int | dict[str, int]
-    routing_reason: str = ""
     errors: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
-    metadata: dict[str, object] = Field(default_factory=dict)  # recorded in the retrieve step (a router's scores)
-    mode: str | None = None  # the mode chosen, for planners that route by mode (RouteRAG's ModeRouter)
+    route: Route | None = None  # where the search goes and why, recorded in the retrieve step
+
+    @property
+    def mode(self) -> str | None:
+        """The mode chosen, for planners that route by mode (RouteRAG's ModeRouter)."""
+        return self.route.mode if self.route is not None else None
 
 
 Planner = Callable[[ParsedAction, str], SearchPlan]  # (action, question) -> plan
@@ -79,7 +82,7 @@ class EpisodeRules:
     max_observation_tokens: int | None = None  # evidence is cut to this many tokens (the token port)
     strict_modes: bool = False  # a search without a usable mode tag is an invalid action (no retrieval)
     reader: Literal["policy", "top_hit_title"] = "policy"  # who answers when the budget is spent
-    search_metadata: Callable[[SearchPlan], dict[str, Any]] | None = None  # extra search-step metadata
+    search_cost: Callable[[SearchPlan], float] | None = None  # the charge of one retrieval (Step.retrieval_cost)
 
 
 class Episode:
@@ -154,13 +157,11 @@ class Episode:
             self._record("format_error", format_error="; ".join(errors), observation=rules.invalid_message)
             self._observe(rules.invalid_message)
             return self._next_turn()
-        metadata = {"tags": plan.tags, "raw_query": action.query, **plan.metadata}
-        if rules.search_metadata is not None:
-            metadata.update(rules.search_metadata(plan))
         step = retrieve_step(
             self.ctx, self.trace, plan.query, plan.sources, plan.k, rules.render,
-            routing_reason=plan.routing_reason, format_error="; ".join(errors) or None, metadata=metadata,
-            **self._common(turn, action),
+            route=plan.route, format_error="; ".join(errors) or None,
+            retrieval_cost=rules.search_cost(plan) if rules.search_cost is not None else None,
+            metadata={"tags": plan.tags, "raw_query": action.query}, **self._common(turn, action),
         )
         step.latency_ms = turn.latency_ms + step.retrieval_ms
         self.searches.append((plan, step))
@@ -180,12 +181,12 @@ class Episode:
             last = trace.search_steps[-1] if trace.search_steps else None
             answer = last.hits[0].title if last and last.hits else ""
             self._emit(add_step(trace, "answer", answer=answer, format_error=None if answer else "empty_answer",
-                                metadata={"forced": True, "reader": "top_hit_title"}))
+                                forced=ForcedAnswer(reader="top_hit_title")))
             trace.answer = answer
             return self._terminate("forced")
         room = self.policy.room()
         if room is not None and room <= self.policy.size(rules.force_answer) + 1:
-            self._emit(add_step(trace, "answer", answer="", format_error="truncated; empty_answer", metadata={"forced": True}))
+            self._emit(add_step(trace, "answer", answer="", format_error="truncated; empty_answer", forced=ForcedAnswer()))
             return self._terminate("truncated")
         self._observe(rules.force_answer)
         turn = self.policy.generate([rules.protocol.answer_close], "answer")
@@ -197,7 +198,7 @@ class Episode:
         if not answer:
             errors.append("empty_answer")
         self._emit(add_step(trace, "answer", answer=answer, format_error="; ".join(errors), model_calls=list(turn.calls),
-                            raw_output=turn.text, latency_ms=turn.latency_ms, metadata={"forced": True}))
+                            raw_output=turn.text, latency_ms=turn.latency_ms, forced=ForcedAnswer()))
         trace.answer = answer
         return self._terminate("forced")
 

@@ -19,16 +19,18 @@ class RoutingOutcome(BaseModel):
     gold_used: bool  # the gold source was queried at some step
 
 
-def _decides(step: Step) -> bool:
-    return step.kind in ("route", "search") and bool(step.sources)
+def _decision(step: Step) -> list[str]:
+    """A ``route`` step's choice or a ``search`` step's sources (a reflection's move is not a first decision)."""
+    return step.decision() if step.kind in ("route", "search") else []
 
 
 def first_decision(trace: Trace) -> list[str]:
     """The sources named by the first ``route`` or ``search`` step (a router's choice comes
     first; strategies without an explicit route step decide by searching)."""
     for step in trace.steps:
-        if _decides(step):
-            return list(step.sources)
+        chosen = _decision(step)
+        if chosen:
+            return chosen
     return []
 
 
@@ -38,7 +40,7 @@ def routing_outcome(trace: Trace, gold_source: str | None) -> RoutingOutcome | N
         return None
     gold = gold_source.casefold()
     chosen = first_decision(trace)
-    used = {name.casefold() for step in trace.steps if _decides(step) for name in step.sources}
+    used = {name.casefold() for step in trace.steps for name in _decision(step)}
     return RoutingOutcome(
         gold_source=gold_source,
         chosen=chosen,

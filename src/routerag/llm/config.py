@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from routerag.config import OMIT_AT_DEFAULT
+from routerag.errors import RouteragError
 from routerag.llm.bundled import BUNDLED_PREFIX, DEFAULT_BUNDLED
 
 Backend = Literal["llamacpp", "openai", "transformers", "scripted"]
@@ -29,13 +30,17 @@ BUNDLED_POLICY = "routerag-sft-qwen2.5-coder-0.5b"
 """The shipped RouteRAG policy adapter for the bundled 0.5B (``data/policies/<name>/adapter.gguf``)."""
 
 
+class MissingPolicyError(RouteragError, FileNotFoundError):
+    """No policy of that name ships with the package."""
+
+
 def bundled_policy_path(name: str = BUNDLED_POLICY) -> Path:
     """The llama.cpp LoRA adapter GGUF of a policy shipped inside the package."""
     from importlib.resources import files
 
     path = Path(str(files("routerag") / "data" / "policies" / name / "adapter.gguf"))
     if not path.is_file():
-        raise FileNotFoundError(f"no shipped policy {name!r} (expected {path})")
+        raise MissingPolicyError(f"no shipped policy {name!r} (expected {path})")
     return path
 
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from routerag.errors import RouteragError
 from routerag.registry import Registry
-from routerag.trace import ModelCall
+from routerag.trace import ModelCall, Route
 
 
 class RoutingError(RouteragError, ValueError):
@@ -44,6 +44,14 @@ class RouteResult(BaseModel):
     @property
     def scores(self) -> dict[str, float]:
         return {c.name: c.score for c in self.ranked}
+
+    def as_route(self, chosen_by: str) -> Route:
+        """The decision as a trace step's route record (``chosen_by``: the router's name)."""
+        return Route(choice=self.choice, chosen_by=chosen_by, reason=self.reason, scores=self.scores)
+
+    def extras(self) -> dict[str, Any]:
+        """What the router recorded that the route record does not hold (a model's name, similarities)."""
+        return {k: v for k, v in self.metadata.items() if k not in ("router", "scores")}
 
 
 @runtime_checkable

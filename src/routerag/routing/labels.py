@@ -172,8 +172,8 @@ def mode_labels(dataset: str, *, k: int = 5, modes: Sequence[str] = MODES, eval_
     from routerag.eval.config import EvalConfig
     from routerag.eval.setup import build_sources
     from routerag.strategies.parsing import clean_query
-    from routerag.train.env import DEFAULT_MODE_COST
     from routerag.train.golden import GOLDEN_HOPS, _same_doc
+    from routerag.train.rewards import DEFAULT_MODE_COST
 
     if dataset not in GOLDEN_HOPS:
         raise RoutingError(f"no golden hops for {dataset!r}; valid: {', '.join(GOLDEN_HOPS)}")

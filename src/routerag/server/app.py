@@ -58,7 +58,7 @@ from routerag.server.upload_parse import UploadRejected
 from routerag.server.uploads import SourceStore
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES
-from routerag.trace import Trace
+from routerag.trace import Trace, trace_json_schema
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +179,10 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
                 continue  # an optional dependency is missing; the strategy is not offered
             infos.append(StrategyInfo(name=name, params_schema=cls.Params.model_json_schema()))
         return infos
+
+    @app.get("/v1/schema/trace", summary="the JSON schema of a Trace: every field the UI may read (no API key needed)")
+    async def trace_schema() -> dict[str, Any]:
+        return trace_json_schema()
 
     @app.get("/v1/info", response_model=ServiceInfo, dependencies=auth, summary="the model and limits, for the UI")
     async def info() -> ServiceInfo:

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from routerag.strategies.base import STRATEGIES, Strategy, StrategyContext, registry_resolver
 from routerag.strategies.loop import LoopStrategy, add_step
-from routerag.trace import Step, Trace
+from routerag.trace import Route, Step, Trace
 
 DEFAULT_STRATEGIES = {"direct": "direct", "vanilla": "vanilla", "routerag": "routerag"}
 
@@ -104,11 +104,10 @@ class Adaptive(LoopStrategy):
         if choice not in self.runners:
             raise ValueError(f"router {p.router!r} chose {choice!r}, not one of {sorted(self.runners)}")
         latency = sum(c.latency_ms for c in result.model_calls)
-        add_step(trace, "route", sources=[choice], routing_reason=result.reason, model_calls=result.model_calls,
-                 latency_ms=latency, format_error=result.format_error, raw_output=result.raw_output or "",
-                 metadata={"router": p.router, "choice": choice, "strategy": p.strategies[choice],
-                           "scores": result.scores, **{k: v for k, v in result.metadata.items() if k != "scores"},
-                           "strategy_params": _params_of(self.runners[choice])})
+        add_step(trace, "route", route=Route(choice=choice, chosen_by=self.router.name, reason=result.reason, scores=result.scores),
+                 model_calls=result.model_calls, latency_ms=latency, format_error=result.format_error,
+                 raw_output=result.raw_output or "",
+                 metadata={"strategy": p.strategies[choice], **result.extras(), "strategy_params": _params_of(self.runners[choice])})
         before = len(trace.steps)
         self._filling.trace = trace
         try:

@@ -39,7 +39,7 @@ from routerag.strategies.prompts import (
     question_user,
     wikipedia_docs,
 )
-from routerag.trace import ModelCall, Step, Trace
+from routerag.trace import ForcedAnswer, ModelCall, Step, Trace
 
 
 class DirectParams(BaseModel):
@@ -179,7 +179,7 @@ class IRCoT(LoopStrategy):
         if marked:
             _finish(trace, answer, raw, call, metadata={"reader": "direct"})
         else:
-            _finish(trace, answer, raw, call, format_error="no_answer_within_budget", metadata={"forced": True})
+            _finish(trace, answer, raw, call, format_error="no_answer_within_budget", forced=ForcedAnswer())
 
 
 class IterRetGen(LoopStrategy):

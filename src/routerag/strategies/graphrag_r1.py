@@ -25,7 +25,7 @@ from routerag.strategies.agentic import SearchPlan, TagLoop
 from routerag.strategies.loop import LoopStrategy
 from routerag.strategies.parsing import R1_SEARCHER, ParsedAction, clean_query
 from routerag.strategies.prompts import FORCE_ANSWER, GRAPHRAG_R1_INVALID, GRAPHRAG_R1_SYSTEM, graph_and_text_block
-from routerag.trace import Trace
+from routerag.trace import Route, Trace
 
 EvidenceMix = Literal["text5", "text3+graph10", "text1+graph10", "graph20"]
 MIXES: dict[str, tuple[int, int]] = {  # (passages, facts)
@@ -75,7 +75,8 @@ class GraphRAGR1(LoopStrategy):
     def plan(self, action: ParsedAction, question: str) -> SearchPlan:
         query, errors = clean_query(action.query, question, self.params.max_query_chars, GRAPHRAG_R1_INSTRUCTIONS)
         k = self.params.plan_sources()
-        return SearchPlan(query=query, sources=list(k), k=k, routing_reason=f"evidence mix {self.params.evidence}", errors=errors)
+        route = Route(choice="+".join(k), chosen_by="params", reason=f"evidence mix {self.params.evidence}")
+        return SearchPlan(query=query, sources=list(k), k=k, route=route, errors=errors)
 
     def execute(self, trace: Trace) -> None:
         p = self.params

@@ -13,7 +13,7 @@ from routerag.sources.base import Hit
 from routerag.strategies.base import StrategyContext
 from routerag.strategies.loop import LoopStrategy, retrieve_step
 from routerag.strategies.sieve import SieveParams, SievePipeline, route_step, searchable
-from routerag.trace import Trace
+from routerag.trace import SubQueryRef, Trace
 
 
 class HardRouteParams(SieveParams):
@@ -38,7 +38,7 @@ class ChosenSourceGatherer:
             [source],
             self.params.top_k,
             lambda hits: "",  # the evidence is shown in the answer step
-            metadata={"subquery_id": subquery_id, "preferred_source": source},
+            subquery=SubQueryRef(id=subquery_id, preferred_source=source),
         )
         return step.hits
 

@@ -95,23 +95,22 @@ def retrieve_step(
         if n > 0:
             by_k.setdefault(n, []).append(name)
     results: dict[str, list[Hit]] = {}
-    metadata: dict[str, Any] = {}
+    details: dict[str, dict[str, Any]] = {}
     with Stopwatch() as sw:
         for n, names in by_k.items():
             response = ctx.sources.search([query], n, names)
             for name, per_query in response.results.items():
                 results[name] = per_query[0].hits
                 if per_query[0].metadata:
-                    metadata[name] = per_query[0].metadata
+                    details[name] = per_query[0].metadata
     hits = [hit for name in sources for hit in results.get(name, [])]
-    if metadata:
-        fields.setdefault("metadata", {})["sources"] = metadata
     return add_step(
         trace,
         "search",
         query=query,
         sources=list(sources),
         hits=hits,
+        source_details=details,
         observation=render(hits),
         retrieval_ms=sw.ms,
         model_calls=list(model_calls),

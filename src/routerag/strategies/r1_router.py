@@ -38,7 +38,7 @@ from routerag.strategies.prompts import (
     r1_router_history,
     r1_router_ret_system,
 )
-from routerag.trace import ModelCall, Trace
+from routerag.trace import ModelCall, Route, Trace
 
 
 class R1RouterParams(BaseModel):
@@ -160,7 +160,8 @@ class R1Router(LoopStrategy):
 
         step = retrieve_step(
             self.context, trace, query, [offered[retriever]], self.params.k, render,
-            model_calls=[call], reasoning=sub.reasoning, raw_output=text, routing_reason=f"<ret> {retriever}",
+            model_calls=[call], reasoning=sub.reasoning, raw_output=text,
+            route=Route(choice=offered[retriever], chosen_by="policy", reason=f"<ret> {retriever}"),
             format_error="; ".join(sub.errors) or None, metadata={"retriever": retriever},
         )
         step.latency_ms = call.latency_ms + step.retrieval_ms

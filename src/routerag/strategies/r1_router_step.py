@@ -24,7 +24,7 @@ from routerag.llm.base import GenerationParams, Message
 from routerag.strategies.loop import LoopStrategy, add_step, call_model, record_exchange
 from routerag.strategies.prompts import R1_ROUTER_GUIDELINES, r1_router_ret_system
 from routerag.strategies.r1_router import parse_sub_question
-from routerag.trace import Trace
+from routerag.trace import Route, Trace
 
 STOP = "None"  # the route of a step that ends the decomposition
 
@@ -69,6 +69,7 @@ class R1RouterStep(LoopStrategy):
         # the step's answer is the sub-question, "None" for a decision to stop, and nothing for a
         # broken output (which must not match a gold "None")
         answer = sub.text if sub.query is not None else STOP if chosen == [STOP] else ""
-        add_step(trace, "route", query=sub.query, sources=chosen, answer=answer, reasoning=sub.reasoning, raw_output=text,
+        route = Route(choice=chosen[0], chosen_by="policy") if chosen else None  # a broken output chose nothing
+        add_step(trace, "route", query=sub.query, route=route, answer=answer, reasoning=sub.reasoning, raw_output=text,
                  model_calls=[call], latency_ms=call.latency_ms, format_error="; ".join(errors) or None)
         trace.answer = answer

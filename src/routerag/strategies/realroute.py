@@ -19,7 +19,8 @@ from routerag.strategies.base import StrategyContext
 from routerag.strategies.loop import LoopStrategy, add_step, retrieve_step
 from routerag.strategies.selectors import SELECTORS, SelectionRequest
 from routerag.strategies.sieve import SieveParams, SievePipeline, route_step, searchable
-from routerag.trace import Trace
+from routerag.trace import Selection as TraceSelection
+from routerag.trace import SubQueryRef, Trace
 
 
 class RealRouteParams(SieveParams):
@@ -67,7 +68,7 @@ class AllSourcesGatherer:
             names,
             p.top_k_per_source,
             lambda hits: "",  # the kept evidence is shown in the answer step
-            metadata={"subquery_id": subquery_id, "preferred_source": source},
+            subquery=SubQueryRef(id=subquery_id, preferred_source=source),
         )
         candidates = search.hits
         if p.adaptive_cap and source is not None:
@@ -82,27 +83,17 @@ class AllSourcesGatherer:
             rrf_k=p.rrf_k,
         )
         selection = SELECTORS.get(p.selector)(request, self.context)
-        kept_by_source: dict[str, int] = {}
-        for hit in selection.hits:
-            kept_by_source[hit.source] = kept_by_source.get(hit.source, 0) + 1
         add_step(
             trace,
             "select",
             query=query,
             sources=names,
-            kept_doc_ids=[h.doc_id for h in selection.hits],
             model_calls=selection.model_calls,
             raw_output=selection.raw_output,
             format_error=selection.format_error,
-            metadata={
-                "subquery_id": subquery_id,
-                "selector": p.selector,
-                "preferred_source": source,
-                "candidates": len(candidates),
-                "kept_by_source": kept_by_source,
-                "kept": [f"{h.source}:{h.doc_id}" for h in selection.hits],
-                **({"fallback": selection.fallback} if selection.fallback else {}),
-            },
+            selection=TraceSelection(selector=p.selector, candidates=len(candidates), kept=[h.doc_id for h in selection.hits],
+                                     kept_sources=[h.source for h in selection.hits], fallback=selection.fallback or None),
+            subquery=SubQueryRef(id=subquery_id, preferred_source=source),
         )
         return selection.hits
 

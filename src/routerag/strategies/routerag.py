@@ -34,7 +34,7 @@ from routerag.strategies.agentic import SearchPlan, TagLoop
 from routerag.strategies.loop import LoopStrategy
 from routerag.strategies.parsing import clean_query
 from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION, routerag_prompt
-from routerag.trace import Trace
+from routerag.trace import Route, Trace
 
 
 class RouteRAGParams(BaseModel):
@@ -97,18 +97,19 @@ class ModeRouter:
         tags, query = split_mode_tags(action.query)
         choice = resolve_modes(tags, MODES, p.default_mode, combined=COMBINED_MODE)
         query, query_errors = clean_query(query, question, p.max_query_chars)
-        mode, reason = choice.mode, f"policy tags {render_tags(tags) or '(none)'}"
-        metadata: dict[str, object] = {}
+        mode, reason, chosen_by = choice.mode, f"policy tags {render_tags(tags) or '(none)'}", "policy"
+        scores: dict[str, float] = {}
         if p.random_routing:
-            mode, reason = self.rng.choice(p.allowed_modes), f"random routing (seed {p.seed}); policy chose {choice.mode}"
+            mode, reason, chosen_by = self.rng.choice(p.allowed_modes), f"random routing (seed {p.seed}); policy chose {choice.mode}", "random"
         elif self.learned is not None:
             result = self.learned.route(query, {m: "" for m in p.allowed_modes})
-            mode, reason = result.choice, f"{result.reason}; policy chose {choice.mode}"
-            metadata = {"router": "learned", "router_scores": result.scores, "policy_mode": choice.mode}
+            mode, reason, chosen_by, scores = result.choice, f"{result.reason}; policy chose {choice.mode}", self.learned.name, result.scores
         elif mode not in p.allowed_modes:
-            mode, reason = p.default_mode, f"{choice.mode} not allowed; forced to {p.default_mode}"
-        return SearchPlan(query=query, sources=[p.mode_sources[mode]], k=p.k, routing_reason=reason,
-                          errors=choice.errors + query_errors, tags=tags, metadata=metadata, mode=mode)
+            mode, reason, chosen_by = p.default_mode, f"{choice.mode} not allowed; forced to {p.default_mode}", "default"
+        source = p.mode_sources[mode]
+        route = Route(choice=source, mode=mode, chosen_by=chosen_by, reason=reason, scores=scores,
+                      proposed=None if chosen_by == "policy" else choice.mode)
+        return SearchPlan(query=query, sources=[source], k=p.k, errors=choice.errors + query_errors, tags=tags, route=route)
 
 
 class RouteRAG(LoopStrategy):

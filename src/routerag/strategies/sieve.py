@@ -26,7 +26,7 @@ from routerag.strategies.fusion_answer import Hop, fuse_messages, last_hop_answe
 from routerag.strategies.loop import add_step, call_model, generated_text
 from routerag.strategies.reflection import Attempt, parse_reflection, reflect_messages
 from routerag.strategies.subanswer import SubAnswer, answer_messages, parse_subanswer, render_evidence
-from routerag.trace import ModelCall, Trace
+from routerag.trace import ModelCall, Route, Selection, SubQueryRef, Trace
 
 
 class SieveParams(BaseModel):
@@ -96,19 +96,20 @@ def route_step(context: StrategyContext, params: SieveParams, trace: Trace, subq
     deps = RouterDeps(context=context, generation=params.generation(flat_json=True), model=params.router_model,
                       margin=params.router_margin)
     start = time.perf_counter()
-    result = build_router(params.router, deps).route(query, profiles)
+    router = build_router(params.router, deps)
+    result = router.route(query, profiles)
     wall_ms = 1000 * (time.perf_counter() - start)
     add_step(
         trace,
         "route",
         query=query,
-        sources=[result.choice],
-        routing_reason=result.reason,
+        route=result.as_route(router.name),
         model_calls=result.model_calls,
         raw_output=result.raw_output or "",
         format_error=result.format_error,
         latency_ms=0.0 if result.model_calls else wall_ms,  # a model call carries its own latency
-        metadata={"subquery_id": subquery_id, "preferred_source": result.choice, **result.metadata},
+        subquery=SubQueryRef(id=subquery_id, preferred_source=result.choice),
+        metadata=result.extras(),
     )
     return result.choice
 
@@ -165,8 +166,9 @@ class SievePipeline:
             model_calls=[call],
             raw_output=text,
             format_error=error,
-            kept_doc_ids=[h.doc_id for h in evidence],
-            metadata={"subquery_id": subquery_id, "attempt": attempt, "success": sub.success, "preferred_source": source},
+            selection=Selection(kept=[h.doc_id for h in evidence], kept_sources=[h.source for h in evidence]),
+            subquery=SubQueryRef(id=subquery_id, attempt=attempt, preferred_source=source),
+            metadata={"success": sub.success},
         )
         return sub
 
@@ -178,16 +180,12 @@ class SievePipeline:
             trace,
             "reflect",
             query=reflection.query,
-            sources=[reflection.source],
-            routing_reason=reflection.reason,
+            route=Route(choice=reflection.source, chosen_by="reflection", reason=reflection.reason),
             model_calls=[call],
             raw_output=text,
             format_error=reflection.format_error,
-            metadata={
-                "subquery_id": subquery_id,
-                "preferred_source": reflection.source,
-                "failed": [a.model_dump() for a in attempts],
-            },
+            subquery=SubQueryRef(id=subquery_id, preferred_source=reflection.source),
+            metadata={"failed": [a.model_dump() for a in attempts]},
         )
         return reflection.query, reflection.source
 

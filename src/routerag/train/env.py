@@ -42,11 +42,7 @@ from routerag.strategies.loop import question_parts
 from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION, routerag_prompt
 from routerag.strategies.routerag import ModeRouter, RouteRAGParams
 from routerag.trace import Trace
-
-# Relative price of one retrieval call per mode (RouteRAG: graph retrieval is "substantially more
-# expensive" than dense passage retrieval; hybrid runs both). Deterministic, so a reward built on it
-# does not depend on machine load. Measured wall time is recorded alongside.
-DEFAULT_MODE_COST: dict[str, float] = {"passage": 1.0, "graph": 3.0, "hybrid": 4.0}
+from routerag.train.rewards import DEFAULT_MODE_COST, UNLISTED_PRICE
 
 
 class HFCodec:
@@ -189,13 +185,14 @@ class RouteRAGEnv:
             protocol=SEARCH_R1, budget=cfg.max_turns, plan=router, render=information_block,
             invalid_message=INVALID_ACTION, force_answer=FORCE_ANSWER, prefix=cfg.assistant_prefix,
             max_observation_tokens=cfg.max_observation_tokens, strict_modes=cfg.strict_modes, reader=cfg.reader,
-            search_metadata=self._mode_metadata,
+            search_cost=self._mode_cost,
         )
 
-    def _mode_metadata(self, plan: SearchPlan) -> dict[str, Any]:
+    def _mode_cost(self, plan: SearchPlan) -> float:
+        """The charge of one retrieval: its mode's price (recorded as ``Step.retrieval_cost``)."""
         if plan.mode is None:  # the mode ModeRouter chose (several modes may share a source)
             raise RuntimeError("ModeRouter returned a search plan without its mode")
-        return {"mode": plan.mode, "mode_cost": self.config.mode_cost.get(plan.mode, 1.0)}
+        return self.config.mode_cost.get(plan.mode, UNLISTED_PRICE)
 
     def rollout(self, question: str | Question, generate: Generate) -> Rollout:
         cfg = self.config
@@ -208,7 +205,7 @@ class RouteRAGEnv:
         trace.latency_ms = (time.perf_counter() - t_start) * 1000.0
         cost = RolloutCost(generation_ms=episode.policy_ms)
         for plan, step in episode.searches:
-            mode = str(plan.mode)  # set: ``_mode_metadata`` refused a plan without one
+            mode = str(plan.mode)  # set: ``_mode_cost`` refused a plan without one
             cost.retrieval_turns += 1
             cost.retrieval_ms += step.retrieval_ms
             cost.mode_cost += cfg.mode_cost.get(mode, 1.0)

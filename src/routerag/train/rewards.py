@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from routerag.eval.metrics import METRICS, f1_recall, token_f1
 from routerag.protocol.routerag_tags import THINK_CLOSE, THINK_OPEN
 from routerag.registry import Registry
-from routerag.trace import Trace
+from routerag.trace import Step, Trace
 
 
 class RewardSample(BaseModel):
@@ -104,31 +104,51 @@ def followed_protocol(trace: Trace) -> bool:
     if trace.error is not None or not trace.steps:
         return False
     last = trace.steps[-1]
-    if last.kind != "answer" or last.metadata.get("forced"):
+    if last.kind != "answer" or last.forced is not None:
         return False
     return all(step.format_error is None for step in trace.steps)
 
 
 CostSignal = Literal["mode_cost", "wall_ms", "turns"]
 
+# Relative price of one retrieval call per mode (RouteRAG: graph retrieval is "substantially more
+# expensive" than dense passage retrieval; hybrid runs both). Deterministic, so a reward built on it
+# does not depend on machine load. Measured wall time is recorded alongside. The environment charges
+# these by default (``EnvConfig.mode_cost``) and records the charge as ``Step.retrieval_cost``.
+DEFAULT_MODE_COST: dict[str, float] = {"passage": 1.0, "graph": 3.0, "hybrid": 4.0}
+UNLISTED_PRICE = 1.0  # a mode or source that a price table does not list (the environment's rule too)
+
+
+def search_price(step: Step, prices: dict[str, float]) -> float:
+    """The price of one search step under ``prices``: its routed mode's (``step.route.mode``), or,
+    for a search not routed by mode, the sum over the sources it queried (a mode is the name of the
+    source serving it; a call to three sources costs three prices). Unlisted names cost
+    :data:`UNLISTED_PRICE`."""
+    if step.route is not None and step.route.mode is not None:
+        return float(prices.get(step.route.mode, UNLISTED_PRICE))
+    return float(sum(prices.get(name, UNLISTED_PRICE) for name in step.sources))
+
 
 def trajectory_cost(trace: Trace, signal: CostSignal = "mode_cost", mode_cost: dict[str, float] | None = None) -> float:
     """Retrieval cost of one trajectory: measured wall time (ms), the number of retrieval turns,
-    or the sum of a deterministic per-mode price (the step's ``metadata['mode']``, else its first
-    source name; unknown modes cost 1)."""
+    or the sum of deterministic per-call prices.
+
+    Prices: with a table ``mode_cost``, every search step is priced by it (:func:`search_price`).
+    Without one, a step costs what the training environment charged (``Step.retrieval_cost``); a
+    step with no recorded charge — any trace not made by the environment (evaluation, the server) —
+    is priced by :data:`DEFAULT_MODE_COST`, the environment's default table, so the same search costs
+    the same in both."""
     steps = trace.search_steps
     if signal == "wall_ms":
         return float(sum(s.retrieval_ms for s in steps))
     if signal == "turns":
         return float(len(steps))
-    prices = mode_cost or {}
     total = 0.0
     for s in steps:
-        if "mode_cost" in s.metadata and mode_cost is None:
-            total += float(s.metadata["mode_cost"])
-            continue
-        mode = s.metadata.get("mode") or (s.sources[0] if s.sources else "")
-        total += float(prices.get(mode, 1.0))
+        if mode_cost is None and s.retrieval_cost is not None:
+            total += s.retrieval_cost
+        else:
+            total += search_price(s, DEFAULT_MODE_COST if mode_cost is None else mode_cost)
     return total
 
 

@@ -208,7 +208,7 @@ def round_stats(samples: Sequence[QuestionSamples], scored: Sequence[Scored]) ->
         counter = mix.setdefault(kind, Counter())
         for e in qs.episodes:
             for step in e.trace.search_steps:
-                counter[str(step.metadata.get("mode", "?"))] += 1
+                counter[step.route.mode if step.route is not None and step.route.mode else "?"] += 1
             if not e.trace.search_steps:
                 counter["none"] += 1
     groups_with_variance = sum(len(set(s.rewards)) > 1 for s in scored)

@@ -215,7 +215,7 @@ def evaluate_routing(env: Any, questions: list[Question], generate: Any) -> dict
         r = env.rollout(q, generate)
         em += exact_match(r.trace.answer, q.answers)
         step = r.trace.search_steps[0] if r.trace.search_steps else None
-        routed += float(step is not None and step.metadata.get("mode") == q.metadata.get("gold_mode"))
+        routed += float(step is not None and step.route is not None and step.route.mode == q.metadata.get("gold_mode"))
         fmt += float(step is not None and (not step.format_error or step.format_error == "empty_query"))
     n = max(len(questions), 1)
     return {"em": em / n, "routing_accuracy": routed / n, "format": fmt / n}

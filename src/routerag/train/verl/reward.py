@@ -15,8 +15,8 @@ turns and ``<information>`` observations interleaved, as the agent loop built it
 The retrieval cost is counted from the trajectory itself (:func:`trace_of_response`): every
 ``<search>`` that an ``<information>`` block answered is one retrieval, its mode resolved from its
 tags by RouteRAG's ``ModeRouter`` with the agent loop's ``env`` settings and priced with
-``env.mode_cost`` (passage 1, graph 3, hybrid 4) — the same steps and cost the agent loop's
-environment recorded. Measured wall time is not in the text; use ``cost: mode_cost`` or ``turns``.
+``env.mode_cost`` (passage 1, graph 3, hybrid 4) — the same steps (``Step.route.mode``) and cost
+(``Step.retrieval_cost``) the agent loop's environment recorded. Measured wall time is not in the text; use ``cost: mode_cost`` or ``turns``.
 
 Settings come as ``custom_reward_function.reward_kwargs`` (``reward``, ``params``, ``env``).
 """
@@ -39,9 +39,9 @@ from routerag.protocol.routerag_tags import (
     parse_action,
 )
 from routerag.strategies.routerag import ModeRouter
-from routerag.trace import Step, Trace
+from routerag.trace import Route, Step, Trace
 from routerag.train.env import EnvConfig
-from routerag.train.rewards import RewardSample, answer_score, get_reward, trajectory_cost
+from routerag.train.rewards import UNLISTED_PRICE, RewardSample, answer_score, get_reward, trajectory_cost
 
 _INFORMATION = re.compile(re.escape(INFORMATION_OPEN) + r".*?" + re.escape(INFORMATION_CLOSE), re.DOTALL | re.IGNORECASE)
 _ASSISTANT = "<|im_start|>assistant"
@@ -81,11 +81,13 @@ def trace_of_response(response: str, question: str = "", env: EnvConfig | None =
             continue
         plan = router(action, question)
         mode = plan.mode or env.default_mode
-        trace.steps.append(Step(index=len(trace.steps), kind="search", query=plan.query, sources=list(plan.sources),
-                                metadata={"mode": mode, "mode_cost": env.mode_cost.get(mode, 1.0), "tags": plan.tags}))
+        route = plan.route or Route(choice=plan.sources[0] if plan.sources else mode, chosen_by="default")
+        trace.add(Step(index=len(trace.steps), kind="search", query=plan.query, sources=list(plan.sources),
+                       route=route.model_copy(update={"mode": mode}),
+                       retrieval_cost=env.mode_cost.get(mode, UNLISTED_PRICE), metadata={"tags": plan.tags}))
     answer = extract_tag(response[start:], ANSWER_OPEN, ANSWER_CLOSE, last=True)
     trace.answer = (answer or "").strip()
-    trace.steps.append(Step(index=len(trace.steps), kind="answer", answer=trace.answer))
+    trace.add(Step(index=len(trace.steps), kind="answer", answer=trace.answer))
     return trace
 
 

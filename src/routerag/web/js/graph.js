@@ -4,7 +4,7 @@
 import { h, s } from "./dom.js";
 
 export function graphMetas(step) {
-  const bySource = (step.metadata && step.metadata.sources) || {};
+  const bySource = step.source_details || {};
   return Object.entries(bySource).filter(([, m]) => (m.seeds && m.seeds.length) || (m.top_nodes && m.top_nodes.length));
 }
 

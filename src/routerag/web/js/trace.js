@@ -5,22 +5,27 @@ import { graphMetas, graphView } from "./graph.js";
 
 const tokensOf = (step) => step.model_calls.reduce((n, c) => n + c.prompt_tokens + c.completion_tokens, 0);
 
-// Which hits of a search step the selector kept: the next select step's list (or the step's own).
+// Which hits of a search step the selector kept: the next select step's selection (or the step's own).
 function keptSets(steps) {
   const kept = new Map();
   steps.forEach((step, i) => {
     if (step.kind !== "search") return;
-    let ids = step.kept_doc_ids.length ? step.kept_doc_ids : null;
-    let keys = null;
-    for (let j = i + 1; !ids && j < steps.length && steps[j].kind !== "search"; j++) {
-      if (steps[j].kind === "select") {
-        ids = steps[j].kept_doc_ids;
-        keys = (steps[j].metadata && steps[j].metadata.kept) || null;
-      }
+    let selection = step.selection;
+    for (let j = i + 1; !selection && j < steps.length && steps[j].kind !== "search"; j++) {
+      if (steps[j].kind === "select") selection = steps[j].selection;
     }
-    if (ids) kept.set(i, { ids: new Set(ids), keys: keys ? new Set(keys) : null });
+    if (!selection) return;
+    const sources = selection.kept_sources;
+    const keys = sources.length ? selection.kept.map((id, k) => `${sources[k]}:${id}`) : null;
+    kept.set(i, { ids: new Set(selection.kept), keys: keys ? new Set(keys) : null });
   });
   return kept;
+}
+
+function countBy(values) {
+  const counts = new Map();
+  for (const v of values) counts.set(v, (counts.get(v) || 0) + 1);
+  return [...counts.entries()].map(([k, v]) => `${k} ${v}`).join(", ");
 }
 
 function hitsBySource(hits) {
@@ -52,19 +57,24 @@ function stepView(step, kept) {
   const tokens = tokensOf(step);
   const modelMs = calls.reduce((n, c) => n + c.latency_ms, 0);
   const ms = step.latency_ms || step.retrieval_ms + modelMs;
-  const meta = step.metadata || {};
+  const route = step.route;
+  const chosen = step.sources.length ? step.sources : route ? [route.choice] : [];
+  const preferred = step.subquery ? step.subquery.preferred_source : null;
+  const selection = step.selection;
   const head = h("div", { class: "step-head" },
     h("span", { class: `badge kind-${step.kind}`, text: step.kind }),
-    step.sources.length ? h("span", { class: "srcs", text: `→ ${step.sources.join(", ")}` }) : null,
-    meta.preferred_source ? h("span", { class: "pref", text: `preferred: ${meta.preferred_source}` }) : null,
+    chosen.length ? h("span", { class: "srcs", text: `→ ${chosen.join(", ")}` }) : null,
+    route && route.mode ? h("span", { class: "pref", text: `mode: ${route.mode}` }) : null,
+    preferred ? h("span", { class: "pref", text: `preferred: ${preferred}` }) : null,
+    step.forced ? h("span", { class: "pref", text: `forced answer (${step.forced.reader})` }) : null,
     h("span", { class: "cost", text: `${fmt(ms)} ms${step.retrieval_ms ? ` (retrieval ${fmt(step.retrieval_ms)} ms)` : ""} · ${tokens} tok${calls.length ? ` · ${calls.length} call${calls.length > 1 ? "s" : ""}` : ""}` }));
   const body = h("div", { class: "step-body" },
     step.reasoning ? h("div", { class: "reasoning" }, h("i", { text: "reasoning " }), step.reasoning) : null,
-    step.routing_reason ? h("div", { class: "routing" }, h("i", { text: "why " }), step.routing_reason) : null,
+    route && route.reason ? h("div", { class: "routing" }, h("i", { text: `why${route.chosen_by ? ` (${route.chosen_by})` : ""} ` }), route.reason) : null,
     step.query ? h("div", { class: "query" }, h("i", { text: "query " }), h("code", { text: step.query })) : null,
-    step.kind === "select" && meta.kept_by_source ? h("div", { class: "select" },
-      `selector ${meta.selector || ""} kept ${step.kept_doc_ids.length} of ${meta.candidates ?? "?"}: `,
-      Object.entries(meta.kept_by_source).map(([k, v]) => `${k} ${v}`).join(", ")) : null,
+    step.kind === "select" && selection ? h("div", { class: "select" },
+      `selector ${selection.selector || ""} kept ${selection.kept.length} of ${selection.candidates ?? "?"}: `,
+      countBy(selection.kept_sources)) : null,
     step.hits.length ? hitTable(step.hits, kept) : null,
     ...graphMetas(step).map(([source, m]) => graphView(source, m, new Map(step.hits.map((x) => [x.doc_id, x.title])))),
     step.answer !== null && step.answer !== undefined ? h("div", { class: "answer" }, h("i", { text: "answer " }), step.answer) : null,

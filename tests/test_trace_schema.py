@@ -1,0 +1,194 @@
+"""The web UI reads only what the Trace's JSON schema (published at ``GET /v1/schema/trace``) has.
+
+A small reader of ``web/js``: it finds property chains (``step.route.reason``, ``steps[j].selection``)
+rooted at a variable that holds a schema object and walks them through the schema. Which variable
+holds what: the names ``trace(s)``/``step(s)``/``hit(s)`` by convention, plus what the
+code binds — ``const x = <chain>``, ``x = <chain>``, the parameter of ``<array chain>.map((x) =>``
+(and filter/find/forEach/some/every; ``reduce``'s second parameter) and ``for (const x of <chain>)``.
+Reading a property the schema does not list, or a key of a free-form object (``metadata``), fails.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from routerag.trace import trace_json_schema
+
+JS_DIR = Path(__file__).resolve().parents[1] / "src" / "routerag" / "web" / "js"
+
+IDENT = r"[A-Za-z_$][\w$]*"
+CHAIN = rf"(?<![\w$.]){IDENT}(?:\s*\??\.\s*{IDENT}|\[[^\[\]]*\])+"
+SOURCE = rf"(?<![\w$.]){IDENT}(?:\s*\??\.\s*{IDENT}|\[[^\[\]]*\])*"  # a chain, or a bare name
+ARRAY_METHODS = {"map", "filter", "find", "forEach", "some", "every", "flatMap", "findIndex"}
+# what a value of a JSON type may be asked in JS without it being a schema field
+BUILTINS = {
+    "array": {"length", "map", "filter", "find", "forEach", "some", "every", "reduce", "join", "slice", "includes",
+              "indexOf", "flatMap", "findIndex", "concat", "at"},
+    "string": {"length", "slice", "split", "trim", "toLowerCase", "toUpperCase", "includes", "startsWith",
+               "endsWith", "replace", "padStart", "at"},
+    "number": {"toFixed", "toString", "toLocaleString"},
+    "integer": {"toFixed", "toString", "toLocaleString"},
+    "boolean": set(),
+}
+
+
+class Schema:
+    def __init__(self, root: dict[str, Any]) -> None:
+        self.root = root
+        self.defs: dict[str, Any] = root.get("$defs", {})
+
+    def resolve(self, node: dict[str, Any]) -> dict[str, Any]:
+        """``node`` with ``$ref`` followed and an optional (``anyOf`` [X, null]) unwrapped."""
+        while True:
+            if "$ref" in node:
+                node = self.defs[node["$ref"].rsplit("/", 1)[-1]]
+            elif "anyOf" in node:
+                options = [o for o in node["anyOf"] if o.get("type") != "null"]
+                if len(options) != 1:
+                    return node
+                node = options[0]
+            else:
+                return node
+
+    def named(self, name: str) -> dict[str, Any]:
+        return self.root if name == self.root.get("title") else self.defs[name]
+
+
+def _tokens(suffix: str) -> list[str]:
+    """``.a?.b[0]`` -> ["a", "b", "[]"]"""
+    return ["[]" if t.startswith("[") else t.lstrip("?. \n") for t in re.findall(rf"\??\.\s*{IDENT}|\[[^\[\]]*\]", suffix)]
+
+
+def _strip(js: str) -> str:
+    """The code without comments and without the text of plain string literals."""
+    js = re.sub(r"/\*.*?\*/", " ", js, flags=re.S)
+    js = re.sub(r"(?m)^\s*//.*$|(?<=[;,{}()\s])//[^\n]*", " ", js)
+    return re.sub(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', '""', js)
+
+
+class Checker:
+    """Walks the property chains of one JS source through the schema; ``problems`` lists the
+    reads that the schema does not have."""
+
+    CONVENTION = {"trace": "Trace", "traces": "Trace[]", "step": "Step", "steps": "Step[]", "hit": "Hit", "hits": "Hit[]"}
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.schema = Schema(schema)
+
+    def _type(self, name: str) -> dict[str, Any]:
+        if name.endswith("[]"):
+            return {"type": "array", "items": self._type(name[:-2])}
+        return self.schema.named(name)
+
+    def walk(self, node: dict[str, Any], tokens: list[str], where: str) -> tuple[dict[str, Any] | None, str | None]:
+        """(the node the chain ends at, or None once JS builtins take over; a problem, if any)."""
+        for i, token in enumerate(tokens):
+            node = self.schema.resolve(node)
+            kind = node.get("type")
+            if token == "[]":
+                if kind == "array":
+                    node = node.get("items", {})
+                    continue
+                return None, f"{where}: indexes {'.'.join(tokens[:i]) or 'it'}, which is not an array in the schema"
+            if "properties" in node:
+                if token not in node["properties"]:
+                    return None, f"{where}: reads {token!r}, not a field of {node.get('title', 'this object')} in the Trace schema"
+                node = node["properties"][token]
+                continue
+            if kind == "object":
+                return None, f"{where}: reads key {token!r} of a free-form object (a schema field has no such key)"
+            if isinstance(kind, str) and token in BUILTINS.get(kind, set()):
+                return None, None
+            return None, f"{where}: reads {token!r} of a {kind or 'value'}, which has none"
+        return node, None
+
+    def check(self, js: str, label: str) -> list[str]:
+        code = _strip(js)
+        bound: dict[str, list[dict[str, Any]]] = {n: [self._type(t)] for n, t in self.CONVENTION.items()}
+
+        def ends(chain: str) -> list[dict[str, Any]]:
+            root, suffix = re.match(rf"({IDENT})(.*)", chain, flags=re.S).groups()  # type: ignore[union-attr]
+            out = []
+            for node in bound.get(root, []):
+                end, problem = self.walk(node, _tokens(suffix), label)
+                if end is not None and problem is None:
+                    out.append(end)
+            return out
+
+        def bind(name: str, nodes: list[dict[str, Any]]) -> bool:
+            known = bound.setdefault(name, [])
+            new = [n for n in nodes if n not in known]
+            known.extend(new)
+            return bool(new)
+
+        for _ in range(4):  # bindings can name variables bound later in the text
+            changed = False
+            for name, chain in re.findall(rf"(?:\b(?:const|let|var)\s+|[;{{(,]\s*)({IDENT})\s*=(?![=>])\s*({SOURCE})(?![\w$.(\[])", code):
+                changed |= bind(name, ends(chain))
+            for chain, method, params in re.findall(rf"({SOURCE})\s*\.\s*({IDENT})\(\s*\(?\s*({IDENT}(?:\s*,\s*{IDENT})*)", code):
+                items = [self.schema.resolve(n).get("items") for n in ends(chain)]
+                items = [i for i in items if i]
+                names = [p.strip() for p in params.split(",")]
+                if method in ARRAY_METHODS:
+                    changed |= bind(names[0], items)
+                elif method == "reduce" and len(names) > 1:
+                    changed |= bind(names[1], items)
+            for name, chain in re.findall(rf"for\s*\(\s*(?:const|let|var)\s+({IDENT})\s+of\s+({SOURCE})\s*\)", code):
+                items = [self.schema.resolve(n).get("items") for n in ends(chain)]
+                changed |= bind(name, [i for i in items if i])
+            if not changed:
+                break
+
+        problems = []
+        for match in re.finditer(CHAIN, code):
+            chain = match.group(0)
+            root, suffix = re.match(rf"({IDENT})(.*)", chain, flags=re.S).groups()  # type: ignore[union-attr]
+            if root not in bound or not bound[root]:
+                continue
+            line = code.count("\n", 0, match.start()) + 1
+            results = [self.walk(node, _tokens(suffix), f"{label}:{line} {chain}") for node in bound[root]]
+            if all(problem for _, problem in results):
+                problems.append(results[0][1])
+        return problems
+
+
+@pytest.fixture(scope="module")
+def checker() -> Checker:
+    return Checker(trace_json_schema())
+
+
+def test_web_js_reads_only_fields_of_the_published_trace_schema(checker) -> None:
+    files = sorted(JS_DIR.glob("*.js"))
+    assert {"trace.js", "graph.js", "compare.js"} <= {f.name for f in files}
+    problems = [p for f in files for p in checker.check(f.read_text(encoding="utf-8"), f.name)]
+    assert problems == []
+
+
+def test_the_checker_sees_the_trace_reads_of_the_ui(checker) -> None:
+    """It is not vacuous: the chains of trace.js reach the typed records."""
+    code = _strip((JS_DIR / "trace.js").read_text(encoding="utf-8"))
+    for read in ("step.route", "route.reason", "selection.kept_sources", "step.subquery.preferred_source", "step.forced.reader"):
+        assert read in code
+    assert checker.check("const f = (step) => step.route.reason + step.selection.kept.length;", "ok.js") == []
+
+
+@pytest.mark.parametrize(
+    ("js", "what"),
+    [
+        ("const f = (step) => step.kept_doc_ids.length;", "'kept_doc_ids', not a field of Step"),
+        ("const f = (step) => step.routing_reason;", "'routing_reason', not a field of Step"),
+        ("const f = (step) => step.metadata.kept;", "key 'kept' of a free-form object"),
+        ("function g(trace) { return trace.steps.filter((s) => s.nope); }", "'nope', not a field of Step"),
+        ("function g(step) { const route = step.route; return route.why; }", "'why', not a field of Route"),
+        ("const n = (step) => step.model_calls.reduce((n, c) => n + c.tokens, 0);", "'tokens', not a field of ModelCall"),
+        ("function g(steps, j) { return steps[j].selection.picked; }", "'picked', not a field of Selection"),
+        ("function g(hits) { for (const x of hits) x.url; }", "'url', not a field of Hit"),
+    ],
+)
+def test_a_read_outside_the_schema_fails(checker, js, what) -> None:
+    problems = checker.check(js, "bad.js")
+    assert len(problems) == 1 and what in problems[0], problems
