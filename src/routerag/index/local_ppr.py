@@ -141,18 +141,18 @@ class LocalPPR:
         r, p = work.residual, work.estimate
         indptr, indices, probs, d = self.indptr, self.indices, self.probs, self.damping
         np.add.at(r, seeds, reset)
-        seeds = np.unique(seeds)
+        seeds = _sorted_unique(seeds)
         reset_at = r[seeds].copy()  # the normalised reset on its (unique) support
         touched = [seeds]
-        candidates = seeds
+        candidates = seeds  # may repeat a node; only the ones above the threshold are deduplicated
         pushes = edges_read = 0
-        while True:
-            starts = indptr[candidates]
-            counts = indptr[candidates + 1] - starts
-            active = r[candidates] >= self.tol * np.maximum(counts, 1)
-            if not active.any():
+        while len(candidates):
+            counts = indptr[candidates + 1] - indptr[candidates]
+            frontier = _sorted_unique(candidates[r[candidates] >= self.tol * np.maximum(counts, 1)])
+            if not len(frontier):
                 break
-            frontier, starts, counts = candidates[active], starts[active], counts[active]
+            starts = np.asarray(indptr[frontier])
+            counts = np.asarray(indptr[frontier + 1]) - starts
             mass = r[frontier]
             r[frontier] = 0.0
             p[frontier] += (1 - d) * mass
@@ -162,6 +162,7 @@ class LocalPPR:
                 r[seeds] += d * lost * reset_at
             total = int(counts.sum())
             edges_read += total
+            candidates = seeds if lost else np.zeros(0, np.int64)
             if total:
                 # positions of every frontier node's adjacency slice, concatenated
                 offsets = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(total)
@@ -169,12 +170,21 @@ class LocalPPR:
                 shares = np.asarray(probs[offsets], dtype=np.float64) * np.repeat(d * mass, counts)
                 np.add.at(r, neighbours, shares)
                 touched.append(neighbours)
-                candidates = np.unique(neighbours if not lost else np.concatenate([neighbours, seeds]))
-            else:
-                candidates = seeds if lost else np.zeros(0, np.int64)
+                candidates = np.concatenate([neighbours, candidates]) if lost else neighbours
         self.pushes, self.edges_read = pushes, edges_read
-        out = np.unique(np.concatenate(touched))
+        out = _sorted_unique(np.concatenate(touched))
         scores = p[out].copy()
         r[out] = 0.0  # leave the workspace all zero for the next query
         p[out] = 0.0
         return out, scores
+
+
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` by sorting (numpy 2's hash-based unique is slower on these int arrays)."""
+    if len(values) < 2:
+        return values
+    values = np.sort(values)
+    keep = np.empty(len(values), dtype=bool)
+    keep[0] = True
+    np.not_equal(values[1:], values[:-1], out=keep[1:])
+    return values[keep]
