@@ -10,6 +10,10 @@ Per query (all queries of a call are embedded, scored and propagated as one batc
    times ``passage_node_weight``;
 4. PPR with ``damping`` over the undirected weighted graph; passages ranked by their PPR score.
 
+For large graphs each step has an approximation, off by default (``graph.ann=ivf``: step 1 through
+a FAISS IVF index; ``graph.prior_topk``: step 3's prior on the top passages only;
+``graph.ppr=local``: step 4 by forward push from the reset's support); see docs/scale.md.
+
 No fact (empty graph, or the filter rejected all) -> the dense passage ranking, with
 ``QueryResult.metadata["fallback"] = "dense"``. ``QueryResult.metadata`` carries the kept facts,
 the seed entities and the top PPR nodes for display.
@@ -77,8 +81,12 @@ class _PassagePrior:
         if not self.topk:
             rows = top_rows(self.dense[i], k)
             return rows, self.dense[i][rows]
-        keep = self.top_rows[i] >= 0
-        return self.top_rows[i][keep][:k], self.top_scores[i][keep][:k]
+        scores, rows = self.top_scores[i], self.top_rows[i]
+        if k > self.topk:  # more than the prior holds: search again for this query
+            found = self.graph.vector_search("passages").search(self.vectors[i : i + 1], k)
+            scores, rows = found[0][0], found[1][0]
+        keep = rows >= 0
+        return rows[keep][:k], scores[keep][:k]
 
     def scores(self, i: int, rows: np.ndarray) -> np.ndarray:
         if not self.topk:
