@@ -30,3 +30,13 @@ def test_the_ivfpq_block_stays_out_of_index_keys_until_it_is_set():
     assert "ivfpq" not in plain["dense"]
     tuned = IndexSettings.model_validate({"dense": {"faiss": "ivfpq", "ivfpq": {"nlist": 64}}})
     assert fingerprint_dump(tuned)["dense"]["ivfpq"]["nlist"] == 64
+
+
+def test_the_graph_scale_settings_stay_out_of_index_keys_until_set():
+    scale = ("ppr", "local_ppr_tol", "prior_topk", "ann", "ann_nprobe")
+    plain = fingerprint_dump(IndexSettings())["graph"]
+    assert not set(scale) & set(plain)
+    assert set(plain) == set(IndexSettings().graph.model_dump()) - set(scale)  # the stored keys are unchanged
+    tuned = IndexSettings.model_validate({"graph": {"ppr": "local", "prior_topk": 200}})
+    dumped = fingerprint_dump(tuned)["graph"]
+    assert dumped["ppr"] == "local" and dumped["prior_topk"] == 200 and "ann" not in dumped

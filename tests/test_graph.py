@@ -268,3 +268,27 @@ def test_bundle_with_a_spacy_graph_mounts_graph_hybrid_and_triples(home, tmp_pat
     assert reloaded.component("graph").n_passages == 4
     hits = reloaded.sources().search_one("Which writer was born in 1950?", 1, "graph").hits
     assert hits[0].title == "Etan Boritzer"
+
+
+def test_local_ppr_and_scale_approximations_rank_like_the_exact_path(musique):
+    """graph.ppr=local (forward push over the memory-mapped CSR files written at build),
+    prior_topk and ann=ivf: the same top passages as the exact power iteration on this graph."""
+    graph, directory, questions = musique
+    assert all((directory / f"csr_{name}.npy").is_file() for name in ("indptr", "indices", "probs"))
+    queries = [q.question for q in questions]
+    vectors = graph.embed_queries(queries)
+    exact = GraphSource(graph).rank(queries, 5, vectors)
+    loaded = GraphIndex.load(directory, graph.store, graph.settings)
+    assert isinstance(loaded.local_ppr.indices, np.memmap)
+    local = GraphSource(loaded, ppr="local").rank(queries, 5, vectors)
+    for (a, meta_a), (b, meta_b) in zip(exact, local):
+        assert [h.doc_id for h in a] == [h.doc_id for h in b]
+        np.testing.assert_allclose([h.score for h in a], [h.score for h in b], atol=1e-4)
+        assert [h.metadata["dense_score"] for h in a] == pytest.approx([h.metadata["dense_score"] for h in b], abs=1e-5)
+        assert [n["node"] for n in meta_a["top_nodes"][:3]] == [n["node"] for n in meta_b["top_nodes"][:3]]
+    scaled = graph.settings.model_copy(
+        update={"graph": graph.settings.graph.model_copy(update={"ppr": "local", "prior_topk": 10, "ann": "ivf"})}
+    )
+    approx = GraphIndex.load(directory, graph.store, scaled)
+    for (a, _), (b, _) in zip(exact, GraphSource(approx).rank(queries, 5, vectors)):
+        assert [h.doc_id for h in a][:2] == [h.doc_id for h in b][:2]

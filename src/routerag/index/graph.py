@@ -14,7 +14,11 @@ Vectors: entity, fact (``str((s, r, o))``) and passage embeddings, all L2-normal
 
 Files (no pickle anywhere): ``manifest.json``; ``openie.json`` (the extraction per passage, in
 HippoRAG's OpenIE format); ``graph.json`` (entity names, facts, which passages each fact came
-from); ``graph.npz`` (vectors and edge arrays). The igraph graph is rebuilt at load.
+from); ``graph.npz`` (vectors and edge arrays: an uncompressed ``np.savez``, which ``np.load``
+cannot memory-map); ``csr_indptr.npy``, ``csr_indices.npy``, ``csr_probs.npy`` (the transition
+probabilities as CSR rows for the local PPR: plain ``.npy`` files opened with ``mmap_mode="r"``;
+an index saved before they existed gets them built in memory at first use). The igraph graph is
+rebuilt at load.
 
 Incremental ``add``: new passages are extracted, their entities and facts appended, and synonym
 edges computed only for the new entities (against all entities).
@@ -45,7 +49,9 @@ if TYPE_CHECKING:
 
     from routerag.corpus.schema import Document
     from routerag.index.docstore import DocStore
+    from routerag.index.local_ppr import LocalPPR
     from routerag.index.ppr import PowerPPR
+    from routerag.index.vector_topk import VectorTopK
 
 OPENIE_NAME = "openie.json"
 GRAPH_JSON = "graph.json"
@@ -168,8 +174,10 @@ class GraphIndex:
         data: GraphData,
         records: list[OpenIERecord],
         manifest: Manifest,
+        directory: Path | None = None,
     ) -> None:
         self.store = store
+        self.directory = directory  # where it was loaded from or saved to (the CSR files live there)
         self.settings = settings
         self.data = data
         self.records = records
@@ -178,6 +186,8 @@ class GraphIndex:
         self._entity_row = {name: i for i, name in enumerate(data.entities)}
         self._graph: "igraph.Graph | None" = None
         self._power: "PowerPPR | None" = None
+        self._local: "LocalPPR | None" = None
+        self._searches: "dict[str, VectorTopK]" = {}
         self._entity_doc_count: np.ndarray | None = None
         self._fact_entities: np.ndarray | None = None
 
@@ -272,6 +282,37 @@ class GraphIndex:
             self._power = PowerPPR(self.n_nodes, edges, weights, self.settings.graph.damping)
         return self._power
 
+    @property
+    def local_ppr(self) -> "LocalPPR":
+        """The push solver over the CSR arrays: memory-mapped from the index directory when it has
+        them, else built in memory from the edges (an index saved before they existed)."""
+        if self._local is None:
+            from routerag.index.local_ppr import LocalPPR, csr_from_edges, load_csr
+
+            cfg = self.settings.graph
+            arrays = None
+            if self.directory is not None:
+                try:
+                    arrays = load_csr(self.directory)
+                except (ValueError, OSError) as exc:
+                    raise IndexError_(f"{self.directory}: corrupt CSR arrays ({exc}); rebuild the graph") from None
+            if arrays is not None and arrays[0].shape[0] != self.n_nodes + 1:
+                raise IndexError_(f"{self.directory}: CSR arrays for {arrays[0].shape[0] - 1} nodes, graph has {self.n_nodes}")
+            if arrays is None:
+                arrays = csr_from_edges(self.n_nodes, *self.edge_arrays())
+            self._local = LocalPPR(*arrays, damping=cfg.damping, tol=cfg.local_ppr_tol)
+        return self._local
+
+    def vector_search(self, what: str) -> "VectorTopK":
+        """Top-k search over the ``"facts"`` or ``"passages"`` vectors, of the kind ``graph.ann``."""
+        if what not in self._searches:
+            from routerag.index.vector_topk import VectorTopK
+
+            vectors = {"facts": self.data.fact_vecs, "passages": self.data.passage_vecs}[what]
+            cfg = self.settings.graph
+            self._searches[what] = VectorTopK(vectors, cfg.ann, cfg.ann_nprobe)
+        return self._searches[what]
+
     def edge_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """All edges as vertex pairs, with weights: fact, passage-entity, synonym."""
         arrays = self.data.arrays()
@@ -286,6 +327,8 @@ class GraphIndex:
     def _invalidate(self) -> None:
         self._graph = None
         self._power = None
+        self._local = None
+        self._searches = {}
         self._entity_doc_count = None
         self._fact_entities = None
         self._entity_row = {name: i for i, name in enumerate(self.data.entities)}
@@ -382,7 +425,7 @@ class GraphIndex:
             passage_entity={(int(a), int(b)) for a, b in arrays["passage_entity"]},
             synonym_edges={(int(a), int(b)): float(w) for (a, b), w in zip(arrays["synonym_edges"], arrays["synonym_weights"])},
         )
-        return cls(store, settings, data, records, manifest)
+        return cls(store, settings, data, records, manifest, directory)
 
     def add(
         self, new_docs: "list[Document]", directory: Path, *, extractor: OpenIEExtractor | None = None
@@ -513,6 +556,11 @@ class GraphIndex:
         }
         atomic_write_text(directory / GRAPH_JSON, json.dumps(meta, ensure_ascii=False))
         _save_npz(directory / GRAPH_NPZ, self.data.arrays())
+        from routerag.index.local_ppr import csr_from_edges, save_csr
+
+        save_csr(directory, *csr_from_edges(self.n_nodes, *self.edge_arrays()))
+        self.directory = directory
+        self._local = None
         write_manifest(directory, self.manifest)
 
 

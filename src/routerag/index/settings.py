@@ -122,6 +122,27 @@ class GraphSettings(BaseModel):
     damping: float = Field(0.5, gt=0, lt=1, description="PPR damping factor")
     fact_topk: int = Field(5, ge=1, description="facts kept after fact retrieval")
     recognition_filter: bool = Field(False, description="LLM recognition-memory filter over facts")
+    # the approximations for graphs at scale (docs/scale.md); the defaults keep the exact path,
+    # and are left out of fingerprints, so indexes and runs stored before them keep their keys
+    ppr: Literal["power", "local"] = Field(
+        "power", description="PPR solver: power iteration over the whole graph (exact), or forward push "
+        "from the seeds over the CSR arrays (local; work bounded by the seeds' neighbourhood)",
+        json_schema_extra=OMIT_AT_DEFAULT,
+    )
+    local_ppr_tol: float = Field(
+        1e-6, gt=0, lt=1, description="local PPR: push a node while its residual is >= tol x its neighbour count "
+        "(reset normalised to 1); smaller is closer to exact and touches more nodes", json_schema_extra=OMIT_AT_DEFAULT,
+    )
+    prior_topk: int = Field(
+        0, ge=0, description="passages given the dense prior in the PPR reset: 0 = every passage (exact), "
+        "else only the top prior_topk by dense score", json_schema_extra=OMIT_AT_DEFAULT,
+    )
+    ann: Literal["exact", "ivf"] = Field(
+        "exact", description="fact matching (and the prior's top passages when prior_topk > 0): a product with "
+        "every vector, or a FAISS IVF-Flat index (about sqrt(N) lists, ann_nprobe probed)",
+        json_schema_extra=OMIT_AT_DEFAULT,
+    )
+    ann_nprobe: int = Field(16, ge=1, description="inverted lists probed when ann=ivf", json_schema_extra=OMIT_AT_DEFAULT)
 
 
 class IndexSettings(BaseModel):
