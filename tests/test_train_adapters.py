@@ -115,3 +115,16 @@ def test_a_run_policy_starts_from_the_configured_adapter(trained):
     np.testing.assert_allclose(_logits(model), _logits(original), atol=1e-6)
     assert {n for n, p in model.named_parameters() if p.requires_grad} == {
         n for n, p in original.named_parameters() if "lora_" in n}
+
+
+def test_layers_top_trains_only_the_top_layers_of_a_restored_adapter(trained):
+    folder, original = trained
+    restored = restore_adapter(_tiny(), LoraSpec(enabled=True, init_from=str(folder), layers_top=1), None)
+    np.testing.assert_allclose(_logits(restored), _logits(original), atol=1e-6)  # freezing changes no weight
+    trainable = {int(n.split(".layers.", 1)[1].split(".", 1)[0]) for n, p in restored.named_parameters() if p.requires_grad}
+    assert trainable == {LAYERS - 1}
+    out = restored(input_ids=torch.tensor([[1, 5, 9]])).logits.sum()
+    out.backward()
+    grads = {n: p.grad for n, p in restored.named_parameters() if "lora_" in n}
+    assert all(g is None for n, g in grads.items() if f".layers.{LAYERS - 1}." not in n)
+    assert any(g is not None and g.abs().sum() > 0 for n, g in grads.items() if f".layers.{LAYERS - 1}." in n)

@@ -59,7 +59,9 @@ def resolve_adapter(init_from: str) -> Path:
 
 
 def restore_adapter(model: Any, spec: LoraSpec, base_gguf: Path | None) -> Any:
-    """``model`` wrapped in a trainable peft model holding the adapter ``spec.init_from`` names."""
+    """``model`` wrapped in a trainable peft model holding the adapter ``spec.init_from`` names;
+    with ``spec.layers_top`` only the adapter weights of the top ``layers_top`` layers train (the
+    ones below stay as restored, so the backward pass stops at the first trained layer)."""
     if not spec.init_from:
         raise ValueError("restore_adapter needs lora.init_from")
     path = resolve_adapter(spec.init_from)
@@ -68,11 +70,33 @@ def restore_adapter(model: Any, spec: LoraSpec, base_gguf: Path | None) -> Any:
 
         if not (path / "adapter_config.json").is_file():
             raise LoraExportError(f"lora.init_from: {path} is not a saved PEFT adapter (adapter_config.json is missing)")
-        return PeftModel.from_pretrained(model, str(path), is_trainable=True)
-    if base_gguf is None:
+        restored = PeftModel.from_pretrained(model, str(path), is_trainable=True)
+    elif base_gguf is None:
         raise LoraExportError(f"lora.init_from: {path.name} is a llama.cpp adapter GGUF; the policy must be its GGUF base "
                               "model (model.name bundled:... or a .gguf path) to read it")
-    return _from_gguf(model, path, spec, base_gguf)
+    else:
+        restored = _from_gguf(model, path, spec, base_gguf)
+    if spec.layers_top is not None:
+        freeze_below_top(restored, spec.layers_top)
+    return restored
+
+
+def freeze_below_top(peft_model: Any, layers_top: int) -> int:
+    """Stop the adapter weights below the top ``layers_top`` decoder layers from training; returns
+    how many parameter tensors were frozen."""
+    total = num_layers_of(peft_model)
+    if total is None:
+        raise ValueError("lora.layers_top needs the model's number of layers")
+    first = max(total - layers_top, 0)
+    frozen = 0
+    for name, param in peft_model.named_parameters():
+        if "lora_" not in name or ".layers." not in name:
+            continue
+        layer = int(name.split(".layers.", 1)[1].split(".", 1)[0])
+        if layer < first and param.requires_grad:
+            param.requires_grad_(False)
+            frozen += 1
+    return frozen
 
 
 def _from_gguf(model: Any, path: Path, spec: LoraSpec, base_gguf: Path) -> Any:
