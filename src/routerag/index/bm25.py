@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from routerag.index.manifest import IndexError_, Manifest, corpus_hash, read_manifest, write_manifest
+from routerag.index.manifest import IndexError_, Manifest, read_manifest, write_manifest
 from routerag.index.settings import BM25Settings, IndexSettings
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ class BM25Index:
     def _manifest(self) -> Manifest:
         return Manifest(
             kind=self.kind,
-            corpus_hash=corpus_hash(self.store.ids()),
+            corpus_hash=self.store.corpus_hash(),
             n_docs=len(self.store),
             params=_tokenizer_params(self.settings.bm25),
         )
@@ -139,7 +139,7 @@ class BM25Index:
         import bm25s
 
         directory = Path(directory)
-        manifest = read_manifest(directory, kind=cls.kind, corpus_hash=corpus_hash(store.ids()))
+        manifest = read_manifest(directory, kind=cls.kind, corpus_hash=store.corpus_hash())
         wanted = _tokenizer_params(settings.bm25)
         if manifest.params != wanted:
             raise IndexError_(f"{directory}: built with bm25 settings {manifest.params}, configured {wanted}")
