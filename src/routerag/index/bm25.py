@@ -1,8 +1,9 @@
 """BM25 index over ``title\\ntext`` with bm25s. Row ``i`` is row ``i`` of the bundle's DocStore.
 
 Files: ``bm25s/`` as written by ``bm25s.BM25.save`` (``.npy`` arrays saved with
-``allow_pickle=False`` plus JSON vocabulary and parameters; loaded with ``allow_pickle=False``)
-and ``manifest.json``. Incremental ``add`` re-tokenises and rebuilds the whole BM25 matrix:
+``allow_pickle=False`` plus JSON vocabulary and parameters; loaded with ``allow_pickle=False``
+and memory-mapped: the CSC score arrays are read from the page cache, only the vocabulary is in
+Python objects) and ``manifest.json``. Incremental ``add`` re-tokenises and rebuilds the whole BM25 matrix:
 document frequencies (IDF) change with every new document, and rebuilding 6k passages takes
 about a second, so this is the honest incremental path.
 """
@@ -147,7 +148,8 @@ class BM25Index:
         if not arrays.is_dir():
             raise IndexError_(f"{arrays}: missing; the BM25 index is incomplete, rebuild it")
         try:
-            retriever = bm25s.BM25.load(str(arrays), load_corpus=False, mmap=False, allow_pickle=False)
+            # memory-mapped: the score matrix stays in the page cache, not in the process (docs/scale.md)
+            retriever = bm25s.BM25.load(str(arrays), load_corpus=False, mmap=True, allow_pickle=False)
         except (OSError, ValueError, KeyError, EOFError) as exc:
             raise IndexError_(f"{arrays}: corrupt BM25 arrays ({type(exc).__name__}: {exc}); rebuild it") from None
         n = int(retriever.scores.get("num_docs", -1))
