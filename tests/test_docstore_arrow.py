@@ -14,9 +14,10 @@ from routerag.config import fingerprint_dump  # noqa: E402
 from routerag.corpus.schema import Document  # noqa: E402
 from routerag.index import arrow_docstore  # noqa: E402
 from routerag.index.arrow_docstore import ArrowDocStore, write_arrow  # noqa: E402
-from routerag.index.docstore import ARROW_NAME, DOCS_NAME, DocStore, open_docstore  # noqa: E402
+from routerag.index.docstore import ARROW_NAME, DOCS_NAME, DocStore  # noqa: E402
 from routerag.index.manifest import IndexError_  # noqa: E402
 from routerag.index.settings import IndexSettings  # noqa: E402
+from routerag.index.stores import open_docstore  # noqa: E402
 
 
 def _docs(n: int, start: int = 0) -> list[Document]:

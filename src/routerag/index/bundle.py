@@ -24,9 +24,10 @@ from routerag import progress
 from routerag.config import ConfigError, load_config, write_resolved
 from routerag.corpus.schema import Document
 from routerag.index.component import COMPONENTS, IndexComponent
-from routerag.index.docstore import DOCS_NAME, STORE_FILES, DocStore, open_docstore, save_docstore, stored_kind
+from routerag.index.docstore import DOCS_NAME, STORE_FILES, DocStore
 from routerag.index.manifest import IndexError_, Manifest, read_manifest, write_manifest
 from routerag.index.settings import IndexSettings
+from routerag.index.stores import open_docstore, save_docstore, stored_kind
 from routerag.registry import UnknownNameError
 
 if TYPE_CHECKING:

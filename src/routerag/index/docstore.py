@@ -8,7 +8,7 @@ Two stores with one interface (row ``i`` = document ``i`` = vector ``i`` in both
   Arrow IPC file (``docs.arrow``); documents are read by row on demand (zero-copy, O(k) for k
   rows), so the corpus does not live in Python objects. Needs pyarrow (imported lazily).
 
-:func:`open_docstore` opens whichever file a bundle holds; :func:`save_docstore` writes one.
+:mod:`routerag.index.stores` opens whichever file a bundle holds and writes either.
 """
 
 from __future__ import annotations
@@ -95,46 +95,3 @@ def iter_jsonl(path: Path) -> Iterator[Document]:
                 yield Document.model_validate(json.loads(line))
             except (json.JSONDecodeError, ValidationError) as exc:
                 raise ValueError(f"{path}:{lineno}: corrupt document record: {exc}") from None
-
-
-def stored_kind(directory: str | Path) -> str | None:
-    """``"arrow"`` or ``"jsonl"``: which document file ``directory`` holds (``None``: neither).
-    Both at once is an error (a conversion that did not finish)."""
-    present = [kind for kind, name in STORE_FILES.items() if (Path(directory) / name).is_file()]
-    if len(present) > 1:
-        raise ValueError(
-            f"{directory}: holds both {DOCS_NAME} and {ARROW_NAME}; remove the one the bundle does not use "
-            "(config.resolved.yaml's docstore says which) or rerun `routerag convert-docstore`"
-        )
-    return present[0] if present else None
-
-
-def open_docstore(directory: str | Path) -> DocStore:
-    """The document store of a bundle directory, by the file it holds."""
-    kind = stored_kind(directory)
-    if kind is None:
-        raise FileNotFoundError(f"{directory}: has no {DOCS_NAME} or {ARROW_NAME}; the index is incomplete, rebuild it")
-    if kind == "arrow":
-        from routerag.index.arrow_docstore import ArrowDocStore
-
-        return ArrowDocStore.open(directory)
-    return DocStore.load(directory)
-
-
-def save_docstore(store: DocStore, directory: str | Path, kind: str) -> None:
-    """Write ``store`` into ``directory`` as ``kind`` (``jsonl`` or ``arrow``)."""
-    if kind == "jsonl":
-        if store.kind == "jsonl":
-            store.save(directory)
-            return
-        text = "".join(d.model_dump_json() + "\n" for d in store.docs)
-        atomic_write_text(Path(directory) / DOCS_NAME, text)
-        return
-    if kind != "arrow":
-        raise ValueError(f"unknown docstore {kind!r}; use one of {', '.join(STORE_FILES)}")
-    if store.kind == "arrow":
-        store.save(directory)
-        return
-    from routerag.index.arrow_docstore import write_arrow
-
-    write_arrow(lambda: iter(store.docs), Path(directory) / ARROW_NAME)
