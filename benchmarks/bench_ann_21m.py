@@ -172,6 +172,7 @@ def build(
         t0 = time.perf_counter()
         index = ivfpq.train(out[:rows], settings)
         timings["train_s"] = time.perf_counter() - t0
+        (workdir / "timings.json").write_text(json.dumps(timings))  # kept across resumed runs
         ivfpq.write_index(index, workdir / "trained.index")
         del index
     done = 0
