@@ -66,6 +66,29 @@ def index_command(
     )
 
 
+@app.command("convert-docstore")
+def convert_docstore_command(
+    index_dir: Path = typer.Argument(..., help="an index directory built by `routerag index`"),
+    to: str = typer.Option("arrow", "--to", help="arrow (one memory-mapped Arrow file) or jsonl (JSON lines)"),
+) -> None:
+    """Rewrite an index's documents as a memory-mapped Arrow file (corpora beyond RAM) or back as
+    JSON lines; the components (vectors, BM25, graph) are untouched: row i stays document i."""
+    import time
+
+    from routerag.index.bundle import convert_docstore
+    from routerag.index.manifest import IndexError_
+
+    t0 = time.perf_counter()
+    try:
+        changed = convert_docstore(index_dir, to)
+    except (IndexError_, ValueError, ImportError) as exc:
+        _fail(str(exc))
+    if not changed:
+        typer.echo(f"{index_dir}: its documents are already stored as {to}")
+        return
+    typer.echo(f"converted the documents of {index_dir} to {to} in {time.perf_counter() - t0:.1f}s")
+
+
 def _print_response(response: "RetrievalResponse", width: int = 160) -> None:
     from rich.console import Console
     from rich.table import Table

@@ -1,8 +1,9 @@
 """BM25 index over ``title\\ntext`` with bm25s. Row ``i`` is row ``i`` of the bundle's DocStore.
 
 Files: ``bm25s/`` as written by ``bm25s.BM25.save`` (``.npy`` arrays saved with
-``allow_pickle=False`` plus JSON vocabulary and parameters; loaded with ``allow_pickle=False``)
-and ``manifest.json``. Incremental ``add`` re-tokenises and rebuilds the whole BM25 matrix:
+``allow_pickle=False`` plus JSON vocabulary and parameters; loaded with ``allow_pickle=False``
+and memory-mapped: the CSC score arrays are read from the page cache, only the vocabulary is in
+Python objects) and ``manifest.json``. Incremental ``add`` re-tokenises and rebuilds the whole BM25 matrix:
 document frequencies (IDF) change with every new document, and rebuilding 6k passages takes
 about a second, so this is the honest incremental path.
 """
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from routerag.index.manifest import IndexError_, Manifest, corpus_hash, read_manifest, write_manifest
+from routerag.index.manifest import IndexError_, Manifest, read_manifest, write_manifest
 from routerag.index.settings import BM25Settings, IndexSettings
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ class BM25Index:
     def _manifest(self) -> Manifest:
         return Manifest(
             kind=self.kind,
-            corpus_hash=corpus_hash(self.store.ids()),
+            corpus_hash=self.store.corpus_hash(),
             n_docs=len(self.store),
             params=_tokenizer_params(self.settings.bm25),
         )
@@ -139,7 +140,7 @@ class BM25Index:
         import bm25s
 
         directory = Path(directory)
-        manifest = read_manifest(directory, kind=cls.kind, corpus_hash=corpus_hash(store.ids()))
+        manifest = read_manifest(directory, kind=cls.kind, corpus_hash=store.corpus_hash())
         wanted = _tokenizer_params(settings.bm25)
         if manifest.params != wanted:
             raise IndexError_(f"{directory}: built with bm25 settings {manifest.params}, configured {wanted}")
@@ -147,7 +148,8 @@ class BM25Index:
         if not arrays.is_dir():
             raise IndexError_(f"{arrays}: missing; the BM25 index is incomplete, rebuild it")
         try:
-            retriever = bm25s.BM25.load(str(arrays), load_corpus=False, mmap=False, allow_pickle=False)
+            # memory-mapped: the score matrix stays in the page cache, not in the process (docs/scale.md)
+            retriever = bm25s.BM25.load(str(arrays), load_corpus=False, mmap=True, allow_pickle=False)
         except (OSError, ValueError, KeyError, EOFError) as exc:
             raise IndexError_(f"{arrays}: corrupt BM25 arrays ({type(exc).__name__}: {exc}); rebuild it") from None
         n = int(retriever.scores.get("num_docs", -1))

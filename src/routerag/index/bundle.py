@@ -3,7 +3,8 @@
 ```
 DIR/
   manifest.json          kind "bundle", corpus hash, components
-  docs.jsonl             the DocStore (row i = FAISS row i = BM25 row i = passage node i)
+  docs.jsonl             the DocStore (row i = FAISS row i = BM25 row i = passage node i), or
+  docs.arrow             the same as one memory-mapped Arrow file (``docstore: arrow``)
   config.resolved.yaml   the IndexSettings it was built with
   dense/  bm25/  graph/  one folder per component, each with its own manifest.json
 ```
@@ -23,9 +24,10 @@ from routerag import progress
 from routerag.config import ConfigError, load_config, write_resolved
 from routerag.corpus.schema import Document
 from routerag.index.component import COMPONENTS, IndexComponent
-from routerag.index.docstore import DOCS_NAME, DocStore
-from routerag.index.manifest import IndexError_, Manifest, corpus_hash, read_manifest, write_manifest
+from routerag.index.docstore import DOCS_NAME, STORE_FILES, DocStore
+from routerag.index.manifest import IndexError_, Manifest, read_manifest, write_manifest
 from routerag.index.settings import IndexSettings
+from routerag.index.stores import open_docstore, save_docstore, stored_kind
 from routerag.registry import UnknownNameError
 
 if TYPE_CHECKING:
@@ -102,9 +104,9 @@ class IndexBundle:
             return []
         for name, component in self.components.items():
             component.add(new, self.directory / name)
-        self.store.save(self.directory)
+        save_docstore(self.store, self.directory, stored_kind(self.directory) or self.settings.docstore)
         self.manifest = self.manifest.model_copy(
-            update={"corpus_hash": corpus_hash(self.store.ids()), "n_docs": len(self.store)}
+            update={"corpus_hash": self.store.corpus_hash(), "n_docs": len(self.store)}
         )
         write_manifest(self.directory, self.manifest)
         return new
@@ -175,7 +177,7 @@ def build_index(
     staging = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.building-"))
     staging.chmod(0o755)
     try:
-        store.save(staging)
+        save_docstore(store, staging, settings.docstore)
         write_resolved(settings, staging, CONFIG_NAME)
         built: dict[str, IndexComponent] = {}
         for name, cls in classes.items():
@@ -183,7 +185,7 @@ def build_index(
                 built[name] = cls.build(store, staging / name, settings)
         manifest = Manifest(
             kind=BUNDLE_KIND,
-            corpus_hash=corpus_hash(store.ids()),
+            corpus_hash=store.corpus_hash(),
             n_docs=len(store),
             embedder=built["dense"].manifest.embedder if "dense" in built else None,
             components=list(built),
@@ -215,15 +217,19 @@ def load_index(
         raise IndexError_(f"{directory}: no such index directory; build it with `routerag index`")
     manifest = read_manifest(directory, kind=BUNDLE_KIND)
     settings = settings or _read_settings(directory)
-    if not (directory / DOCS_NAME).is_file():
-        raise IndexError_(f"{directory / DOCS_NAME}: missing; the index is incomplete, rebuild it")
     try:
-        store = DocStore.load(directory)
+        kind = stored_kind(directory)
+        if kind is None:
+            raise IndexError_(f"{directory / DOCS_NAME}: missing; the index is incomplete, rebuild it")
+        store = open_docstore(directory)
     except ValueError as exc:
         raise IndexError_(str(exc)) from None
-    if len(store) != manifest.n_docs or corpus_hash(store.ids()) != manifest.corpus_hash:
+    except ImportError as exc:
+        raise IndexError_(f"{directory}: its documents are an Arrow file and pyarrow is missing ({exc}); pip install pyarrow") from None
+    if len(store) != manifest.n_docs or store.corpus_hash() != manifest.corpus_hash:
+        name = STORE_FILES[kind]
         raise IndexError_(
-            f"{directory / DOCS_NAME}: does not match the manifest ({len(store)} docs vs {manifest.n_docs}); rebuild the index"
+            f"{directory / name}: does not match the manifest ({len(store)} docs vs {manifest.n_docs}); rebuild the index"
         )
     wanted = manifest.components if components is None else list(components)
     missing = [c for c in wanted if c not in manifest.components]
@@ -262,3 +268,63 @@ def cached_index(
         if directory.is_dir():
             return load_index(directory, settings)
         return build_index(docs, directory, settings, components)
+
+
+def convert_docstore(directory: str | Path, kind: str) -> bool:
+    """Rewrite a bundle's documents as ``kind`` (``arrow`` or ``jsonl``), streaming (one batch of
+    documents in memory), check the new file against the manifest, remove the old one and record
+    the kind in ``config.resolved.yaml``. Returns ``False`` when the bundle already has ``kind``."""
+    from routerag.index.docstore import iter_jsonl
+
+    directory = Path(directory)
+    manifest = read_manifest(directory, kind=BUNDLE_KIND)
+    settings = _read_settings(directory)
+    try:
+        current = stored_kind(directory)
+    except ValueError as exc:
+        raise IndexError_(str(exc)) from None
+    if current is None:
+        raise IndexError_(f"{directory}: has no documents file; the index is incomplete, rebuild it")
+    if kind not in STORE_FILES:
+        raise IndexError_(f"unknown docstore {kind!r}; use one of {', '.join(STORE_FILES)}")
+    if current == kind:
+        return False
+    old = directory / STORE_FILES[current]
+    new = directory / STORE_FILES[kind]
+    try:
+        if kind == "arrow":
+            from routerag.index.arrow_docstore import write_arrow
+
+            write_arrow(lambda: iter_jsonl(old), new)
+        else:
+            _write_jsonl(open_docstore(directory).docs, new)
+        converted = _open_kind(directory, kind)
+    except BaseException:
+        new.unlink(missing_ok=True)
+        raise
+    if len(converted) != manifest.n_docs or converted.corpus_hash() != manifest.corpus_hash:
+        new.unlink(missing_ok=True)
+        raise IndexError_(f"{old}: does not match the manifest ({len(converted)} docs vs {manifest.n_docs}); not converted")
+    old.unlink()
+    write_resolved(settings.model_copy(update={"docstore": kind}), directory, CONFIG_NAME)
+    return True
+
+
+def _open_kind(directory: Path, kind: str) -> DocStore:
+    if kind == "arrow":
+        from routerag.index.arrow_docstore import ArrowDocStore
+
+        return ArrowDocStore.open(directory)
+    return DocStore.load(directory)
+
+
+def _write_jsonl(docs: Iterable[Document], path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as handle:
+            for doc in docs:
+                handle.write(doc.model_dump_json() + "\n")
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -17,7 +17,7 @@ import numpy as np
 
 from routerag.index.embedder import Embedder, EmbedderConfig, build_embedder
 from routerag.index.ivfpq import write_index
-from routerag.index.manifest import IndexError_, Manifest, corpus_hash, read_manifest, write_manifest
+from routerag.index.manifest import IndexError_, Manifest, read_manifest, write_manifest
 from routerag.index.settings import DenseSettings, IndexSettings, IVFPQSettings
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ class DenseIndex:
             write_index(index, directory / FAISS_NAME)
         manifest = Manifest(
             kind=cls.kind,
-            corpus_hash=corpus_hash(store.ids()),
+            corpus_hash=store.corpus_hash(),
             n_docs=len(store),
             embedder=embedder.identity,
             params={
@@ -163,7 +163,7 @@ class DenseIndex:
     @classmethod
     def load(cls, directory: Path, store: "DocStore", settings: IndexSettings) -> "DenseIndex":
         directory = Path(directory)
-        manifest = read_manifest(directory, kind=cls.kind, corpus_hash=corpus_hash(store.ids()))
+        manifest = read_manifest(directory, kind=cls.kind, corpus_hash=store.corpus_hash())
         built_with = manifest.params.get("embedder_config")
         wanted = _embedder_key(settings.embedder)
         if built_with != wanted:
@@ -230,7 +230,7 @@ class DenseIndex:
             self.faiss_index.add(vectors)
             write_index(self.faiss_index, directory / FAISS_NAME)
         self.manifest = self.manifest.model_copy(
-            update={"corpus_hash": corpus_hash(self.store.ids()), "n_docs": self.faiss_index.ntotal}
+            update={"corpus_hash": self.store.corpus_hash(), "n_docs": self.faiss_index.ntotal}
         )
         write_manifest(directory, self.manifest)
 

@@ -39,7 +39,7 @@ import numpy as np
 from routerag import progress
 from routerag.config import atomic_write_text
 from routerag.index.embedder import Embedder, EmbedderConfig, build_embedder
-from routerag.index.manifest import IndexError_, Manifest, corpus_hash, read_manifest, write_manifest
+from routerag.index.manifest import IndexError_, Manifest, read_manifest, write_manifest
 from routerag.index.openie.base import OpenIEExtractor, OpenIERecord, Triple, normalise_phrase
 from routerag.index.openie.cache import OpenIECache, entry_from_record, read_openie_file, record_from_entry
 from routerag.index.settings import GraphSettings, IndexSettings
@@ -353,7 +353,7 @@ class GraphIndex:
         embedder = build_embedder(settings.embedder)
         manifest = Manifest(
             kind=cls.kind,
-            corpus_hash=corpus_hash(store.ids()),
+            corpus_hash=store.corpus_hash(),
             n_docs=len(store),
             embedder=embedder.identity,
             extractor=extractor.identity,
@@ -379,7 +379,7 @@ class GraphIndex:
     @classmethod
     def load(cls, directory: Path, store: "DocStore", settings: IndexSettings) -> "GraphIndex":
         directory = Path(directory)
-        manifest = read_manifest(directory, kind=cls.kind, corpus_hash=corpus_hash(store.ids()))
+        manifest = read_manifest(directory, kind=cls.kind, corpus_hash=store.corpus_hash())
         built_with = manifest.params.get("embedder_config")
         if built_with != _embedder_key(settings.embedder):
             raise IndexError_(
@@ -448,7 +448,7 @@ class GraphIndex:
             extractor = make_extractor(self.settings.graph)
         self._extend(new_docs, extractor)
         self.manifest = self.manifest.model_copy(
-            update={"corpus_hash": corpus_hash(self.store.ids()), "n_docs": self.n_passages}
+            update={"corpus_hash": self.store.corpus_hash(), "n_docs": self.n_passages}
         )
         self._save(Path(directory))
 

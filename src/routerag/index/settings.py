@@ -152,3 +152,9 @@ class IndexSettings(BaseModel):
     dense: DenseSettings = Field(default_factory=DenseSettings)
     bm25: BM25Settings = Field(default_factory=BM25Settings)
     graph: GraphSettings = Field(default_factory=GraphSettings)
+    docstore: Literal["jsonl", "arrow"] = Field(
+        "jsonl",
+        description="how the bundle stores its documents: JSON lines read into memory, or one memory-mapped "
+        "Arrow file read by row (corpora beyond RAM; needs pyarrow)",
+        json_schema_extra=OMIT_AT_DEFAULT,  # added after runs and indexes were stored
+    )
