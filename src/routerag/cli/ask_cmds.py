@@ -22,9 +22,8 @@ def _eval_config(config: Optional[Path], overrides: list[str], **fields):
     from routerag.config import load_config
     from routerag.eval.config import EvalConfig
 
-    base = load_config(EvalConfig, config, overrides)
     explicit = {k: v for k, v in fields.items() if v is not None}
-    return base.model_copy(update=explicit)
+    return load_config(EvalConfig, config, overrides, updates=explicit)  # params checked against the strategy's
 
 
 def _components(index: Optional[Path]) -> Optional[list[str]]:

@@ -48,7 +48,7 @@ def eval_command(
     from routerag.eval.runner import run_evaluation
     from routerag.eval.runs import RunDir, RunError
     from routerag.eval.setup import build_setup, check_names
-    from routerag.index.manifest import IndexError_
+    from routerag.index.manifest import IndexLoadError
     from routerag.llm.base import ModelError
     from routerag.progress import reporting as progress_steps
     from routerag.registry import UnknownNameError
@@ -89,7 +89,7 @@ def eval_command(
         _fail(f"interrupted; finished questions are kept in {run_path} - run the same command to resume", 130)
     except UnknownNameError as exc:
         _fail(str(exc), 2)
-    except (ConfigError, RunError, IndexError_, ModelError, DataNotFoundError, ValidationError, ValueError) as exc:
+    except (ConfigError, RunError, IndexLoadError, ModelError, DataNotFoundError, ValidationError, ValueError) as exc:
         _fail(str(exc))
     if outcome.recovery.repaired:
         typer.echo(f"warning: {outcome.recovery.message(RunDir(run_path).results.path)}", err=True)

@@ -77,7 +77,7 @@ def index_command(
     from routerag.config import ConfigError, load_config
     from routerag.corpus.readers import CorpusFormatError
     from routerag.index.bundle import CONFIG_NAME, build_index, load_index
-    from routerag.index.manifest import IndexError_
+    from routerag.index.manifest import IndexLoadError
     from routerag.index.settings import IndexSettings
     from routerag.registry import UnknownNameError
 
@@ -105,7 +105,7 @@ def index_command(
                 return
             settings = load_config(IndexSettings, config, overrides)
             bundle = build_index(docs, out, settings, names or ("dense", "bm25"), overwrite=overwrite)
-        except (ConfigError, CorpusFormatError, IndexError_, UnknownNameError, FileExistsError, ValueError) as exc:
+        except (ConfigError, CorpusFormatError, IndexLoadError, UnknownNameError, FileExistsError, ValueError) as exc:
             _fail(str(exc))
     typer.echo(
         f"indexed {len(bundle.store)} documents into {out} ({', '.join(bundle.components)}) "
@@ -147,12 +147,12 @@ def retrieve_command(
     from pydantic import ValidationError
 
     from routerag.index.bundle import load_index
-    from routerag.index.manifest import IndexError_
+    from routerag.index.manifest import IndexLoadError
     from routerag.sources.base import RetrievalError, RetrievalRequest
 
     try:
         bundle = load_index(index_dir)
-    except IndexError_ as exc:
+    except IndexLoadError as exc:
         _fail(str(exc))
     sources = bundle.sources()
     mounted = sources.names()

@@ -34,12 +34,12 @@ def _server_overrides(host: str, port: int, api_key_env: str | None, overrides: 
 
 def _load_sources(index_dir: Path, modes: list[str] | None) -> "SourceSet":
     from routerag.index.bundle import load_index
-    from routerag.index.manifest import IndexError_
+    from routerag.index.manifest import IndexLoadError
 
     wanted = [m.strip() for value in modes or [] for m in value.split(",") if m.strip()] or None
     try:
         bundle = load_index(index_dir)
-    except IndexError_ as exc:
+    except IndexLoadError as exc:
         _fail(str(exc))
     sources = bundle.sources(wanted)
     for mode, why in bundle.unmounted.items():

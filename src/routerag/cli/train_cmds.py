@@ -38,8 +38,8 @@ def train_command(
     if out is not None:
         items.append(f"output_dir={out}")
     try:
-        cfg = load_config(TrainConfig, config, items)
-    except ConfigError as exc:
+        cfg = load_config(TrainConfig, config, items)  # reward names and params are checked here
+    except (ConfigError, UnknownNameError) as exc:
         _fail(str(exc), 2)
     if dry_run:
         typer.echo(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))

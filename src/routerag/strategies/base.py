@@ -37,7 +37,9 @@ class Strategy(Protocol):
     def run(self, question: str | Question) -> Trace: ...
 
 
-STRATEGIES: Registry[type[Strategy]] = Registry("strategy")
+STRATEGIES: Registry[type[Strategy]] = Registry(
+    "strategy", check=lambda obj: isinstance(obj, type) and hasattr(obj, "Params") and hasattr(obj, "run")
+)
 
 
 def strategy_revision(cls: type) -> int:
