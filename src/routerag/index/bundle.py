@@ -24,7 +24,7 @@ from routerag.config import ConfigError, load_config, write_resolved
 from routerag.corpus.schema import Document
 from routerag.index.component import COMPONENTS, IndexComponent
 from routerag.index.docstore import DOCS_NAME, DocStore
-from routerag.index.manifest import IndexError_, Manifest, corpus_hash, read_manifest, write_manifest
+from routerag.index.manifest import IndexLoadError, Manifest, corpus_hash, read_manifest, write_manifest
 from routerag.index.settings import IndexSettings
 from routerag.registry import UnknownNameError
 
@@ -41,9 +41,9 @@ def _component_class(name: str) -> type:
     try:
         return COMPONENTS.get(name)
     except UnknownNameError as exc:
-        raise IndexError_(str(exc)) from None
+        raise IndexLoadError(str(exc)) from None
     except ImportError as exc:
-        raise IndexError_(f"index component {name!r} is not available: {exc}") from None
+        raise IndexLoadError(f"index component {name!r} is not available: {exc}") from None
 
 
 class IndexBundle:
@@ -72,7 +72,7 @@ class IndexBundle:
         try:
             return self.components[name]
         except KeyError:
-            raise IndexError_(
+            raise IndexLoadError(
                 f"{self.directory}: has no {name!r} component; it has: {', '.join(self.components) or '(none)'}"
             ) from None
 
@@ -94,7 +94,7 @@ class IndexBundle:
         the bundle manifest is written last."""
         skipped = [c for c in self.manifest.components if c not in self.components]
         if skipped:
-            raise IndexError_(
+            raise IndexLoadError(
                 f"{self.directory}: load every component before adding documents (not loaded: {', '.join(skipped)})"
             )
         new = self.store.add(docs)
@@ -113,7 +113,7 @@ class IndexBundle:
         """Build one more component over the current documents (e.g. ``graph`` on an index built
         with ``dense,bm25``); it is built in a hidden folder and renamed into place."""
         if name in self.manifest.components:
-            raise IndexError_(f"{self.directory}: already has a {name!r} component")
+            raise IndexLoadError(f"{self.directory}: already has a {name!r} component")
         cls = _component_class(name)
         staging = Path(tempfile.mkdtemp(dir=self.directory, prefix=f".{name}.building-"))
         staging.chmod(0o755)
@@ -143,11 +143,11 @@ class IndexBundle:
 def _read_settings(directory: Path) -> IndexSettings:
     path = directory / CONFIG_NAME
     if not path.is_file():
-        raise IndexError_(f"{path}: missing; the index is incomplete, rebuild it")
+        raise IndexLoadError(f"{path}: missing; the index is incomplete, rebuild it")
     try:
         return load_config(IndexSettings, path)
     except ConfigError as exc:
-        raise IndexError_(str(exc)) from None
+        raise IndexLoadError(str(exc)) from None
 
 
 def build_index(
@@ -209,26 +209,26 @@ def load_index(
     components: Sequence[str] | None = None,
 ) -> IndexBundle:
     """Open a bundle; ``settings`` defaults to the ones it was built with. ``components`` limits
-    which components are loaded (default: all). Any mismatch raises ``IndexError_``."""
+    which components are loaded (default: all). Any mismatch raises ``IndexLoadError``."""
     directory = Path(directory)
     if not directory.is_dir():
-        raise IndexError_(f"{directory}: no such index directory; build it with `routerag index`")
+        raise IndexLoadError(f"{directory}: no such index directory; build it with `routerag index`")
     manifest = read_manifest(directory, kind=BUNDLE_KIND)
     settings = settings or _read_settings(directory)
     if not (directory / DOCS_NAME).is_file():
-        raise IndexError_(f"{directory / DOCS_NAME}: missing; the index is incomplete, rebuild it")
+        raise IndexLoadError(f"{directory / DOCS_NAME}: missing; the index is incomplete, rebuild it")
     try:
         store = DocStore.load(directory)
     except ValueError as exc:
-        raise IndexError_(str(exc)) from None
+        raise IndexLoadError(str(exc)) from None
     if len(store) != manifest.n_docs or corpus_hash(store.ids()) != manifest.corpus_hash:
-        raise IndexError_(
+        raise IndexLoadError(
             f"{directory / DOCS_NAME}: does not match the manifest ({len(store)} docs vs {manifest.n_docs}); rebuild the index"
         )
     wanted = manifest.components if components is None else list(components)
     missing = [c for c in wanted if c not in manifest.components]
     if missing:
-        raise IndexError_(
+        raise IndexLoadError(
             f"{directory}: has no {', '.join(missing)} component; it has: {', '.join(manifest.components)}"
         )
     loaded: dict[str, IndexComponent] = {}
@@ -236,7 +236,7 @@ def load_index(
         for name in wanted:
             sub = directory / name
             if not sub.is_dir():
-                raise IndexError_(f"{sub}: missing; the index is incomplete, rebuild it")
+                raise IndexLoadError(f"{sub}: missing; the index is incomplete, rebuild it")
             loaded[name] = _component_class(name).load(sub, store, settings)
     return IndexBundle(directory, store, settings, manifest, loaded)
 
