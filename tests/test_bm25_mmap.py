@@ -9,7 +9,7 @@ import pytest
 from routerag.corpus.schema import Document
 from routerag.index.bm25 import ARRAYS_DIR, BM25Index
 from routerag.index.docstore import DocStore
-from routerag.index.manifest import IndexError_
+from routerag.index.manifest import IndexLoadError
 from routerag.index.settings import IndexSettings
 
 
@@ -37,5 +37,5 @@ def test_truncated_array_is_a_clear_error(tmp_path):
     BM25Index.build(store, tmp_path, IndexSettings())
     data = tmp_path / ARRAYS_DIR / "data.csc.index.npy"
     data.write_bytes(data.read_bytes()[:-40])
-    with pytest.raises(IndexError_, match=r"bm25s: corrupt BM25 arrays \(ValueError: mmap length is greater than file size\); rebuild it"):
+    with pytest.raises(IndexLoadError, match=r"bm25s: corrupt BM25 arrays \(ValueError: mmap length is greater than file size\); rebuild it"):
         BM25Index.load(tmp_path, store, IndexSettings())

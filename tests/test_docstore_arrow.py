@@ -15,7 +15,7 @@ from routerag.corpus.schema import Document  # noqa: E402
 from routerag.index import arrow_docstore  # noqa: E402
 from routerag.index.arrow_docstore import ArrowDocStore, write_arrow  # noqa: E402
 from routerag.index.docstore import ARROW_NAME, DOCS_NAME, DocStore  # noqa: E402
-from routerag.index.manifest import IndexError_  # noqa: E402
+from routerag.index.manifest import IndexLoadError  # noqa: E402
 from routerag.index.settings import IndexSettings  # noqa: E402
 from routerag.index.stores import open_docstore  # noqa: E402
 
@@ -186,10 +186,10 @@ def test_bundle_with_a_truncated_arrow_store_fails_clearly(tmp_path, corpus):
     build_index(corpus[:50], directory, IndexSettings(docstore="arrow"), components=["bm25"])
     path = directory / ARROW_NAME
     path.write_bytes(path.read_bytes()[:-100])
-    with pytest.raises(IndexError_, match="truncated or corrupt: rebuild the index"):
+    with pytest.raises(IndexLoadError, match="truncated or corrupt: rebuild the index"):
         load_index(directory)
     (directory / DOCS_NAME).write_text("")
-    with pytest.raises(IndexError_, match="holds both docs.jsonl and docs.arrow"):
+    with pytest.raises(IndexLoadError, match="holds both docs.jsonl and docs.arrow"):
         load_index(directory)
 
 

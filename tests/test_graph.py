@@ -14,7 +14,7 @@ from routerag.corpus.loaders import load_questions
 from routerag.corpus.schema import Document
 from routerag.index.docstore import DocStore
 from routerag.index.graph import GRAPH_NPZ, GraphIndex
-from routerag.index.manifest import IndexError_
+from routerag.index.manifest import IndexLoadError
 from routerag.index.openie.base import OpenIERecord
 from routerag.index.settings import GraphSettings, IndexSettings
 from routerag.llm.scripted import ScriptedModel
@@ -123,20 +123,20 @@ def test_load_round_trip_and_manifest_checks(musique, tmp_path):
     assert loaded.stats() == graph.stats()
     q = [questions[0].question]
     assert [h.doc_id for h in GraphSource(loaded).search(q, 5)[0].hits] == [h.doc_id for h in GraphSource(graph).search(q, 5)[0].hits]
-    with pytest.raises(IndexError_, match="another corpus"):
+    with pytest.raises(IndexLoadError, match="another corpus"):
         GraphIndex.load(directory, DocStore(graph.store.docs[:-1]), graph.settings)
     other = graph.settings.model_copy(update={"embedder": graph.settings.embedder.model_copy(update={"model": "other"})})
-    with pytest.raises(IndexError_, match="embedder"):
+    with pytest.raises(IndexLoadError, match="embedder"):
         GraphIndex.load(directory, graph.store, other)
     broken = tmp_path / "graph"
     shutil.copytree(directory, broken)
     (broken / GRAPH_NPZ).write_bytes(b"not an npz")
-    with pytest.raises(IndexError_, match="graph.npz"):
+    with pytest.raises(IndexLoadError, match="graph.npz"):
         GraphIndex.load(broken, graph.store, graph.settings)
     whole = (directory / GRAPH_NPZ).read_bytes()
     for cut in (len(whole) // 2, len(whole) - 30, 100):  # a copy or a download that stopped early
         (broken / GRAPH_NPZ).write_bytes(whole[:cut])
-        with pytest.raises(IndexError_, match="graph.npz: corrupt graph arrays.*rebuild it"):
+        with pytest.raises(IndexLoadError, match="graph.npz: corrupt graph arrays.*rebuild it"):
             GraphIndex.load(broken, graph.store, graph.settings)
 
 

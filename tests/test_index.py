@@ -16,7 +16,7 @@ from routerag.index.bm25 import BM25Index
 from routerag.index.bundle import build_index, load_index
 from routerag.index.component import COMPONENTS, IndexComponent
 from routerag.index.embedder import resolve_dtype
-from routerag.index.manifest import IndexError_
+from routerag.index.manifest import IndexLoadError
 from routerag.index.settings import IndexSettings
 from routerag.sources.base import RetrievalError
 
@@ -137,7 +137,7 @@ def test_failed_build_leaves_nothing(tmp_path, corpus, monkeypatch):
 def test_build_refuses_existing_unknown_component_and_empty(tmp_path, built, corpus):
     with pytest.raises(FileExistsError, match="already exists"):
         build_index(corpus[:5], built)
-    with pytest.raises(IndexError_, match="unknown index component 'nope'; valid: bm25, dense, graph"):
+    with pytest.raises(IndexLoadError, match="unknown index component 'nope'; valid: bm25, dense, graph"):
         build_index(corpus[:5], tmp_path / "x", components=["nope"])
     with pytest.raises(ValueError, match="no documents"):
         build_index([], tmp_path / "y", components=["bm25"])
@@ -154,13 +154,13 @@ def test_overwrite_replaces(tmp_path, corpus):
 
 def test_settings_mismatch_refused(built):
     other_embedder = IndexSettings.model_validate({"embedder": {"model": "some/other-model"}})
-    with pytest.raises(IndexError_, match=r"dense: built with embedder .*all-MiniLM.*configured .*some/other-model"):
+    with pytest.raises(IndexLoadError, match=r"dense: built with embedder .*all-MiniLM.*configured .*some/other-model"):
         load_index(built, other_embedder)
     other_bm25 = IndexSettings.model_validate({"bm25": {"k1": 0.9}})
-    with pytest.raises(IndexError_, match=r"bm25: built with bm25 settings"):
+    with pytest.raises(IndexLoadError, match=r"bm25: built with bm25 settings"):
         load_index(built, other_bm25)
     hnsw = IndexSettings.model_validate({"dense": {"faiss": "hnsw"}})
-    with pytest.raises(IndexError_, match="a 'flat' FAISS index, configured 'hnsw'"):
+    with pytest.raises(IndexLoadError, match="a 'flat' FAISS index, configured 'hnsw'"):
         load_index(built, hnsw)
     # query-time settings may differ
     load_index(built, IndexSettings.model_validate({"embedder": {"batch_size": 8}}))
@@ -170,30 +170,30 @@ def test_corrupt_files_refused(built, tmp_path):
     directory = _copy(built, tmp_path)
     faiss_file = directory / "dense" / "faiss.index"
     faiss_file.write_bytes(faiss_file.read_bytes()[:1000])
-    with pytest.raises(IndexError_, match=r"dense/faiss.index: corrupt FAISS index"):
+    with pytest.raises(IndexLoadError, match=r"dense/faiss.index: corrupt FAISS index"):
         load_index(directory)
     load_index(directory, components=["bm25"])  # the other component still opens
     data_file = directory / "bm25" / "bm25s" / "data.csc.index.npy"
     np.save(data_file, np.load(data_file)[:10], allow_pickle=False)
-    with pytest.raises(IndexError_, match=r"bm25/bm25s: corrupt BM25 arrays \(data has 10 entries"):
+    with pytest.raises(IndexLoadError, match=r"bm25/bm25s: corrupt BM25 arrays \(data has 10 entries"):
         load_index(directory, components=["bm25"])
     (directory / "bm25" / "bm25s" / "vocab.index.json").write_text('{"a": ')
-    with pytest.raises(IndexError_, match=r"bm25/bm25s: corrupt BM25 arrays \(JSONDecodeError"):
+    with pytest.raises(IndexLoadError, match=r"bm25/bm25s: corrupt BM25 arrays \(JSONDecodeError"):
         load_index(directory, components=["bm25"])
 
     lines = (built / "docs.jsonl").read_text().splitlines()
     (directory / "docs.jsonl").write_text("\n".join(lines[:3] + ["{not json"] + lines[4:]) + "\n")
-    with pytest.raises(IndexError_, match=r"docs.jsonl:4: corrupt document record"):
+    with pytest.raises(IndexLoadError, match=r"docs.jsonl:4: corrupt document record"):
         load_index(directory)
 
     (directory / "docs.jsonl").write_text("\n".join(lines[:-1]) + "\n")  # one document lost
-    with pytest.raises(IndexError_, match="does not match the manifest"):
+    with pytest.raises(IndexLoadError, match="does not match the manifest"):
         load_index(directory)
 
     (directory / "manifest.json").write_text("{")
-    with pytest.raises(IndexError_, match="corrupt manifest"):
+    with pytest.raises(IndexLoadError, match="corrupt manifest"):
         load_index(directory)
-    with pytest.raises(IndexError_, match="no such index directory"):
+    with pytest.raises(IndexLoadError, match="no such index directory"):
         load_index(tmp_path / "missing")
 
 
@@ -202,7 +202,7 @@ def test_component_corpus_mismatch_refused(built, tmp_path):
     manifest = json.loads((directory / "bm25" / "manifest.json").read_text())
     manifest["corpus_hash"] = "0" * 32
     (directory / "bm25" / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(IndexError_, match=r"bm25/manifest.json: built over another corpus"):
+    with pytest.raises(IndexLoadError, match=r"bm25/manifest.json: built over another corpus"):
         load_index(directory)
 
 
@@ -219,7 +219,7 @@ def test_hnsw_index(tmp_path, corpus):
 def test_add_component_to_existing_bundle(tmp_path, corpus):
     directory = tmp_path / "idx"
     bundle = build_index(corpus[:20], directory, components=["bm25"])
-    with pytest.raises(IndexError_, match="already has a 'bm25' component"):
+    with pytest.raises(IndexLoadError, match="already has a 'bm25' component"):
         bundle.add_component("bm25")
     bundle.add_component("dense")
     reloaded = load_index(directory)

@@ -19,7 +19,7 @@ from routerag.index.ivfpq import (
     factory_string,
     open_vectors,
 )
-from routerag.index.manifest import IndexError_
+from routerag.index.manifest import IndexLoadError
 from routerag.index.settings import IndexSettings, IVFPQSettings
 
 faiss = pytest.importorskip("faiss")
@@ -221,12 +221,12 @@ def test_bundle_load_checks_settings(tmp_path, wiki_ivfpq):
     other_nlist = IndexSettings.model_validate(
         {"dense": {**BUNDLE["dense"], "ivfpq": {**BUNDLE["dense"]["ivfpq"], "nlist": 16}}}
     )
-    with pytest.raises(IndexError_, match=r"trained with ivfpq.nlist=8, configured 16; rebuild"):
+    with pytest.raises(IndexLoadError, match=r"trained with ivfpq.nlist=8, configured 16; rebuild"):
         load_index(directory, other_nlist)
-    with pytest.raises(IndexError_, match="a 'ivfpq' FAISS index, configured 'flat'"):
+    with pytest.raises(IndexLoadError, match="a 'ivfpq' FAISS index, configured 'flat'"):
         load_index(directory, IndexSettings())
     (directory / "dense" / VECTORS_NAME).unlink()
-    with pytest.raises(IndexError_, match=r"vectors.f16.npy: missing; the dense index is incomplete"):
+    with pytest.raises(IndexLoadError, match=r"vectors.f16.npy: missing; the dense index is incomplete"):
         load_index(directory)
 
 
@@ -234,7 +234,7 @@ def test_bundle_build_refuses_nlist_beyond_corpus(tmp_path, corpus):
     from routerag.index.bundle import build_index
 
     settings = IndexSettings.model_validate({"dense": {"faiss": "ivfpq", "ivfpq": {"nlist": 64, "nprobe": 8, "nbits": 4}}})
-    with pytest.raises(IndexError_, match=r"nlist=64 exceeds the training sample \(40 vectors"):
+    with pytest.raises(IndexLoadError, match=r"nlist=64 exceeds the training sample \(40 vectors"):
         build_index(corpus[:40], tmp_path / "small", settings, components=["dense"])
     assert not (tmp_path / "small").exists()
 

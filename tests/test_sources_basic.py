@@ -13,7 +13,7 @@ from routerag.corpus.loaders import load_corpus
 from routerag.corpus.schema import Document
 from routerag.corpus.tables import Table, table_documents
 from routerag.index.bundle import build_index
-from routerag.index.manifest import IndexError_
+from routerag.index.manifest import IndexLoadError
 from routerag.sources.base import QueryResult, RetrievalRequest
 from routerag.sources.multi import NamedCorpus, NamedSource, multi_source_set, open_corpus_bundle, realroute_corpora
 from routerag.sources.registry import BUNDLE_MODES, SOURCES, mount_bundle
@@ -62,7 +62,7 @@ def test_multi_source_routes_by_corpus(tmp_path, law_med):
     # a second call reuses the built bundles; changed documents are refused unless rebuild
     multi_source_set(law_med, tmp_path)
     changed = [law_med[0].model_copy(update={"docs": law_med[0].docs[:10]}), law_med[1]]
-    with pytest.raises(IndexError_, match="built over other documents"):
+    with pytest.raises(IndexLoadError, match="built over other documents"):
         multi_source_set(changed, tmp_path)
     assert len(open_corpus_bundle(changed[0], tmp_path, rebuild=True).store) == 10
 

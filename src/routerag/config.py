@@ -1,5 +1,14 @@
 """Typed configuration: a pydantic model filled from a YAML file plus ``key.path=value``
-command-line overrides; the resolved configuration is written next to every index and run."""
+command-line overrides; the resolved configuration is written next to every index and run.
+
+Everything a configuration names is checked when it is loaded, before a model or an index is
+built: registry names (``registry.RegisteredName``: unknown ones raise ``UnknownNameError``, listing
+the valid ones), and the parameters of the strategy and of every reward against their ``Params``.
+
+Suffixes (docs/architecture.md): ``*Params`` are the typed parameters of one call or part (a
+strategy's, a reward's, generation); ``*Config`` configures a run or a service (``EvalConfig``,
+``TrainConfig``, ``ModelConfig``) and its sections; ``*Settings`` are persisted with what they
+built (``IndexSettings`` in an index manifest, ``ServerSettings``)."""
 
 from __future__ import annotations
 
@@ -13,6 +22,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from routerag.errors import RouteragError
+from routerag.registry import UnknownNameError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -45,6 +55,11 @@ class ConfigError(RouteragError, ValueError):
     """A configuration file or override that cannot be used; the message says where and why."""
 
 
+def validation_reasons(exc: ValidationError) -> str:
+    """A pydantic error as one line: ``loc: message; loc: message``."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
+
+
 def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
     keys = dotted.split(".")
     node = tree
@@ -72,7 +87,10 @@ def parse_override(item: str) -> tuple[str, Any]:
     return key, value
 
 
-def load_config(model: type[M], path: str | Path | None = None, overrides: list[str] | None = None) -> M:
+def load_config(model: type[M], path: str | Path | None = None, overrides: list[str] | None = None,
+                updates: dict[str, Any] | None = None) -> M:
+    """``model`` from the YAML file at ``path``, then each ``key.path=value`` override, then the
+    top-level ``updates`` (values a command sets from its own options), validated once."""
     data: dict[str, Any] = {}
     if path is not None:
         path = Path(path)
@@ -88,11 +106,16 @@ def load_config(model: type[M], path: str | Path | None = None, overrides: list[
     for item in overrides or []:
         key, value = parse_override(item)
         _set_path(data, key, value)
+    data.update(updates or {})
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         where = f"{path}: " if path else ""
         raise ConfigError(f"{where}invalid configuration:\n{exc}") from None
+    except UnknownNameError as exc:
+        if path is None:
+            raise
+        raise type(exc)(f"{path}: {exc}") from None
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:

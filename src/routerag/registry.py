@@ -1,20 +1,36 @@
-"""One generic registry for pluggable parts (sources, strategies, rewards, backends).
+"""One generic registry for pluggable parts (sources, strategies, rewards, backends, routers ...).
 
 Built-ins are registered lazily as ``"module.path:attribute"`` strings so that heavy
 dependencies (torch, faiss, llama.cpp, TRL) are imported only when a part is used.
-Plugins call :meth:`Registry.register` with the object itself.
+Plugins either call :meth:`Registry.register` with the object itself, or are named in a
+configuration as ``"pkg.mod:Attr"`` — a *plugin name*, imported on lookup, no registration
+and no edit of routerag needed.
+
+A configuration field that names a registered part is typed ``Annotated[str, RegisteredName(REG)]``
+(not a ``Literal`` of the built-ins): it accepts every registered name and every plugin name that
+imports, so a part registered by a plugin is accepted without editing core code.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar, cast, overload
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, cast, overload
+
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, core_schema
 
 from routerag.errors import RouteragError
 
 T = TypeVar("T")
 F = TypeVar("F")  # what the decorator form registers and returns unchanged
+
+_DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
+PLUGIN_NAME = re.compile(rf"^({_DOTTED}):({_DOTTED})$")
+"""``pkg.mod:Attr`` (``Attr`` may be dotted: ``pkg.mod:Class.factory``)."""
 
 
 class UnknownNameError(RouteragError, KeyError):
@@ -24,12 +40,26 @@ class UnknownNameError(RouteragError, KeyError):
         return str(self.args[0])
 
 
-class Registry(Generic[T]):
-    """A name -> object map with lazy ``"module:attr"`` entries."""
+class PluginError(UnknownNameError):
+    """A plugin name (``"pkg.mod:Attr"``) that does not import, lacks the attribute, or names an
+    object of the wrong kind; the message says which."""
 
-    def __init__(self, kind: str) -> None:
+
+def is_plugin_name(name: str) -> bool:
+    return PLUGIN_NAME.match(name) is not None
+
+
+class Registry(Generic[T]):
+    """A name -> object map with lazy ``"module:attr"`` entries and ``"pkg.mod:Attr"`` plugin names.
+
+    ``check`` (optional) tells whether a plugin's object is of this registry's kind (say, a class
+    with a ``Params`` model); a plugin object that fails it is refused with a :class:`PluginError`."""
+
+    def __init__(self, kind: str, check: Callable[[object], bool] | None = None) -> None:
         self.kind = kind
+        self._check = check
         self._entries: dict[str, T | str] = {}
+        self._plugins: dict[str, T] = {}
 
     @overload
     def register(self, name: str, obj: None = None, *, replace: bool = False) -> Callable[[F], F]: ...
@@ -52,19 +82,26 @@ class Registry(Generic[T]):
         return obj
 
     def get(self, name: str) -> T:
-        try:
-            entry = self._entries[name]
-        except KeyError:
-            raise UnknownNameError(
-                f"unknown {self.kind} {name!r}; valid: {', '.join(sorted(self._entries))}"
-            ) from None
+        """The object registered as ``name`` (imported on first use), or the plugin ``name`` names."""
+        if name not in self._entries:
+            if is_plugin_name(name):
+                return self._plugin(name)
+            raise self._unknown(name)
+        entry = self._entries[name]
         if isinstance(entry, str):
-            module_name, _, attr = entry.partition(":")
-            entry = getattr(importlib.import_module(module_name), attr)
+            entry = cast(T, _import(entry))
             self._entries[name] = entry
         return cast(T, entry)
 
+    def validate_name(self, name: str) -> str:
+        """``name`` when it is registered (nothing is imported) or a plugin name that loads (the
+        plugin is imported and checked); else :class:`UnknownNameError` / :class:`PluginError`."""
+        if name not in self._entries:
+            self.get(name)
+        return name
+
     def names(self) -> list[str]:
+        """The registered names (plugin names looked up so far are not listed)."""
         return sorted(self._entries)
 
     def __contains__(self, name: object) -> bool:
@@ -73,3 +110,66 @@ class Registry(Generic[T]):
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
+    def _unknown(self, name: str) -> UnknownNameError:
+        return UnknownNameError(
+            f"unknown {self.kind} {name!r}; valid: {', '.join(sorted(self._entries))}, or a plugin as 'pkg.module:Attribute'"
+        )
+
+    def _plugin(self, name: str) -> T:
+        if name in self._plugins:
+            return self._plugins[name]
+        module_name, _, attr = name.partition(":")
+        try:
+            obj = _import(name)
+        except ModuleNotFoundError as exc:
+            raise PluginError(f"{self.kind} plugin {name!r}: cannot import module {module_name!r} ({exc})") from None
+        except ImportError as exc:
+            raise PluginError(f"{self.kind} plugin {name!r}: importing {module_name!r} failed ({exc})") from None
+        except AttributeError:
+            raise PluginError(f"{self.kind} plugin {name!r}: module {module_name!r} has no attribute {attr!r}") from None
+        if self._check is not None and not self._check(obj):
+            raise PluginError(f"{self.kind} plugin {name!r}: {obj!r} is not a {self.kind}")
+        self._plugins[name] = cast(T, obj)
+        return cast(T, obj)
+
+
+def _import(path: str) -> object:
+    """``"pkg.mod:Attr.sub"`` -> the object."""
+    module_name, _, attr = path.partition(":")
+    obj: object = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+@dataclass(frozen=True)
+class RegisteredName:
+    """``Annotated[str, RegisteredName(REGISTRY)]``: a string that names an entry of ``REGISTRY``
+    (checked when the model is validated, without importing a lazily registered built-in) or a
+    plugin ``"pkg.mod:Attr"`` (imported and checked then).
+
+    An unknown name is an invalid value (a ``ValueError``, reported by pydantic with its location,
+    as any other invalid parameter), or with ``unknown_name=True`` the registry's
+    :class:`UnknownNameError` itself, which pydantic lets through (the names a command checks
+    first, such as ``EvalConfig.strategy``: the CLI gives them their own exit code). Either message
+    lists the valid names. The JSON schema lists the names registered when it is generated
+    (``enum``), so the web UI offers them."""
+
+    registry: Registry[Any]
+    unknown_name: bool = False
+
+    def check(self, name: str) -> str:
+        try:
+            return self.registry.validate_name(name)
+        except UnknownNameError as exc:
+            if self.unknown_name:
+                raise
+            raise ValueError(str(exc)) from None
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_after_validator_function(self.check, handler(source))
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        json_schema = handler(schema)
+        json_schema["enum"] = self.registry.names()
+        return json_schema

@@ -25,9 +25,9 @@ def _ask_params(config: Optional[Path], overrides: list[str], index: Optional[Pa
     from routerag.config import load_config
     from routerag.eval.config import EvalConfig
 
-    base = load_config(EvalConfig, config, overrides)
     explicit = {k: v for k, v in fields.items() if v is not None}
-    return AskParams(config=base.model_copy(update=explicit), index_dir=index, shipped_policy=policy)
+    cfg = load_config(EvalConfig, config, overrides, updates=explicit)  # params checked against the strategy's
+    return AskParams(config=cfg, index_dir=index, shipped_policy=policy)
 
 
 @app.command()

@@ -76,12 +76,12 @@ def convert_docstore_command(
     import time
 
     from routerag.index.bundle import convert_docstore
-    from routerag.index.manifest import IndexError_
+    from routerag.index.manifest import IndexLoadError
 
     t0 = time.perf_counter()
     try:
         changed = convert_docstore(index_dir, to)
-    except (IndexError_, ValueError, ImportError) as exc:
+    except (IndexLoadError, ValueError, ImportError) as exc:
         _fail(str(exc))
     if not changed:
         typer.echo(f"{index_dir}: its documents are already stored as {to}")

@@ -29,6 +29,7 @@ def train_command(
 
     from routerag.api import train
     from routerag.config import ConfigError, load_config
+    from routerag.registry import UnknownNameError
     from routerag.train.config import TrainConfig
     from routerag.train.recipes import RECIPES
 
@@ -38,8 +39,8 @@ def train_command(
     if out is not None:
         items.append(f"output_dir={out}")
     try:
-        cfg = load_config(TrainConfig, config, items)
-    except ConfigError as exc:  # a usage error: exit 2
+        cfg = load_config(TrainConfig, config, items)  # reward names and params are checked here
+    except (ConfigError, UnknownNameError) as exc:  # a usage error: exit 2
         _fail(str(exc), 2)
     if dry_run:
         typer.echo(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from routerag.index.manifest import IndexError_, Manifest, read_manifest, write_manifest
+from routerag.index.manifest import IndexLoadError, Manifest, read_manifest, write_manifest
 from routerag.index.settings import BM25Settings, IndexSettings
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def _stemmer(settings: BM25Settings) -> Callable[[list[str]], list[str]] | None:
     try:
         import Stemmer  # PyStemmer
     except ImportError:
-        raise IndexError_(
+        raise IndexLoadError(
             "BM25 stemming needs the PyStemmer package: `pip install PyStemmer`, or set bm25.stemming=false"
         ) from None
     return Stemmer.Stemmer("english").stemWords
@@ -143,21 +143,21 @@ class BM25Index:
         manifest = read_manifest(directory, kind=cls.kind, corpus_hash=store.corpus_hash())
         wanted = _tokenizer_params(settings.bm25)
         if manifest.params != wanted:
-            raise IndexError_(f"{directory}: built with bm25 settings {manifest.params}, configured {wanted}")
+            raise IndexLoadError(f"{directory}: built with bm25 settings {manifest.params}, configured {wanted}")
         arrays = directory / ARRAYS_DIR
         if not arrays.is_dir():
-            raise IndexError_(f"{arrays}: missing; the BM25 index is incomplete, rebuild it")
+            raise IndexLoadError(f"{arrays}: missing; the BM25 index is incomplete, rebuild it")
         try:
             # memory-mapped: the score matrix stays in the page cache, not in the process (docs/scale.md)
             retriever = bm25s.BM25.load(str(arrays), load_corpus=False, mmap=True, allow_pickle=False)
         except (OSError, ValueError, KeyError, EOFError) as exc:
-            raise IndexError_(f"{arrays}: corrupt BM25 arrays ({type(exc).__name__}: {exc}); rebuild it") from None
+            raise IndexLoadError(f"{arrays}: corrupt BM25 arrays ({type(exc).__name__}: {exc}); rebuild it") from None
         n = int(retriever.scores.get("num_docs", -1))
         if n != len(store) or n != manifest.n_docs:
-            raise IndexError_(f"{arrays}: holds {n} documents, the manifest says {manifest.n_docs}, the store {len(store)}")
+            raise IndexLoadError(f"{arrays}: holds {n} documents, the manifest says {manifest.n_docs}, the store {len(store)}")
         problem = _shape_problem(retriever)
         if problem:
-            raise IndexError_(f"{arrays}: corrupt BM25 arrays ({problem}); rebuild it")
+            raise IndexLoadError(f"{arrays}: corrupt BM25 arrays ({problem}); rebuild it")
         return cls(store, settings, retriever, manifest)
 
     def add(self, new_docs: list["Document"], directory: Path) -> None:

@@ -25,7 +25,7 @@ from routerag.config import ConfigError, load_config, write_resolved
 from routerag.corpus.schema import Document
 from routerag.index.component import COMPONENTS, IndexComponent
 from routerag.index.docstore import DOCS_NAME, STORE_FILES, DocStore
-from routerag.index.manifest import IndexError_, Manifest, read_manifest, write_manifest
+from routerag.index.manifest import IndexLoadError, Manifest, read_manifest, write_manifest
 from routerag.index.settings import IndexSettings
 from routerag.index.stores import open_docstore, save_docstore, stored_kind
 from routerag.registry import UnknownNameError
@@ -43,9 +43,9 @@ def _component_class(name: str) -> type:
     try:
         return COMPONENTS.get(name)
     except UnknownNameError as exc:
-        raise IndexError_(str(exc)) from None
+        raise IndexLoadError(str(exc)) from None
     except ImportError as exc:
-        raise IndexError_(f"index component {name!r} is not available: {exc}") from None
+        raise IndexLoadError(f"index component {name!r} is not available: {exc}") from None
 
 
 class IndexBundle:
@@ -74,7 +74,7 @@ class IndexBundle:
         try:
             return self.components[name]
         except KeyError:
-            raise IndexError_(
+            raise IndexLoadError(
                 f"{self.directory}: has no {name!r} component; it has: {', '.join(self.components) or '(none)'}"
             ) from None
 
@@ -96,7 +96,7 @@ class IndexBundle:
         the bundle manifest is written last."""
         skipped = [c for c in self.manifest.components if c not in self.components]
         if skipped:
-            raise IndexError_(
+            raise IndexLoadError(
                 f"{self.directory}: load every component before adding documents (not loaded: {', '.join(skipped)})"
             )
         new = self.store.add(docs)
@@ -115,7 +115,7 @@ class IndexBundle:
         """Build one more component over the current documents (e.g. ``graph`` on an index built
         with ``dense,bm25``); it is built in a hidden folder and renamed into place."""
         if name in self.manifest.components:
-            raise IndexError_(f"{self.directory}: already has a {name!r} component")
+            raise IndexLoadError(f"{self.directory}: already has a {name!r} component")
         cls = _component_class(name)
         staging = Path(tempfile.mkdtemp(dir=self.directory, prefix=f".{name}.building-"))
         staging.chmod(0o755)
@@ -145,11 +145,11 @@ class IndexBundle:
 def _read_settings(directory: Path) -> IndexSettings:
     path = directory / CONFIG_NAME
     if not path.is_file():
-        raise IndexError_(f"{path}: missing; the index is incomplete, rebuild it")
+        raise IndexLoadError(f"{path}: missing; the index is incomplete, rebuild it")
     try:
         return load_config(IndexSettings, path)
     except ConfigError as exc:
-        raise IndexError_(str(exc)) from None
+        raise IndexLoadError(str(exc)) from None
 
 
 def build_index(
@@ -211,30 +211,30 @@ def load_index(
     components: Sequence[str] | None = None,
 ) -> IndexBundle:
     """Open a bundle; ``settings`` defaults to the ones it was built with. ``components`` limits
-    which components are loaded (default: all). Any mismatch raises ``IndexError_``."""
+    which components are loaded (default: all). Any mismatch raises ``IndexLoadError``."""
     directory = Path(directory)
     if not directory.is_dir():
-        raise IndexError_(f"{directory}: no such index directory; build it with `routerag index`")
+        raise IndexLoadError(f"{directory}: no such index directory; build it with `routerag index`")
     manifest = read_manifest(directory, kind=BUNDLE_KIND)
     settings = settings or _read_settings(directory)
     try:
         kind = stored_kind(directory)
         if kind is None:
-            raise IndexError_(f"{directory / DOCS_NAME}: missing; the index is incomplete, rebuild it")
+            raise IndexLoadError(f"{directory / DOCS_NAME}: missing; the index is incomplete, rebuild it")
         store = open_docstore(directory)
     except ValueError as exc:
-        raise IndexError_(str(exc)) from None
+        raise IndexLoadError(str(exc)) from None
     except ImportError as exc:
-        raise IndexError_(f"{directory}: its documents are an Arrow file and pyarrow is missing ({exc}); pip install pyarrow") from None
+        raise IndexLoadError(f"{directory}: its documents are an Arrow file and pyarrow is missing ({exc}); pip install pyarrow") from None
     if len(store) != manifest.n_docs or store.corpus_hash() != manifest.corpus_hash:
         name = STORE_FILES[kind]
-        raise IndexError_(
+        raise IndexLoadError(
             f"{directory / name}: does not match the manifest ({len(store)} docs vs {manifest.n_docs}); rebuild the index"
         )
     wanted = manifest.components if components is None else list(components)
     missing = [c for c in wanted if c not in manifest.components]
     if missing:
-        raise IndexError_(
+        raise IndexLoadError(
             f"{directory}: has no {', '.join(missing)} component; it has: {', '.join(manifest.components)}"
         )
     loaded: dict[str, IndexComponent] = {}
@@ -242,7 +242,7 @@ def load_index(
         for name in wanted:
             sub = directory / name
             if not sub.is_dir():
-                raise IndexError_(f"{sub}: missing; the index is incomplete, rebuild it")
+                raise IndexLoadError(f"{sub}: missing; the index is incomplete, rebuild it")
             loaded[name] = _component_class(name).load(sub, store, settings)
     return IndexBundle(directory, store, settings, manifest, loaded)
 
@@ -282,11 +282,11 @@ def convert_docstore(directory: str | Path, kind: str) -> bool:
     try:
         current = stored_kind(directory)
     except ValueError as exc:
-        raise IndexError_(str(exc)) from None
+        raise IndexLoadError(str(exc)) from None
     if current is None:
-        raise IndexError_(f"{directory}: has no documents file; the index is incomplete, rebuild it")
+        raise IndexLoadError(f"{directory}: has no documents file; the index is incomplete, rebuild it")
     if kind not in STORE_FILES:
-        raise IndexError_(f"unknown docstore {kind!r}; use one of {', '.join(STORE_FILES)}")
+        raise IndexLoadError(f"unknown docstore {kind!r}; use one of {', '.join(STORE_FILES)}")
     if current == kind:
         return False
     old = directory / STORE_FILES[current]
@@ -304,7 +304,7 @@ def convert_docstore(directory: str | Path, kind: str) -> bool:
         raise
     if len(converted) != manifest.n_docs or converted.corpus_hash() != manifest.corpus_hash:
         new.unlink(missing_ok=True)
-        raise IndexError_(f"{old}: does not match the manifest ({len(converted)} docs vs {manifest.n_docs}); not converted")
+        raise IndexLoadError(f"{old}: does not match the manifest ({len(converted)} docs vs {manifest.n_docs}); not converted")
     old.unlink()
     write_resolved(settings.model_copy(update={"docstore": kind}), directory, CONFIG_NAME)
     return True

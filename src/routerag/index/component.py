@@ -32,7 +32,7 @@ class IndexComponent(Protocol):
 
     @classmethod
     def load(cls, directory: Path, store: "DocStore", settings: "IndexSettings") -> "Self":
-        """Open a built component; raise ``routerag.index.manifest.IndexError_`` on any mismatch."""
+        """Open a built component; raise ``routerag.index.manifest.IndexLoadError`` on any mismatch."""
         ...
 
     def add(self, new_docs: "list[Document]", directory: Path) -> None:

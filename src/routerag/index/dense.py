@@ -17,7 +17,7 @@ import numpy as np
 
 from routerag.index.embedder import Embedder, EmbedderConfig, build_embedder
 from routerag.index.ivfpq import write_index
-from routerag.index.manifest import IndexError_, Manifest, read_manifest, write_manifest
+from routerag.index.manifest import IndexLoadError, Manifest, read_manifest, write_manifest
 from routerag.index.settings import DenseSettings, IndexSettings, IVFPQSettings
 
 if TYPE_CHECKING:
@@ -52,17 +52,17 @@ def _check_ivfpq(directory: Path, manifest: Manifest, settings: IVFPQSettings) -
     """The configured IVF-PQ settings against the ones the index was trained with."""
     built = manifest.params.get("ivfpq")
     if not isinstance(built, dict):
-        raise IndexError_(f"{directory}: the manifest records no ivfpq settings; rebuild the index")
+        raise IndexLoadError(f"{directory}: the manifest records no ivfpq settings; rebuild the index")
     for name in IVFPQSettings.STRUCTURE:
         if built.get(name) != getattr(settings, name):
-            raise IndexError_(
+            raise IndexLoadError(
                 f"{directory}: trained with ivfpq.{name}={built.get(name)!r}, configured {getattr(settings, name)!r}; "
                 f"rebuild the index or drop the override (only nprobe, rescore and add_batch may change at load)"
             )
     try:
         settings.check_for(int(manifest.params.get("dim", 0)), manifest.n_docs)
     except ValueError as exc:
-        raise IndexError_(f"{directory}: {exc}") from None
+        raise IndexLoadError(f"{directory}: {exc}") from None
 
 
 def _new_faiss(dim: int, settings: DenseSettings):
@@ -97,7 +97,7 @@ class DenseIndex:
             if self._embedder is None:
                 embedder = build_embedder(self.settings.embedder)
                 if embedder.dim != self.faiss_index.d:
-                    raise IndexError_(
+                    raise IndexLoadError(
                         f"embedder {embedder.identity!r} gives {embedder.dim}-d vectors; the index holds {self.faiss_index.d}-d"
                     )
                 self._embedder = embedder
@@ -149,7 +149,7 @@ class DenseIndex:
         try:
             settings.check_for(embedder.dim, len(store))
         except ValueError as exc:
-            raise IndexError_(str(exc)) from None
+            raise IndexLoadError(str(exc)) from None
         docs = store.docs
         step = settings.add_batch
 
@@ -167,29 +167,29 @@ class DenseIndex:
         built_with = manifest.params.get("embedder_config")
         wanted = _embedder_key(settings.embedder)
         if built_with != wanted:
-            raise IndexError_(
+            raise IndexLoadError(
                 f"{directory}: built with embedder {built_with}, configured {wanted}; rebuild or drop the override"
             )
         if manifest.params.get("faiss") != settings.dense.faiss:
-            raise IndexError_(
+            raise IndexLoadError(
                 f"{directory}: a {manifest.params.get('faiss')!r} FAISS index, configured {settings.dense.faiss!r}"
             )
         path = directory / FAISS_NAME
         if not path.is_file():
-            raise IndexError_(f"{path}: missing; the dense index is incomplete, rebuild it")
+            raise IndexLoadError(f"{path}: missing; the dense index is incomplete, rebuild it")
         if settings.dense.faiss == "ivfpq":
             _check_ivfpq(directory, manifest, settings.dense.ivfpq)
         try:
             index = cls._read(directory, settings.dense)
         except RuntimeError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise IndexError_(f"{path}: corrupt FAISS index ({first}); rebuild it") from None
+            raise IndexLoadError(f"{path}: corrupt FAISS index ({first}); rebuild it") from None
         if index.ntotal != manifest.n_docs or index.ntotal != len(store):
-            raise IndexError_(
+            raise IndexLoadError(
                 f"{path}: holds {index.ntotal} vectors, the manifest says {manifest.n_docs} and the store has {len(store)}"
             )
         if index.d != manifest.params.get("dim"):
-            raise IndexError_(f"{path}: {index.d}-d vectors, the manifest says {manifest.params.get('dim')}")
+            raise IndexLoadError(f"{path}: {index.d}-d vectors, the manifest says {manifest.params.get('dim')}")
         if settings.dense.faiss == "hnsw":
             index.hnsw.efSearch = settings.dense.hnsw_ef_search
         return cls(store, settings, index, manifest)
@@ -203,11 +203,11 @@ class DenseIndex:
         from routerag.index.ivfpq import VECTORS_NAME, IVFPQIndex
 
         if not (directory / VECTORS_NAME).is_file():
-            raise IndexError_(f"{directory / VECTORS_NAME}: missing; the dense index is incomplete, rebuild it")
+            raise IndexLoadError(f"{directory / VECTORS_NAME}: missing; the dense index is incomplete, rebuild it")
         try:
             return IVFPQIndex.load(directory, settings.ivfpq)
         except ValueError as exc:
-            raise IndexError_(str(exc)) from None
+            raise IndexLoadError(str(exc)) from None
 
     # ---------------------------------------------------------------- incremental add
     def add(self, new_docs: list["Document"], directory: Path) -> None:

@@ -8,14 +8,14 @@ import os
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Annotated, Literal, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel
 
 from routerag import progress
 from routerag.index.threads import bulk_workers, one_thread_per_worker
-from routerag.registry import Registry
+from routerag.registry import RegisteredName, Registry
 
 if TYPE_CHECKING:
     import torch
@@ -23,8 +23,12 @@ if TYPE_CHECKING:
 BUNDLED_EMBEDDER = "bundled:all-MiniLM-L6-v2"
 
 
+EMBEDDERS: Registry[type] = Registry("embedder backend")
+"""Embedder classes by backend name (the built-ins are registered below their definitions)."""
+
+
 class EmbedderConfig(BaseModel):
-    backend: str = "sentence-transformers"  # or "openai"
+    backend: Annotated[str, RegisteredName(EMBEDDERS)] = "sentence-transformers"  # or "openai", or a plugin's pkg.mod:Class
     model: str = BUNDLED_EMBEDDER  # a sentence-transformers name/path, or the endpoint's model id
     base_url: str | None = None  # for "openai"
     api_key_env: str = "OPENAI_API_KEY"
@@ -272,7 +276,6 @@ class OpenAIEmbedder:
         return _normalise(np.array(out, dtype=np.float32).reshape(len(out), -1))
 
 
-EMBEDDERS: Registry[type] = Registry("embedder backend")
 EMBEDDERS.register("sentence-transformers", SentenceTransformerEmbedder)
 EMBEDDERS.register("openai", OpenAIEmbedder)
 

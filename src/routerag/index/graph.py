@@ -39,7 +39,7 @@ import numpy as np
 from routerag import progress
 from routerag.config import atomic_write_text
 from routerag.index.embedder import Embedder, EmbedderConfig, build_embedder
-from routerag.index.manifest import IndexError_, Manifest, read_manifest, write_manifest
+from routerag.index.manifest import IndexLoadError, Manifest, read_manifest, write_manifest
 from routerag.index.openie.base import OpenIEExtractor, OpenIERecord, Triple, normalise_phrase
 from routerag.index.openie.cache import OpenIECache, entry_from_record, read_openie_file, record_from_entry
 from routerag.index.settings import GraphSettings, IndexSettings
@@ -93,7 +93,8 @@ def resolve_openie_file(name: str) -> Path:
 
 def make_extractor(settings: GraphSettings) -> OpenIEExtractor:
     """The extractor named by ``settings.extractor``. The ``llm`` extractor needs a chat model:
-    construct ``LLMOpenIE(model)`` yourself and pass it to :meth:`GraphIndex.build`."""
+    construct ``LLMOpenIE(model)`` yourself and pass it to :meth:`GraphIndex.build`. Any other
+    registered extractor (or a plugin's ``pkg.mod:Class``) is constructed with the graph settings."""
     if settings.extractor == "precomputed":
         if not settings.openie_file:
             raise ValueError("graph.extractor=precomputed needs graph.openie_file (a HippoRAG OpenIE JSON)")
@@ -104,10 +105,14 @@ def make_extractor(settings: GraphSettings) -> OpenIEExtractor:
         from routerag.index.openie.spacy_extractor import SpacyOpenIE
 
         return SpacyOpenIE(n_process=settings.spacy_processes)
-    raise ValueError(
-        "graph.extractor=llm needs a chat model: build with "
-        "GraphIndex.build(store, dir, settings, extractor=LLMOpenIE(model))"
-    )
+    if settings.extractor == "llm":
+        raise ValueError(
+            "graph.extractor=llm needs a chat model: build with "
+            "GraphIndex.build(store, dir, settings, extractor=LLMOpenIE(model))"
+        )
+    from routerag.index.openie.base import EXTRACTORS
+
+    return EXTRACTORS.get(settings.extractor)(settings)  # another registered one or a plugin: built from the settings
 
 
 def _global_cache(identity: str) -> OpenIECache | None:
@@ -253,7 +258,7 @@ class GraphIndex:
             embedder = build_embedder(self.settings.embedder)
             dim = self.manifest.params.get("dim")
             if dim is not None and embedder.dim != dim:
-                raise IndexError_(f"embedder {embedder.identity!r} gives {embedder.dim}-d vectors; the graph holds {dim}-d")
+                raise IndexLoadError(f"embedder {embedder.identity!r} gives {embedder.dim}-d vectors; the graph holds {dim}-d")
             self._embedder = embedder
         return self._embedder
 
@@ -295,9 +300,9 @@ class GraphIndex:
                 try:
                     arrays = load_csr(self.directory)
                 except (ValueError, OSError) as exc:
-                    raise IndexError_(f"{self.directory}: corrupt CSR arrays ({exc}); rebuild the graph") from None
+                    raise IndexLoadError(f"{self.directory}: corrupt CSR arrays ({exc}); rebuild the graph") from None
             if arrays is not None and arrays[0].shape[0] != self.n_nodes + 1:
-                raise IndexError_(f"{self.directory}: CSR arrays for {arrays[0].shape[0] - 1} nodes, graph has {self.n_nodes}")
+                raise IndexLoadError(f"{self.directory}: CSR arrays for {arrays[0].shape[0] - 1} nodes, graph has {self.n_nodes}")
             if arrays is None:
                 arrays = csr_from_edges(self.n_nodes, *self.edge_arrays())
             self._local = LocalPPR(*arrays, damping=cfg.damping, tol=cfg.local_ppr_tol)
@@ -382,28 +387,28 @@ class GraphIndex:
         manifest = read_manifest(directory, kind=cls.kind, corpus_hash=store.corpus_hash())
         built_with = manifest.params.get("embedder_config")
         if built_with != _embedder_key(settings.embedder):
-            raise IndexError_(
+            raise IndexLoadError(
                 f"{directory}: built with embedder {built_with}, configured {_embedder_key(settings.embedder)}; rebuild it"
             )
         for name in (GRAPH_JSON, GRAPH_NPZ, OPENIE_NAME):
             if not (directory / name).is_file():
-                raise IndexError_(f"{directory / name}: missing; the graph index is incomplete, rebuild it")
+                raise IndexLoadError(f"{directory / name}: missing; the graph index is incomplete, rebuild it")
         try:
             meta = json.loads((directory / GRAPH_JSON).read_text(encoding="utf-8"))
             entities = [str(e) for e in meta["entities"]]
             facts = [(str(s), str(r), str(o)) for s, r, o in meta["facts"]]
             fact_docs = [[int(x) for x in rows] for rows in meta["fact_docs"]]
         except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise IndexError_(f"{directory / GRAPH_JSON}: corrupt graph file: {exc}") from None
+            raise IndexLoadError(f"{directory / GRAPH_JSON}: corrupt graph file: {exc}") from None
         try:
             with np.load(directory / GRAPH_NPZ, allow_pickle=False) as npz:
                 arrays = {name: npz[name] for name in _ARRAYS}
         except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:  # truncated: BadZipFile/EOFError
-            raise IndexError_(f"{directory / GRAPH_NPZ}: corrupt graph arrays ({type(exc).__name__}: {exc}); rebuild it") from None
+            raise IndexLoadError(f"{directory / GRAPH_NPZ}: corrupt graph arrays ({type(exc).__name__}: {exc}); rebuild it") from None
         try:
             entries = read_openie_file(directory / OPENIE_NAME)
         except ValueError as exc:
-            raise IndexError_(str(exc)) from None
+            raise IndexLoadError(str(exc)) from None
         records = [record_from_entry(e, str(e.get("doc_id", ""))) for e in entries]
         problems = []
         if arrays["entity_vecs"].shape[0] != len(entities):
@@ -413,7 +418,7 @@ class GraphIndex:
         if arrays["passage_vecs"].shape[0] != len(store) or len(records) != len(store):
             problems.append(f"{arrays['passage_vecs'].shape[0]} passage vectors / {len(records)} records for {len(store)} documents")
         if problems:
-            raise IndexError_(f"{directory}: inconsistent graph index ({'; '.join(problems)}); rebuild it")
+            raise IndexLoadError(f"{directory}: inconsistent graph index ({'; '.join(problems)}); rebuild it")
         data = GraphData(
             entities=entities,
             facts=facts,
@@ -442,7 +447,7 @@ class GraphIndex:
         built_kind = self.manifest.params.get("extractor_kind")
         if extractor is None:
             if built_kind != self.settings.graph.extractor:
-                raise IndexError_(
+                raise IndexLoadError(
                     f"{directory}: built with the {built_kind!r} extractor, configured {self.settings.graph.extractor!r}"
                 )
             extractor = make_extractor(self.settings.graph)
@@ -575,6 +580,6 @@ def _dense_vectors(directory: Path, store: "DocStore", settings: IndexSettings) 
 
         dense = DenseIndex.load(sibling, store, settings)
         return dense.vectors()
-    except (IndexError_, ImportError, ValueError, RuntimeError):
+    except (IndexLoadError, ImportError, ValueError, RuntimeError):
         return None
 

@@ -20,8 +20,14 @@ FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 
 
-class IndexError_(RouteragError, ValueError):
-    """An index directory that cannot be loaded (missing, wrong kind, mismatched manifest)."""
+class IndexLoadError(RouteragError, ValueError):
+    """An index directory that cannot be loaded or extended (missing, wrong kind, mismatched
+    manifest, an unknown or duplicate component)."""
+
+
+IndexError_ = IndexLoadError
+"""Deprecated: the former name (it read like the builtin ``IndexError``); kept while other branches
+still use it. Use :class:`IndexLoadError`."""
 
 
 class Manifest(BaseModel):
@@ -59,19 +65,19 @@ def read_manifest(
 ) -> Manifest:
     path = Path(directory) / MANIFEST_NAME
     if not path.is_file():
-        raise IndexError_(f"{directory}: not an index (no {MANIFEST_NAME}); build it with `routerag index`")
+        raise IndexLoadError(f"{directory}: not an index (no {MANIFEST_NAME}); build it with `routerag index`")
     try:
         manifest = Manifest.model_validate(json.loads(path.read_text(encoding="utf-8")))
     except (json.JSONDecodeError, UnicodeDecodeError, ValidationError) as exc:
-        raise IndexError_(f"{path}: corrupt manifest: {exc}") from None
+        raise IndexLoadError(f"{path}: corrupt manifest: {exc}") from None
     if manifest.format_version != FORMAT_VERSION:
-        raise IndexError_(
+        raise IndexLoadError(
             f"{path}: index format {manifest.format_version}, this routerag reads {FORMAT_VERSION}; rebuild the index"
         )
     if manifest.kind != kind:
-        raise IndexError_(f"{path}: a {manifest.kind!r} index, expected {kind!r}")
+        raise IndexLoadError(f"{path}: a {manifest.kind!r} index, expected {kind!r}")
     if corpus_hash is not None and manifest.corpus_hash != corpus_hash:
-        raise IndexError_(f"{path}: built over another corpus (hash {manifest.corpus_hash} != {corpus_hash})")
+        raise IndexLoadError(f"{path}: built over another corpus (hash {manifest.corpus_hash} != {corpus_hash})")
     if embedder is not None and manifest.embedder is not None and manifest.embedder != embedder:
-        raise IndexError_(f"{path}: built with embedder {manifest.embedder!r}, configured {embedder!r}")
+        raise IndexLoadError(f"{path}: built with embedder {manifest.embedder!r}, configured {embedder!r}")
     return manifest

@@ -6,12 +6,14 @@ One ``IndexSettings`` object is resolved per index (YAML + ``key=value`` overrid
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from routerag.config import OMIT_AT_DEFAULT
 from routerag.index.embedder import EmbedderConfig
+from routerag.index.openie.base import EXTRACTORS
+from routerag.registry import RegisteredName
 
 
 class IVFPQSettings(BaseModel):
@@ -111,7 +113,9 @@ class GraphSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    extractor: Literal["precomputed", "spacy", "llm"] = "spacy"
+    extractor: Annotated[str, RegisteredName(EXTRACTORS)] = Field(
+        "spacy", description="precomputed | spacy | llm (EXTRACTORS), or a plugin's pkg.mod:Class"
+    )
     openie_file: str | None = Field(None, description="precomputed OpenIE JSON (HippoRAG format)")
     spacy_processes: int = Field(
         0, ge=0, description="worker processes for the spaCy extractor; 0 = one per CPU core for corpora of 500+ passages"

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from routerag.config import OMIT_AT_DEFAULT
 from routerag.errors import RouteragError
+from routerag.llm.backends import BACKENDS
 from routerag.llm.bundled import BUNDLED_PREFIX, DEFAULT_BUNDLED
+from routerag.registry import RegisteredName, UnknownNameError
 
-Backend = Literal["llamacpp", "openai", "transformers", "scripted"]
+Backend = Annotated[str, RegisteredName(BACKENDS)]
+"""A registered model backend (``routerag.llm.backends.BACKENDS``) or a plugin's ``"pkg.mod:factory"``."""
 
 ENV_MODEL = "ROUTERAG_MODEL"
 ENV_BASE_URL = "ROUTERAG_BASE_URL"
@@ -54,6 +57,7 @@ def with_default_policy(config: ModelConfig, strategy: str) -> ModelConfig:
 
 
 _DEFAULT_CONCURRENCY: dict[str, int] = {"llamacpp": 1, "openai": 8, "transformers": 1, "scripted": 8}
+"""Per built-in backend; any other (a plugin) defaults to 1 concurrent request."""
 
 
 def available_cores() -> int:
@@ -71,7 +75,8 @@ class ModelConfig(BaseModel):
 
     backend: Backend | None = Field(
         default=None,
-        description="llamacpp | openai | transformers | scripted; None: openai if a base_url is set, else llamacpp",
+        description="llamacpp | openai | transformers | scripted (BACKENDS), or a plugin's pkg.mod:factory; "
+        "None: openai if a base_url is set, else llamacpp",
     )
     model: str | None = Field(
         default=None,
@@ -131,10 +136,10 @@ class ModelConfig(BaseModel):
         model = self.model or os.environ.get(ENV_MODEL) or None
         base_url = self.base_url or os.environ.get(ENV_BASE_URL) or None
         backend = self.backend or os.environ.get(ENV_BACKEND) or ("openai" if base_url else "llamacpp")
-        if backend not in _DEFAULT_CONCURRENCY:
-            raise ValueError(
-                f"unknown backend {backend!r} (from ${ENV_BACKEND}); valid: {', '.join(_DEFAULT_CONCURRENCY)}"
-            )
+        try:
+            BACKENDS.validate_name(backend)
+        except UnknownNameError as exc:
+            raise ValueError(f"{exc} (from ${ENV_BACKEND})") from None
         if self.lora_path is not None and backend != "llamacpp":
             raise ValueError(f"lora_path applies to the llamacpp backend only, not {backend!r}")
         if self.served_model is not None and backend != "openai":
@@ -147,6 +152,6 @@ class ModelConfig(BaseModel):
                 "model": model,
                 "base_url": base_url,
                 "n_threads": self.n_threads or available_cores(),
-                "concurrency": self.concurrency or _DEFAULT_CONCURRENCY[backend],
+                "concurrency": self.concurrency or _DEFAULT_CONCURRENCY.get(backend, 1),
             }
         )

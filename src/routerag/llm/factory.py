@@ -1,10 +1,9 @@
-"""Build a chat model from a :class:`ModelConfig` through the backend registry.
+"""Build a chat model from a :class:`ModelConfig` through the backend registry
+(:mod:`routerag.llm.backends`, re-exported here as ``BACKENDS``).
 
-Backends are registered lazily (``"module:attr"``), so llama.cpp, openai and torch are
-imported only when that backend is built. A plugin adds one with
-``BACKENDS.register("name", factory)`` where ``factory(config: ModelConfig) -> ChatModel``
-(it must also extend ``ModelConfig.backend``'s choices, or be selected via ``build_model``'s
-``backend`` argument).
+A plugin adds a backend with ``BACKENDS.register("name", factory)`` where
+``factory(config: ModelConfig) -> ChatModel``; ``ModelConfig(backend="name")`` then accepts it (or
+name the factory by its import path, ``backend: "pkg.mod:factory"``).
 """
 
 from __future__ import annotations
@@ -13,20 +12,16 @@ import functools
 from collections.abc import Callable
 from pathlib import Path
 
+from routerag.llm.backends import BACKENDS
 from routerag.llm.base import ChatModel
 from routerag.llm.cache import CachedModel
 from routerag.llm.concurrency import LimitedModel
 from routerag.llm.config import ModelConfig
 from routerag.paths import cache_dir
-from routerag.registry import Registry
 
 BackendFactory = Callable[[ModelConfig], ChatModel]
 
-BACKENDS: Registry[BackendFactory] = Registry("model backend")
-BACKENDS.register("llamacpp", "routerag.llm.llamacpp:from_config")
-BACKENDS.register("openai", "routerag.llm.openai_compat:from_config")
-BACKENDS.register("transformers", "routerag.llm.transformers_backend:from_config")
-BACKENDS.register("scripted", "routerag.llm.scripted:from_config")
+__all__ = ["BACKENDS", "BackendFactory", "build_model", "default_cache_path", "model_identity"]
 
 
 def model_identity(config: ModelConfig) -> str:

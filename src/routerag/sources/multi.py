@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from routerag.corpus.schema import Document
 from routerag.index.docstore import DocStore
-from routerag.index.manifest import IndexError_, corpus_hash
+from routerag.index.manifest import IndexLoadError, corpus_hash
 from routerag.index.settings import IndexSettings
 from routerag.sources.base import QueryResult, Source
 
@@ -85,7 +85,7 @@ def open_corpus_bundle(
             if same and all(c in manifest.components for c in components):
                 return load_index(directory, settings, components)
             if not rebuild:
-                raise IndexError_(
+                raise IndexLoadError(
                     f"{directory}: built over other documents or components {manifest.components}; pass rebuild=True"
                 )
         return build_index(corpus.docs, directory, settings, components, overwrite=True)

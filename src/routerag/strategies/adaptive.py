@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, Field, model_validator
 
+from routerag.registry import RegisteredName
+from routerag.routing import ROUTERS
 from routerag.strategies.base import STRATEGIES, Strategy, StrategyContext, registry_resolver
 from routerag.strategies.loop import LoopStrategy, add_step
 from routerag.trace import Route, Step, Trace
@@ -30,14 +32,16 @@ DEFAULT_STRATEGIES = {"direct": "direct", "vanilla": "vanilla", "routerag": "rou
 
 
 class AdaptiveParams(BaseModel):
-    strategies: dict[str, str] = Field(
+    strategies: dict[str, Annotated[str, RegisteredName(STRATEGIES)]] = Field(
         default_factory=lambda: dict(DEFAULT_STRATEGIES), min_length=2,
         description="the router's choices (its labels) -> the registered strategy each one runs",
     )
     strategy_params: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="per choice, parameters of its strategy (checked by that strategy)",
     )
-    router: str = Field(default="learned", description="registered router (routerag.routing) that picks the strategy")
+    router: Annotated[str, RegisteredName(ROUTERS)] = Field(
+        default="learned", description="registered router (routerag.routing), or a plugin's pkg.mod:factory, that picks the strategy"
+    )
     router_model: str | None = Field(
         default=None, description="learned router: a shipped router's name or a model folder (default: the shipped one "
         "whose labels cover the choices)",
@@ -52,12 +56,6 @@ class AdaptiveParams(BaseModel):
         for choice, name in self.strategies.items():
             if name == "adaptive":
                 raise ValueError(f"choice {choice!r}: adaptive cannot run itself")
-            if name not in STRATEGIES:
-                raise ValueError(f"choice {choice!r}: unknown strategy {name!r}; valid: {', '.join(STRATEGIES.names())}")
-        from routerag.routing import ROUTERS
-
-        if self.router not in ROUTERS:
-            raise ValueError(f"unknown router {self.router!r}; valid: {', '.join(ROUTERS.names())}")
         extra = sorted(set(self.strategy_params) - set(self.strategies))
         if extra:
             raise ValueError(f"strategy_params for unknown choices {extra}; choices: {sorted(self.strategies)}")

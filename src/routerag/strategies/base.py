@@ -49,7 +49,9 @@ class Strategy(Protocol):
 StrategyResolver = Callable[[str, "Mapping[str, Any] | None", StrategyContext], "Strategy"]
 """``(strategy name, params or None, context) -> a built strategy``."""
 
-STRATEGIES: Registry[type[Strategy]] = Registry("strategy")
+STRATEGIES: Registry[type[Strategy]] = Registry(
+    "strategy", check=lambda obj: isinstance(obj, type) and hasattr(obj, "Params") and hasattr(obj, "run")
+)
 
 
 def registry_resolver(name: str, params: Mapping[str, Any] | None, context: StrategyContext) -> Strategy:

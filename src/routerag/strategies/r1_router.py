@@ -60,7 +60,7 @@ class R1RouterParams(BaseModel):
         return self.abbreviations.get(name) or "".join(w[0] for w in name.lower().split())
 
 
-class SubQuestion(BaseModel):
+class ParsedSubQuestion(BaseModel):
     """One parsed decomposition output; ``query is None`` means no further step."""
 
     query: str | None  # cleaned, for retrieval
@@ -86,18 +86,18 @@ def _unbracket(text: str) -> str:
     return stripped[1:-1].strip() if len(stripped) > 1 and stripped[0] == "[" and stripped[-1] == "]" else text
 
 
-def parse_sub_question(text: str, retrievers: list[str], question: str, first: bool, max_chars: int) -> SubQuestion:
+def parse_sub_question(text: str, retrievers: list[str], question: str, first: bool, max_chars: int) -> ParsedSubQuestion:
     reasoning = extract_reasoning(text.split("<sub-question>")[0])
     sub = extract_tag(text, "<sub-question>", "</sub-question>")
     errors: list[str] = []
     missing = "missing_sub_question" if sub is None else "copied_instruction" if copies_instruction(sub, _PLACEHOLDERS) else None
     if missing is not None:
         if not first:
-            return SubQuestion(query=None, reasoning=reasoning, errors=[missing])
+            return ParsedSubQuestion(query=None, reasoning=reasoning, errors=[missing])
         sub, errors = question, [missing]
     sub = _unbracket(sub)
     if sub.strip(".'\" \n").lower() in {"none", ""}:  # "None" / "[None]": no further step
-        return SubQuestion(query=None, reasoning=reasoning, errors=errors if sub.strip() else ["empty_sub_question"])
+        return ParsedSubQuestion(query=None, reasoning=reasoning, errors=errors if sub.strip() else ["empty_sub_question"])
     query, query_errors = clean_query(sub, question, max_chars)
     ret_text = extract_tag(text, "<ret>", "</ret>")
     retriever = match_name(ret_text, retrievers) if ret_text is not None else None
@@ -105,7 +105,7 @@ def parse_sub_question(text: str, retrievers: list[str], question: str, first: b
     if fallback:
         errors.append("missing_retriever" if ret_text is None else f"unknown_retriever:{' '.join(ret_text.split())}")
         retriever = retrievers[0]
-    return SubQuestion(query=query, text=sub, retriever=retriever, retriever_fallback=fallback, reasoning=reasoning,
+    return ParsedSubQuestion(query=query, text=sub, retriever=retriever, retriever_fallback=fallback, reasoning=reasoning,
                        errors=errors + query_errors)
 
 
@@ -150,7 +150,7 @@ class R1Router(LoopStrategy):
                  raw_output=text, model_calls=[call], format_error="; ".join(errors) or None, latency_ms=call.latency_ms)
         trace.answer = answer
 
-    def _answer_step(self, trace: Trace, sub: SubQuestion, offered: Mapping[str, str], text: str, call: ModelCall) -> str:
+    def _answer_step(self, trace: Trace, sub: ParsedSubQuestion, offered: Mapping[str, str], text: str, call: ModelCall) -> str:
         query, retriever = sub.query or trace.question, sub.retriever or next(iter(offered))
         legend = {name: self.params.abbreviation(name) for name in offered}
         abbr = legend[retriever]

@@ -9,10 +9,11 @@ are the shared :mod:`routerag.strategies.sieve` pipeline.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
+from routerag.registry import RegisteredName
 from routerag.sources.base import Hit
 from routerag.strategies.adaptive_cap import CapQuota, apply_cap
 from routerag.strategies.base import StrategyContext
@@ -26,20 +27,13 @@ from routerag.trace import SubQueryRef, Trace
 class RealRouteParams(SieveParams):
     top_k_per_source: int = Field(default=8, ge=1, le=100, description="hits retrieved from each source")
     keep_k: int = Field(default=8, ge=1, description="evidence items kept in total")
-    selector: str = Field(default="score", description="score | norm_score | routing_weighted | rrf | llm (SELECTORS)")
+    selector: Annotated[str, RegisteredName(SELECTORS)] = Field(default="score", description="score | norm_score | routing_weighted | rrf | llm (SELECTORS)")
     adaptive_cap: bool = Field(default=True, description="route to a preferred source and apply per-source quotas")
     preferred_cap: int = Field(default=5, ge=0, description="hits kept from the preferred source")
     other_cap: int = Field(default=2, ge=0, description="hits kept from each other source")
     preferred_weight: float = Field(default=1.5, ge=0.0, description="routing_weighted: weight of the preferred source")
     other_weight: float = Field(default=1.0, ge=0.0, description="routing_weighted: weight of the other sources")
     rrf_k: int = Field(default=60, ge=1, description="rrf: the constant in 1 / (rrf_k + rank)")
-
-    @field_validator("selector")
-    @classmethod
-    def _known_selector(cls, value: str) -> str:
-        if value not in SELECTORS:
-            raise ValueError(f"unknown selector {value!r}; valid: {', '.join(SELECTORS.names())}")
-        return value
 
     @property
     def routes(self) -> bool:

@@ -13,12 +13,14 @@ the one routed source. Every model call and retrieval is a :class:`Step` of the 
 from __future__ import annotations
 
 import time
-from typing import Literal, Protocol
+from typing import Annotated, Protocol
 
 from pydantic import BaseModel, Field
 
 from routerag.config import OMIT_AT_DEFAULT
 from routerag.llm.base import GenerationParams, Message
+from routerag.registry import RegisteredName
+from routerag.routing import ROUTERS
 from routerag.sources.base import MAX_QUERY_CHARS, Hit
 from routerag.strategies.base import StrategyContext
 from routerag.strategies.decompose import Plan, SubQuery, bind, decompose_messages, execution_order, parse_plan
@@ -35,10 +37,10 @@ class SieveParams(BaseModel):
     decomposition: bool = Field(default=True, description="split the question into dependent sub-queries")
     max_subqueries: int = Field(default=4, ge=1, le=10, description="sub-queries kept from the plan")
     max_reflections: int = Field(default=2, ge=0, le=5, description="retries of a failed sub-query")
-    router: Literal["llm", "profile-embedding", "learned"] = Field(
+    router: Annotated[str, RegisteredName(ROUTERS)] = Field(
         default="llm",
-        description="how a sub-query's source is chosen (routerag.routing.ROUTERS): an LLM call over the source "
-        "profiles (the papers'), the profile most similar to the query by sentence embedding, or a classifier "
+        description="how a sub-query's source is chosen (routerag.routing.ROUTERS, or a plugin's pkg.mod:factory): an "
+        "LLM call over the source profiles (the papers'), the profile most similar to the query by sentence embedding, or a classifier "
         "trained on routing outcomes (`learned`; the last two make no model call)",
         json_schema_extra=OMIT_AT_DEFAULT,  # added after runs were stored; "llm" is the old behaviour
     )

@@ -6,10 +6,14 @@ configuration is written into the run directory.
 
 from __future__ import annotations
 
-from typing import Literal
+import dataclasses
+import difflib
+import importlib
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from routerag.config import OMIT_AT_DEFAULT
 from routerag.train.env import EnvConfig
 from routerag.train.rewards import RewardSchedule
 
@@ -113,6 +117,17 @@ class GRPOSpec(BaseModel):
         "another training question's group; logged as dynamic/skipped_groups",
     )
     dynamic_max_tries: int = Field(default=4, ge=1, description="replacement groups tried before a group without variance is kept")
+    extra: dict[str, Any] = Field(
+        default_factory=dict, json_schema_extra=OMIT_AT_DEFAULT,
+        description="further arguments of TRL's GRPOConfig, passed through as written (e.g. {max_grad_norm: 0.5, "
+        "warmup_ratio: 0.1}); names are checked against trl.GRPOConfig when the configuration is loaded. Not allowed: "
+        "the fields above and what routerag derives itself (GRPO_DERIVED)",
+    )
+
+    @field_validator("extra")
+    @classmethod
+    def _trl_fields(cls, extra: dict[str, Any]) -> dict[str, Any]:
+        return check_trl_extra(extra, "GRPOConfig", "grpo", GRPO_DERIVED)
 
 
 GoldenSource = Literal["musique", "hotpotqa", "hotpotqa-distractor-train", "r1router"]
@@ -168,6 +183,55 @@ class SFTSpec(BaseModel):
         "as env.max_observation_tokens cuts rollouts); None: observations whole",
     )
     export_gguf: bool = Field(default=True, description="LoRA runs: also write the adapter as a llama.cpp LoRA GGUF (adapter.gguf)")
+    extra: dict[str, Any] = Field(
+        default_factory=dict, json_schema_extra=OMIT_AT_DEFAULT,
+        description="further arguments of TRL's SFTConfig, passed through as written (e.g. {weight_decay: 0.01}); names "
+        "are checked against trl.SFTConfig when the configuration is loaded. Not allowed: the fields above and what "
+        "routerag derives itself (SFT_DERIVED)",
+    )
+
+    @field_validator("extra")
+    @classmethod
+    def _trl_fields(cls, extra: dict[str, Any]) -> dict[str, Any]:
+        return check_trl_extra(extra, "SFTConfig", "sft", SFT_DERIVED)
+
+
+GRPO_DERIVED: dict[str, str] = {
+    **{name: f"grpo.{name}" for name in GRPOSpec.model_fields if name != "extra"},
+    "output_dir": "output_dir", "use_cpu": "grpo.use_cpu", "max_completion_length": "env.max_completion_tokens",
+}
+"""TRL GRPOConfig arguments routerag sets (``train.grpo.grpo_arguments``) -> the setting they come from:
+``grpo.extra`` may not name them. Other arguments routerag passes (``bf16``, ``report_to``,
+``disable_tqdm``, ``mask_truncated_completions``) are defaults that ``grpo.extra`` overrides."""
+
+SFT_DERIVED: dict[str, str] = {
+    **{name: f"sft.{name}" for name in SFTSpec.model_fields if name != "extra"},
+    "output_dir": "output_dir", "use_cpu": "grpo.use_cpu", "num_train_epochs": "sft.epochs",
+    "logging_steps": "grpo.logging_steps", "save_steps": "grpo.save_steps", "seed": "grpo.seed",
+}
+"""TRL SFTConfig arguments routerag sets (``train.sft.sft_trainer``) -> the setting they come from:
+``sft.extra`` may not name them."""
+
+
+def check_trl_extra(extra: dict[str, Any], trl_class: str, section: str, derived: dict[str, str]) -> dict[str, Any]:
+    """``extra`` when each name is an argument of ``trl.<trl_class>`` that routerag does not set
+    itself; TRL is imported only when ``extra`` is not empty."""
+    if not extra:
+        return extra
+    taken = [f"{name} (set by {derived[name]})" for name in sorted(set(extra) & set(derived))]
+    if taken:
+        raise ValueError(f"{section}.extra may not set what routerag sets from the configuration: {', '.join(taken)}")
+    try:
+        cls = getattr(importlib.import_module("trl"), trl_class)
+    except ImportError as exc:
+        raise ValueError(f"{section}.extra needs TRL to check its names ({exc}); install routerag's train extra") from None
+    fields = {f.name for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(extra) - fields)
+    if unknown:
+        hints = [f"{name} (did you mean {', '.join(close)}?)" if (close := difflib.get_close_matches(name, fields, 2)) else name
+                 for name in unknown]
+        raise ValueError(f"{section}.extra: not arguments of trl.{trl_class}: {'; '.join(hints)}")
+    return extra
 
 
 class RFTSpec(BaseModel):

@@ -237,9 +237,14 @@ def _grpo_args(cfg: TrainConfig, out_dir: Path) -> Any:
     import torch
     from trl import GRPOConfig
 
+    return GRPOConfig(**grpo_arguments(cfg, out_dir, cpu=cfg.grpo.use_cpu or not torch.cuda.is_available()))
+
+
+def grpo_arguments(cfg: TrainConfig, out_dir: Path, *, cpu: bool) -> dict[str, Any]:
+    """The arguments of TRL's ``GRPOConfig``: routerag's, then ``grpo.extra`` (checked when the
+    configuration was loaded: it names none of ``GRPO_DERIVED``)."""
     g = cfg.grpo
-    cpu = g.use_cpu or not torch.cuda.is_available()
-    return GRPOConfig(
+    args: dict[str, Any] = dict(
         output_dir=str(out_dir),
         per_device_train_batch_size=g.per_device_train_batch_size,
         gradient_accumulation_steps=g.gradient_accumulation_steps,
@@ -262,6 +267,7 @@ def _grpo_args(cfg: TrainConfig, out_dir: Path) -> Any:
         mask_truncated_completions=False,
         disable_tqdm=True,
     )
+    return {**args, **g.extra}
 
 
 def run_grpo(cfg: TrainConfig, model: Any, tokenizer: Any, env: RouteRAGEnv, questions: Sequence[Question],

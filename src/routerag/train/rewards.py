@@ -27,14 +27,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from routerag.config import validation_reasons
 from routerag.eval.metrics import METRICS, f1_recall, token_f1
 from routerag.protocol.routerag_tags import THINK_CLOSE, THINK_OPEN
-from routerag.registry import Registry
+from routerag.registry import RegisteredName, Registry
 from routerag.trace import Step, Trace
 
 
@@ -67,7 +68,10 @@ class RewardSpec:
         return [float(x) for x in self.fn(samples, resolved)]
 
 
-REWARDS: Registry[RewardSpec] = Registry("reward")
+REWARDS: Registry[RewardSpec] = Registry("reward", check=lambda obj: isinstance(obj, RewardSpec))
+"""Registered rewards; a plugin reward is a :class:`RewardSpec` named ``"pkg.mod:attr"`` in a schedule."""
+
+MetricName = Annotated[str, RegisteredName(METRICS)]
 
 
 def register_reward(name: str, Params: type[BaseModel], description: str, *, batch_level: bool = False):
@@ -157,7 +161,7 @@ def trajectory_cost(trace: Trace, signal: CostSignal = "mode_cost", mode_cost: d
 
 class AnswerParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    metric: str = Field(default="em", description="answer metric from routerag.eval.metrics.METRICS")
+    metric: MetricName = Field(default="em", description="answer metric from routerag.eval.metrics.METRICS")
 
 
 @register_reward("em", AnswerParams, "exact match of the final answer (RouteRAG stage 1; Search-R1 outcome reward)")
@@ -193,7 +197,7 @@ class AccuracyEfficiencyParams(BaseModel):
     with cap 0.5 (``T = p95 / cap``) and adds ``mean(s) - s_i`` to the reward of a correct answer."""
 
     model_config = ConfigDict(extra="forbid")
-    metric: str = Field(default="em", description="what 'correct' means (an answer metric; correct when >= threshold)")
+    metric: MetricName = Field(default="em", description="what 'correct' means (an answer metric; correct when >= threshold)")
     threshold: float = Field(default=1.0, ge=0.0, le=1.0, description="metric value counted as correct")
     cost: CostSignal = Field(default="mode_cost", description="cost signal: deterministic per-mode cost, measured wall time, or turns")
     mode_cost: dict[str, float] | None = Field(default=None, description="per-mode prices; None uses those recorded by the environment")
@@ -300,7 +304,7 @@ class R1RouterStepRewardParams(BaseModel):
     similarity: Literal["embedding", "token_f1"] = Field(
         default="embedding", description="sub-question similarity: cosine of the bundled sentence embedder, or token F1 (no model)"
     )
-    final_metric: str = Field(default="cover_em", description="metric of the final answer (accuracy)")
+    final_metric: MetricName = Field(default="cover_em", description="metric of the final answer (accuracy)")
     retrievers: list[str] = Field(
         default_factory=lambda: ["Text Retriever", "Text Image Retriever", "Table Retriever"],
         description="knowledge-base names the policy may choose",
@@ -368,10 +372,29 @@ def r1_router_step_reward(samples: Sequence[RewardSample], params: R1RouterStepR
 
 
 class WeightedReward(BaseModel):
+    """A reward in a stage. Its ``params`` are checked against the reward's ``Params`` when the
+    configuration is validated (a bad parameter fails at load, before any model is built); the
+    validated model is :attr:`resolved`, while ``params`` keeps what was written (the resolved
+    configuration a run stores is unchanged)."""
+
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(description="registered reward name")
+    name: Annotated[str, RegisteredName(REWARDS, unknown_name=True)] = Field(description="registered reward name, or a plugin's 'pkg.mod:attr'")
     weight: float = Field(default=1.0, description="weight in the stage's sum")
     params: dict[str, Any] = Field(default_factory=dict, description="the reward's parameters")
+    _resolved: BaseModel = PrivateAttr()
+
+    @model_validator(mode="after")
+    def _resolve_params(self) -> WeightedReward:
+        try:
+            self._resolved = get_reward(self.name).Params.model_validate(self.params)
+        except ValidationError as exc:
+            raise ValueError(f"invalid params for reward {self.name!r}: {validation_reasons(exc)}") from None
+        return self
+
+    @property
+    def resolved(self) -> BaseModel:
+        """``params`` validated by the reward's ``Params``."""
+        return self._resolved
 
 
 class Stage(BaseModel):
@@ -409,7 +432,7 @@ class RewardSchedule(BaseModel):
         components: dict[str, list[float]] = {}
         total = [0.0] * len(samples)
         for wr in stage.rewards:
-            values = get_reward(wr.name)(samples, wr.params)
+            values = get_reward(wr.name)(samples, wr.resolved)
             components[wr.name] = values
             total = [t + wr.weight * v for t, v in zip(total, values)]
         return RewardBreakdown(stage=stage.name, total=total, components=components)

@@ -109,7 +109,7 @@ def sft_trainer(cfg: TrainConfig, model: Any, tokenizer: Any, rows: list[dict[st
     s = cfg.sft
     cpu = cfg.grpo.use_cpu or not torch.cuda.is_available()
     steps = max_steps or (-1 if s.epochs else s.max_steps)
-    args = SFTConfig(
+    args = SFTConfig(**{**dict(
         output_dir=str(out_dir),
         per_device_train_batch_size=s.per_device_train_batch_size,
         gradient_accumulation_steps=s.gradient_accumulation_steps,
@@ -128,7 +128,7 @@ def sft_trainer(cfg: TrainConfig, model: Any, tokenizer: Any, rows: list[dict[st
         max_length=s.max_length,
         disable_tqdm=True,
         gradient_checkpointing=s.gradient_checkpointing,
-    )
+    ), **s.extra})  # sft.extra: further TRL arguments (checked at load, see SFT_DERIVED)
     fast = s.logits_on_labels_only or s.frozen_no_grad
     trainer_cls = masked_logits_sft_trainer() if fast else SFTTrainer
     trainer = trainer_cls(
