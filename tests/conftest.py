@@ -52,3 +52,19 @@ def retrieval(sources):
     settings = ServerSettings(searchr1=SearchR1Settings(default_source="bm25"))
     with BackgroundServer(create_retrieval_app(sources, settings)) as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """Ray started once per test session in local mode on 2 CPUs (the ``ray``-marked tests)."""
+    ray = pytest.importorskip("ray", reason="Ray is the `scale` extra")
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    try:
+        from ray import serve
+
+        serve.shutdown()
+    except ImportError:
+        pass
+    ray.shutdown()

@@ -68,6 +68,10 @@ def index_command(
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing index directory"),
     fmt: str = typer.Option("auto", "--format", help="corpus file format (default: detected)"),
+    engine: str = typer.Option(
+        "local", "--engine", help="where dense vectors are computed: local (this process) or ray (a Ray Data pipeline; "
+        "the `scale` extra; joins the cluster at RAY_ADDRESS, else starts Ray locally)"
+    ),
 ) -> None:
     """Build an index directory (documents + dense/bm25/graph components) from a corpus."""
     import time
@@ -87,6 +91,8 @@ def index_command(
             docs = _load_documents(corpus, fmt)
             t0 = time.perf_counter()
             if add:
+                if engine != "local":
+                    _fail("--add runs in this process; drop --engine (only full builds run on Ray)")
                 if not out.is_dir():
                     _fail(f"{out}: no index to add to; build it first without --add")
                 base = config if config is not None else out / CONFIG_NAME
@@ -104,7 +110,7 @@ def index_command(
                 )
                 return
             settings = load_config(IndexSettings, config, overrides)
-            bundle = build_index(docs, out, settings, names or ("dense", "bm25"), overwrite=overwrite)
+            bundle = build_index(docs, out, settings, names or ("dense", "bm25"), overwrite=overwrite, engine=engine)
         except (ConfigError, CorpusFormatError, IndexError_, UnknownNameError, FileExistsError, ValueError) as exc:
             _fail(str(exc))
     typer.echo(

@@ -49,6 +49,26 @@ def _load_sources(index_dir: Path, modes: list[str] | None) -> "SourceSet":
     return sources
 
 
+def _serve_on_ray(index_dir: Path, modes: list[str] | None, settings, replicas: int, encoder_replicas: int) -> None:
+    from routerag.index.bundle import read_bundle_manifest
+    from routerag.index.manifest import IndexError_
+
+    try:
+        read_bundle_manifest(index_dir)
+        from routerag.server.ray_serve import RayServeSettings, serve_on_ray
+    except IndexError_ as exc:
+        _fail(str(exc))
+    except ImportError as exc:
+        _fail(f"--ray needs the scale extra: pip install 'routerag[scale]' ({exc})")
+    wanted = [m.strip() for value in modes or [] for m in value.split(",") if m.strip()] or None
+    typer.echo(
+        f"serving {index_dir} with {replicas} Ray Serve replica(s) on http://{settings.host}:{settings.port} "
+        f"(docs at /docs{', API key required' if settings.api_key else ''})",
+        err=True,
+    )
+    serve_on_ray(index_dir, wanted, settings, RayServeSettings(replicas=replicas, encoder_replicas=encoder_replicas))
+
+
 @app.command("serve-retrieval")
 def serve_retrieval_command(
     index_dir: Path = typer.Argument(..., help="an index directory built with `routerag index`"),
@@ -60,6 +80,11 @@ def serve_retrieval_command(
     modes: list[str] = typer.Option(None, "--sources", "-s", help="comma-separated source modes to mount (default: all)"),
     config: Path = typer.Option(None, "--config", help="a YAML file of ServerSettings"),
     overrides: list[str] = typer.Option(None, "--set", help="override a setting: key.path=value (repeatable)"),
+    on_ray: bool = typer.Option(
+        False, "--ray", help="serve through Ray Serve replicas (the `scale` extra; joins RAY_ADDRESS, else starts Ray locally)"
+    ),
+    replicas: int = typer.Option(1, "--replicas", min=1, help="with --ray: retrieval replicas, each opening the bundle"),
+    encoder_replicas: int = typer.Option(1, "--encoder-replicas", min=1, help="with --ray: query-encoder replicas"),
 ) -> None:
     """Serve POST /retrieve, GET /sources, GET /health and the Search-R1 endpoint (/retrieve/searchr1)."""
     from routerag.config import ConfigError, load_config
@@ -71,6 +96,9 @@ def serve_retrieval_command(
         settings = load_config(ServerSettings, config, _server_overrides(host, port, api_key_env, overrides))
     except ConfigError as exc:
         _fail(str(exc))
+    if on_ray:
+        _serve_on_ray(index_dir, modes, settings, replicas, encoder_replicas)
+        return
     sources = _load_sources(index_dir, modes)
     typer.echo(
         f"serving {', '.join(sources.names())} from {index_dir} on http://{settings.host}:{settings.port} "

@@ -138,6 +138,17 @@ class DenseIndex:
                 self._embedder = embedder
             return self._embedder
 
+    def use_embedder(self, embedder: Embedder) -> None:
+        """Encode with ``embedder`` (e.g. a served query encoder) instead of loading the model in
+        this process; it must be the embedder the index was built with (identity and dimension)."""
+        if embedder.identity != self.manifest.embedder or embedder.dim != self.faiss_index.d:
+            raise IndexError_(
+                f"embedder {embedder.identity!r} ({embedder.dim}-d) is not the one this index was built with: "
+                f"{self.manifest.embedder!r} ({self.faiss_index.d}-d)"
+            )
+        with self._lock:
+            self._embedder = embedder
+
     def embed_documents(self, docs: Sequence["Document"]) -> np.ndarray:
         return self.embedder.encode([d.passage for d in docs], is_query=False)
 
