@@ -96,14 +96,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
-    import ray
 
     from routerag.index.dense import embedding_shards
     from routerag.index.embedder import EmbedderConfig
     from routerag.index.ray_build import embed_with_ray, remove_shards
     from routerag.index.settings import DenseSettings
+    from routerag.raycluster import LocalHead
 
-    ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
+    head = LocalHead(num_cpus=args.cpus)  # a local Ray with pre-assigned ports (survives a loaded machine)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-ray-index-"))
     work.mkdir(parents=True, exist_ok=True)
     dense = DenseSettings.model_validate({"faiss": "ivfpq", "ivfpq": {"nlist": 1024, "m": 48, "nbits": 8, "nprobe": 16}})
@@ -136,7 +136,7 @@ def main() -> None:
         remove_shards(shards_dir)
         results.append(result)
         print(json.dumps(result), flush=True)
-    ray.shutdown()
+    head.stop()
     if args.out:
         args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
 

@@ -8,7 +8,7 @@ The load is the shape verl's Search-R1 tool sends to a retrieval server: ``--in-
 requests at once, each ``POST /retrieve/searchr1`` with 3 queries, ``topk`` 3, ``return_scores``,
 a 30 s client timeout. ``--waves`` x in-flight requests are sent per setup (a new request starts
 as soon as one finishes); latency is per request, throughput is requests and queries per second
-over the whole run. Ray is started locally with ``ray.init(num_cpus=...)``.
+over the whole run. Ray is started locally on ``--cpus`` CPUs (``routerag.raycluster.LocalHead``).
 """
 
 from __future__ import annotations
@@ -140,13 +140,13 @@ def main() -> None:
             report["runs"]["no-ray (micro_batching on)"] = asyncio.run(verl_load(running.url, pool, **shape))
             print(json.dumps(report["runs"]), flush=True)
 
-    import ray
     from ray import serve
 
+    from routerag.raycluster import LocalHead
     from routerag.server.ray_serve import APP_NAME, RayServeSettings, serve_on_ray
     from routerag.server.settings import SearchR1Settings, ServerSettings
 
-    ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
+    head = LocalHead(num_cpus=args.cpus)  # a local Ray with pre-assigned ports (survives a loaded machine)
     for replicas in args.replicas:
         settings = ServerSettings(port=free_port(), searchr1=SearchR1Settings(default_source="passage"))
         t0 = time.perf_counter()
@@ -160,7 +160,7 @@ def main() -> None:
         print(json.dumps(report["runs"]), flush=True)
         serve.delete(APP_NAME)
         serve.shutdown()
-    ray.shutdown()
+    head.stop()
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:

@@ -56,15 +56,17 @@ def retrieval(sources):
 
 @pytest.fixture(scope="session")
 def ray_local():
-    """Ray started once per test session in local mode on 2 CPUs (the ``ray``-marked tests)."""
-    ray = pytest.importorskip("ray", reason="Ray is the `scale` extra")
-    if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
+    """Ray started once per test session on this machine with 2 CPUs (the ``ray``-marked tests):
+    a local head with pre-assigned ports (``routerag.raycluster.LocalHead``), stopped at the end."""
+    pytest.importorskip("ray", reason="Ray is the `scale` extra")
+    from routerag.raycluster import LocalHead
+
+    head = LocalHead(num_cpus=2)
+    yield head
     try:
         from ray import serve
 
         serve.shutdown()
     except ImportError:
         pass
-    ray.shutdown()
+    head.stop()
