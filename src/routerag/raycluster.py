@@ -42,29 +42,13 @@ def _drain(stream: Any) -> None:
         pass
 
 
-def _normal_priority() -> None:
-    os.setpriority(os.PRIO_PROCESS, 0, 0)
-
-
-def _renice_tree(root: int, niceness: int) -> None:
-    """Set every thread of ``root`` and of its descendants (processes this one started) to ``niceness``."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    todo = [root]
-    while todo:
-        pid = todo.pop()
-        todo.extend(children.get(pid, []))
-        try:
-            for task in Path(f"/proc/{pid}/task").iterdir():
-                os.setpriority(os.PRIO_PROCESS, int(task.name), niceness)
-        except OSError:
-            continue
+# `ray start` run so that its agents start in Ray's minimal mode (the mode of a plain `ray` install
+# without the dashboard's dependencies): they publish their ports right away instead of after
+# importing every dashboard module, which on a loaded machine takes longer than the raylet waits
+_RAY_START_MINIMAL_AGENT = (
+    "import sys; sys.modules['ray.dashboard.optional_deps'] = None; "
+    "from ray.scripts.scripts import main; sys.argv[0] = 'ray'; main()"
+)
 
 
 class LocalHead:
@@ -73,10 +57,9 @@ class LocalHead:
 
     Plain ``ray.init()`` lets the agents pick their ports and the raylet then waits a fixed 15 s
     for their port files; on a loaded machine (slow Python imports) it aborts with "Timed out
-    waiting for file .../metrics_agent_port_...". Pre-assigned ports shorten that wait, and a caller
-    running under ``nice`` has the head start at normal priority (its Python agents must import
-    within those 15 s), then every thread of the head's processes is set back to the caller's
-    niceness, so workers and actors run at the caller's priority. Used by the
+    waiting for file .../metrics_agent_port_...". Here the agents run in Ray's minimal mode (they
+    publish their ports before loading the dashboard modules), every port is assigned up front,
+    and a failed start is retried. Used by the
     ``ray`` tests and the Ray benchmarks; ``stop()`` ends the child (and with it its Ray processes)."""
 
     def __init__(self, num_cpus: int, *, attempts: int = 5) -> None:
@@ -91,33 +74,24 @@ class LocalHead:
 
     def _start(self, num_cpus: int) -> bool:
         """One ``ray start --head --block``; True once it reports the runtime started, False if it exited."""
-        import shutil
         import subprocess
         import sys
         import threading
 
-        local = Path(sys.executable).with_name("ray")
-        ray_cli = str(local) if local.exists() else shutil.which("ray")
-        if ray_cli is None:
-            raise RuntimeError("the `ray` command is not installed beside this Python")
         gcs, node_manager, object_manager, agent_grpc, agent_listen, runtime_env, metrics = _free_ports(7)
         command = [
-            ray_cli, "start", "--head", "--block", f"--num-cpus={num_cpus}", "--include-dashboard=false",
+            sys.executable, "-c", _RAY_START_MINIMAL_AGENT, "start", "--head", "--block", f"--num-cpus={num_cpus}", "--include-dashboard=false",
             "--disable-usage-stats", "--node-ip-address=127.0.0.1", f"--port={gcs}",
             f"--node-manager-port={node_manager}", f"--object-manager-port={object_manager}",
             f"--dashboard-agent-grpc-port={agent_grpc}", f"--dashboard-agent-listen-port={agent_listen}",
             f"--runtime-env-agent-port={runtime_env}", f"--metrics-export-port={metrics}",
         ]
         self.address = f"127.0.0.1:{gcs}"
-        niceness = os.getpriority(os.PRIO_PROCESS, 0)
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                        preexec_fn=_normal_priority if niceness > 0 else None)
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert self.process.stdout is not None
         for line in self.process.stdout:
             if "Ray runtime started" in line:
                 threading.Thread(target=_drain, args=(self.process.stdout,), daemon=True).start()
-                if niceness > 0:  # the work (workers, actors) runs at the caller's priority again
-                    _renice_tree(self.process.pid, niceness)
                 return True
         self.process.wait()
         return False
