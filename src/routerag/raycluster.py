@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 
@@ -63,7 +62,14 @@ class LocalHead:
     ``ray`` tests and the Ray benchmarks; ``stop()`` ends the child (and with it its Ray processes)."""
 
     def __init__(self, num_cpus: int, *, attempts: int = 5) -> None:
+        import secrets
+
         import ray
+
+        # a token of this head's own, for the head (inherited) and this driver: the default token
+        # file (~/.ray/auth_token) is shared by every Ray user of the machine
+        os.environ["RAY_AUTH_MODE"] = "token"
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
 
         for attempt in range(1, attempts + 1):
             if self._start(num_cpus):
