@@ -87,7 +87,8 @@ class LocalHead:
         gcs, node_manager, object_manager, agent_grpc, agent_listen, runtime_env, metrics = _free_ports(7)
         command = [
             sys.executable, "-c", _RAY_START_MINIMAL_AGENT, "start", "--head", "--block", f"--num-cpus={num_cpus}", "--include-dashboard=false",
-            "--disable-usage-stats", "--node-ip-address=127.0.0.1", f"--port={gcs}",
+            "--disable-usage-stats", "--include-log-monitor=false", "--ray-client-server-port=0",
+            "--node-ip-address=127.0.0.1", f"--port={gcs}",
             f"--node-manager-port={node_manager}", f"--object-manager-port={object_manager}",
             f"--dashboard-agent-grpc-port={agent_grpc}", f"--dashboard-agent-listen-port={agent_listen}",
             f"--runtime-env-agent-port={runtime_env}", f"--metrics-export-port={metrics}",
