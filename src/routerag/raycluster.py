@@ -76,7 +76,8 @@ class LocalHead:
                 ray.init(address=self.address, log_to_driver=False)
                 return
             if attempt == attempts:
-                raise RuntimeError(f"`ray start --head` failed {attempts} times (see /tmp/ray/session_latest/logs)")
+                tail = "\n".join(self.output)
+                raise RuntimeError(f"`ray start --head` failed {attempts} times; the last one said:\n{tail}")
 
     def _start(self, num_cpus: int) -> bool:
         """One ``ray start --head --block``; True once it reports the runtime started, False if it exited."""
@@ -84,10 +85,10 @@ class LocalHead:
         import sys
         import threading
 
-        gcs, node_manager, object_manager, agent_grpc, agent_listen, runtime_env, metrics = _free_ports(7)
+        gcs, node_manager, object_manager, agent_grpc, agent_listen, runtime_env, metrics, client = _free_ports(8)
         command = [
             sys.executable, "-c", _RAY_START_MINIMAL_AGENT, "start", "--head", "--block", f"--num-cpus={num_cpus}", "--include-dashboard=false",
-            "--disable-usage-stats", "--include-log-monitor=false", "--ray-client-server-port=0",
+            "--disable-usage-stats", "--include-log-monitor=false", f"--ray-client-server-port={client}",
             "--node-ip-address=127.0.0.1", f"--port={gcs}",
             f"--node-manager-port={node_manager}", f"--object-manager-port={object_manager}",
             f"--dashboard-agent-grpc-port={agent_grpc}", f"--dashboard-agent-listen-port={agent_listen}",
@@ -96,7 +97,9 @@ class LocalHead:
         self.address = f"127.0.0.1:{gcs}"
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert self.process.stdout is not None
+        self.output: list[str] = []
         for line in self.process.stdout:
+            self.output = [*self.output[-20:], line.rstrip()]
             if "Ray runtime started" in line:
                 threading.Thread(target=_drain, args=(self.process.stdout,), daemon=True).start()
                 return True
