@@ -96,14 +96,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
-
     from routerag.index.dense import embedding_shards
     from routerag.index.embedder import EmbedderConfig
     from routerag.index.ray_build import embed_with_ray, remove_shards
     from routerag.index.settings import DenseSettings
     from routerag.raycluster import LocalHead
 
-    head = LocalHead(num_cpus=args.cpus)  # a local Ray with pre-assigned ports (survives a loaded machine)
+    head = LocalHead(num_cpus=args.cpus)  # before anything imports ray
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-ray-index-"))
     work.mkdir(parents=True, exist_ok=True)
     dense = DenseSettings.model_validate({"faiss": "ivfpq", "ivfpq": {"nlist": 1024, "m": 48, "nbits": 8, "nprobe": 16}})

@@ -140,13 +140,13 @@ def main() -> None:
             report["runs"]["no-ray (micro_batching on)"] = asyncio.run(verl_load(running.url, pool, **shape))
             print(json.dumps(report["runs"]), flush=True)
 
+    from routerag.raycluster import LocalHead
+
+    head = LocalHead(num_cpus=args.cpus)  # before anything imports ray
     from ray import serve
 
-    from routerag.raycluster import LocalHead
     from routerag.server.ray_serve import APP_NAME, RayServeSettings, serve_on_ray
     from routerag.server.settings import SearchR1Settings, ServerSettings
-
-    head = LocalHead(num_cpus=args.cpus)  # a local Ray with pre-assigned ports (survives a loaded machine)
     for replicas in args.replicas:
         settings = ServerSettings(port=free_port(), searchr1=SearchR1Settings(default_source="passage"))
         t0 = time.perf_counter()

@@ -58,7 +58,10 @@ def retrieval(sources):
 def ray_local():
     """Ray started once per test session on this machine with 2 CPUs (the ``ray``-marked tests):
     a local head with pre-assigned ports (``routerag.raycluster.LocalHead``), stopped at the end."""
-    pytest.importorskip("ray", reason="Ray is the `scale` extra")
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:  # not imported here: LocalHead must come first
+        pytest.skip("Ray is the `scale` extra")
     from routerag.raycluster import LocalHead
 
     head = LocalHead(num_cpus=2)

@@ -62,14 +62,17 @@ class LocalHead:
     ``ray`` tests and the Ray benchmarks; ``stop()`` ends the child (and with it its Ray processes)."""
 
     def __init__(self, num_cpus: int, *, attempts: int = 5) -> None:
+        """Create it before this process imports ``ray``: Ray reads the token settings once."""
         import secrets
+        import sys
 
-        import ray
-
+        if "ray" in sys.modules:
+            raise RuntimeError("start LocalHead before importing ray (Ray reads RAY_AUTH_* at import)")
         # a token of this head's own, for the head (inherited) and this driver: the default token
         # file (~/.ray/auth_token) is shared by every Ray user of the machine
         os.environ["RAY_AUTH_MODE"] = "token"
         os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+        import ray
 
         for attempt in range(1, attempts + 1):
             if self._start(num_cpus):
