@@ -52,3 +52,24 @@ def retrieval(sources):
     settings = ServerSettings(searchr1=SearchR1Settings(default_source="bm25"))
     with BackgroundServer(create_retrieval_app(sources, settings)) as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """Ray started once per test session on this machine with 2 CPUs (the ``ray``-marked tests):
+    a local head with pre-assigned ports (``routerag.raycluster.LocalHead``), stopped at the end."""
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:  # not imported here: LocalHead must come first
+        pytest.skip("Ray is the `scale` extra")
+    from routerag.raycluster import LocalHead
+
+    head = LocalHead(num_cpus=2)
+    yield head
+    try:
+        from ray import serve
+
+        serve.shutdown()
+    except ImportError:
+        pass
+    head.stop()

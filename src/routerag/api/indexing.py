@@ -43,6 +43,9 @@ def retrieval_request(queries: list[str], k: int, sources: list[str]) -> Retriev
         raise RetrievalRequestError("; ".join(err["msg"].removeprefix("Value error, ") for err in exc.errors())) from None
 
 
+ENGINES = ("local", "ray")
+
+
 class IndexParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -54,6 +57,7 @@ class IndexParams(BaseModel):
     add: bool = Field(False, description="add the corpus's new documents (and new components) to an existing index")
     overwrite: bool = Field(False, description="replace an existing index directory")
     format: str = Field("auto", description="corpus file format (default: detected)")
+    engine: str = Field("local", description="where dense vectors are computed: local (this process) or ray (a Ray Data pipeline)")
 
 
 class IndexResult(BaseModel):
@@ -92,7 +96,11 @@ def _build(params: IndexParams, docs: list[Document], source: str) -> IndexResul
 
     t0 = time.perf_counter()
     out = params.out
+    if params.engine not in ENGINES:
+        raise IndexRequestError(f"unknown engine {params.engine!r}: {' or '.join(ENGINES)}")
     if params.add:
+        if params.engine != "local":
+            raise IndexRequestError("--add runs in this process; drop --engine (only full builds run on Ray)")
         if not out.is_dir():
             raise IndexRequestError(f"{out}: no index to add to; build it first without --add")
         settings = load_config(IndexSettings, params.config if params.config is not None else out / CONFIG_NAME,
@@ -106,18 +114,20 @@ def _build(params: IndexParams, docs: list[Document], source: str) -> IndexResul
                            seconds=time.perf_counter() - t0, source=source, added=len(added),
                            already=len(docs) - len(added), new_components=extra)
     settings = load_config(IndexSettings, params.config, params.overrides)
-    result = index_documents(docs, out, params.components or DEFAULT_COMPONENTS, settings, overwrite=params.overwrite)
+    result = index_documents(docs, out, params.components or DEFAULT_COMPONENTS, settings, overwrite=params.overwrite,
+                             engine=params.engine)
     return result.model_copy(update={"source": source})
 
 
 def index_documents(docs: Sequence[Document], out: Path, components: Sequence[str] = DEFAULT_COMPONENTS,
-                    settings: IndexSettings | None = None, *, overwrite: bool = False) -> IndexResult:
+                    settings: IndexSettings | None = None, *, overwrite: bool = False,
+                    engine: str = "local") -> IndexResult:
     """Documents already in memory (the service's uploads) -> an index directory."""
     from routerag.index.bundle import build_index as build_bundle
 
     t0 = time.perf_counter()
     with _refused():
-        bundle = build_bundle(docs, out, settings, components, overwrite=overwrite)
+        bundle = build_bundle(docs, out, settings, components, overwrite=overwrite, engine=engine)
     return IndexResult(out=out, documents=len(bundle.store), components=list(bundle.components),
                        seconds=time.perf_counter() - t0, source=f"{len(docs)} documents")
 

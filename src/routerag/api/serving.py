@@ -90,3 +90,20 @@ def serve_retrieval(params: ServeParams, settings: ServerSettings, *, announce: 
     app, line = retrieval_app(params, settings, announce)
     announce(line)
     run_server(app, settings.host, settings.port)
+
+
+def serve_retrieval_on_ray(params: ServeParams, settings: ServerSettings, *, replicas: int = 1, encoder_replicas: int = 1,
+                           announce: Announce = lambda _: None) -> None:
+    """The retrieval API of :func:`serve_retrieval` behind Ray Serve: ``replicas`` retrieval
+    replicas that each open the bundle and ``encoder_replicas`` batched query encoders (the
+    ``scale`` extra; joins the cluster at ``RAY_ADDRESS``, else starts Ray locally)."""
+    from routerag.index.bundle import read_bundle_manifest
+
+    read_bundle_manifest(params.index_dir)  # an IndexLoadError (a RouteragError) before Ray starts
+    try:
+        from routerag.server.ray_serve import RayServeSettings, serve_on_ray
+    except ImportError as exc:
+        raise ServeRequestError(f"--ray needs the scale extra: pip install 'routerag[scale]' ({exc})") from None
+    announce(f"serving {params.index_dir} with {replicas} Ray Serve replica(s) on http://{settings.host}:{settings.port} "
+             f"(docs at /docs{', API key required' if settings.api_key else ''})")
+    serve_on_ray(params.index_dir, params.modes, settings, RayServeSettings(replicas=replicas, encoder_replicas=encoder_replicas))

@@ -42,6 +42,10 @@ def index_command(
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing index directory"),
     fmt: str = typer.Option("auto", "--format", help="corpus file format (default: detected)"),
+    engine: str = typer.Option(
+        "local", "--engine", help="where dense vectors are computed: local (this process) or ray (a Ray Data pipeline; "
+        "the `scale` extra; joins the cluster at RAY_ADDRESS, else starts Ray locally)"
+    ),
 ) -> None:
     """Build an index directory (documents + dense/bm25/graph components) from a corpus."""
     from routerag import progress
@@ -49,7 +53,8 @@ def index_command(
     from routerag.cli.progress import RichProgress
 
     params = IndexParams(corpus=corpus, out=out, components=_split(components), config=config,
-                         overrides=list(overrides or []), add=add, overwrite=overwrite, format=fmt)
+                         overrides=list(overrides or []), add=add, overwrite=overwrite, format=fmt,
+                         engine=engine)
     with progress.reporting(RichProgress()):  # one line per slow step (components, model loads)
         result = build_index(params)
     typer.echo(result.source, err=True)

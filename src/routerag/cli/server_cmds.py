@@ -48,14 +48,24 @@ def serve_retrieval_command(
     modes: list[str] = typer.Option(None, "--sources", "-s", help="comma-separated source modes to mount (default: all)"),
     config: Path = typer.Option(None, "--config", help="a YAML file of ServerSettings"),
     overrides: list[str] = typer.Option(None, "--set", help="override a setting: key.path=value (repeatable)"),
+    on_ray: bool = typer.Option(
+        False, "--ray", help="serve through Ray Serve replicas (the `scale` extra; joins RAY_ADDRESS, else starts Ray locally)"
+    ),
+    replicas: int = typer.Option(1, "--replicas", min=1, help="with --ray: retrieval replicas, each opening the bundle"),
+    encoder_replicas: int = typer.Option(1, "--encoder-replicas", min=1, help="with --ray: query-encoder replicas"),
 ) -> None:
     """Serve POST /retrieve, GET /sources, GET /health and the Search-R1 endpoint (/retrieve/searchr1)."""
     from routerag.api import ServeParams, serve_retrieval
+    from routerag.api.serving import serve_retrieval_on_ray
     from routerag.config import load_config
     from routerag.server.settings import ServerSettings
 
     settings = load_config(ServerSettings, config, _server_overrides(host, port, api_key_env, overrides))
-    serve_retrieval(ServeParams(index_dir=index_dir, modes=_modes(modes)), settings, announce=_announce)
+    params = ServeParams(index_dir=index_dir, modes=_modes(modes))
+    if on_ray:
+        serve_retrieval_on_ray(params, settings, replicas=replicas, encoder_replicas=encoder_replicas, announce=_announce)
+        return
+    serve_retrieval(params, settings, announce=_announce)
 
 
 @app.command("serve")

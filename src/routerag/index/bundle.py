@@ -152,6 +152,22 @@ def _read_settings(directory: Path) -> IndexSettings:
         raise IndexLoadError(str(exc)) from None
 
 
+ENGINES = ("local", "ray")
+
+
+def _build_dense_on_ray(cls: type, store: DocStore, staging: Path, settings: IndexSettings) -> IndexComponent:
+    try:
+        from routerag.index.ray_build import ray_vectors, remove_shards
+    except ImportError as exc:
+        raise IndexLoadError(f"the ray engine needs Ray Data: pip install 'routerag[scale]' ({exc})") from None
+    work = staging / ".vector-shards"
+    try:
+        vectors = ray_vectors(staging / DOCS_NAME, len(store), settings, work)
+        return cls.build(store, staging / "dense", settings, vectors=vectors)
+    finally:
+        remove_shards(work)
+
+
 def build_index(
     docs: Iterable[Document],
     directory: str | Path,
@@ -159,11 +175,16 @@ def build_index(
     components: Sequence[str] = DEFAULT_COMPONENTS,
     *,
     overwrite: bool = False,
+    engine: str = "local",
 ) -> IndexBundle:
-    """Build a bundle over ``docs`` (duplicate ids are kept once) into ``directory``."""
+    """Build a bundle over ``docs`` (duplicate ids are kept once) into ``directory``. ``engine="ray"``
+    computes the dense vectors with a Ray Data pipeline (:mod:`routerag.index.ray_build`): the same
+    files, bit-identical vectors."""
     directory = Path(directory)
     settings = settings or IndexSettings()
     components = list(dict.fromkeys(components))
+    if engine not in ENGINES:
+        raise ValueError(f"unknown index engine {engine!r}; known: {', '.join(ENGINES)}")
     if not components:
         raise ValueError("name at least one index component")
     classes = {name: _component_class(name) for name in components}  # fail on unknown names first
@@ -182,7 +203,10 @@ def build_index(
         built: dict[str, IndexComponent] = {}
         for name, cls in classes.items():
             with progress.step(f"index {name}: building over {len(store):,} passages"):
-                built[name] = cls.build(store, staging / name, settings)
+                if name == "dense" and engine == "ray":
+                    built[name] = _build_dense_on_ray(cls, store, staging, settings)
+                else:
+                    built[name] = cls.build(store, staging / name, settings)
         manifest = Manifest(
             kind=BUNDLE_KIND,
             corpus_hash=store.corpus_hash(),

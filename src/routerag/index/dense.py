@@ -9,9 +9,9 @@ is built lazily on first use, so opening an index does not load the model.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -76,6 +76,41 @@ def _new_faiss(dim: int, settings: DenseSettings):
     return faiss.IndexFlatIP(dim)
 
 
+class VectorShards(NamedTuple):
+    """Passage vectors arriving shard by shard (rows in store order), and the embedder that made them."""
+
+    identity: str
+    dim: int
+    shards: Iterable[np.ndarray]
+
+
+def embedding_shards(n_docs: int, settings: DenseSettings) -> list[tuple[int, int]]:
+    """The row ranges ``[start, stop)`` the dense build embeds with one ``encode`` call each:
+    ``ivfpq.add_batch`` rows at a time for ``ivfpq``, the whole corpus at once for ``flat`` and
+    ``hnsw``. The Ray engine embeds exactly these ranges, so its vectors are bit-identical to the
+    in-process build's: a model's vector for a passage can depend on its batch-mates by ~1e-7
+    (padding width, length-sorted chunks), so the ranges are part of the result."""
+    step = settings.ivfpq.add_batch if settings.faiss == "ivfpq" else max(n_docs, 1)
+    return [(at, min(at + step, n_docs)) for at in range(0, n_docs, step)]
+
+
+def _embed_in_process(store: "DocStore", settings: DenseSettings, embedder: Embedder) -> VectorShards:
+    from routerag import progress
+
+    docs = store.docs
+    ranges = embedding_shards(len(docs), settings)
+
+    def shards() -> Iterator[np.ndarray]:
+        if settings.faiss != "ivfpq":  # one call over the whole corpus, as before shards existed
+            yield embedder.encode([d.passage for d in docs], is_query=False)
+            return
+        for start, stop in ranges:
+            with progress.step(f"dense ivfpq: embedding passages {start:,}-{stop:,}"):
+                yield embedder.encode([d.passage for d in docs[start:stop]], is_query=False)
+
+    return VectorShards(embedder.identity, embedder.dim, shards())
+
+
 class DenseIndex:
     """FAISS ``IndexFlatIP`` (exact), ``IndexHNSWFlat`` (approximate) or memory-mapped IVF-PQ with
     exact re-scoring (:class:`routerag.index.ivfpq.IVFPQIndex`) over passage embeddings."""
@@ -103,6 +138,17 @@ class DenseIndex:
                 self._embedder = embedder
             return self._embedder
 
+    def use_embedder(self, embedder: Embedder) -> None:
+        """Encode with ``embedder`` (e.g. a served query encoder) instead of loading the model in
+        this process; it must be the embedder the index was built with (identity and dimension)."""
+        if embedder.identity != self.manifest.embedder or embedder.dim != self.faiss_index.d:
+            raise IndexLoadError(
+                f"embedder {embedder.identity!r} ({embedder.dim}-d) is not the one this index was built with: "
+                f"{self.manifest.embedder!r} ({self.faiss_index.d}-d)"
+            )
+        with self._lock:
+            self._embedder = embedder
+
     def embed_documents(self, docs: Sequence["Document"]) -> np.ndarray:
         return self.embedder.encode([d.passage for d in docs], is_query=False)
 
@@ -111,26 +157,34 @@ class DenseIndex:
 
     # ---------------------------------------------------------------- build / load
     @classmethod
-    def build(cls, store: "DocStore", directory: Path, settings: IndexSettings) -> "DenseIndex":
+    def build(cls, store: "DocStore", directory: Path, settings: IndexSettings,
+              vectors: "VectorShards | None" = None) -> "DenseIndex":
+        """Embed the passages (or take ``vectors`` computed elsewhere, e.g. by the Ray engine, over
+        the row ranges of :func:`embedding_shards`) and build the FAISS index and manifest."""
         if len(store) == 0:
             raise ValueError("cannot build a dense index over zero documents")
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        embedder = build_embedder(settings.embedder)
+        embedder: Embedder | None = None
+        if vectors is None:
+            embedder = build_embedder(settings.embedder)
+            vectors = _embed_in_process(store, settings.dense, embedder)
         if settings.dense.faiss == "ivfpq":
-            index = cls._build_ivfpq(store, directory, settings.dense.ivfpq, embedder)
+            index = cls._build_ivfpq(vectors, len(store), directory, settings.dense.ivfpq)
         else:
-            vectors = embedder.encode([d.passage for d in store.docs], is_query=False)
-            index = _new_faiss(embedder.dim, settings.dense)
-            index.add(vectors)
+            index = _new_faiss(vectors.dim, settings.dense)
+            for shard in vectors.shards:
+                index.add(np.ascontiguousarray(shard, dtype=np.float32))
+            if index.ntotal != len(store):
+                raise IndexLoadError(f"{index.ntotal} vectors embedded for {len(store)} documents")
             write_index(index, directory / FAISS_NAME)
         manifest = Manifest(
             kind=cls.kind,
             corpus_hash=store.corpus_hash(),
             n_docs=len(store),
-            embedder=embedder.identity,
+            embedder=vectors.identity,
             params={
-                "dim": embedder.dim,
+                "dim": vectors.dim,
                 "embedder_config": _embedder_key(settings.embedder),
                 **_dense_params(settings.dense, len(store)),
             },
@@ -141,24 +195,15 @@ class DenseIndex:
         return self
 
     @staticmethod
-    def _build_ivfpq(store: "DocStore", directory: Path, settings: IVFPQSettings, embedder: Embedder):
-        """Embed ``add_batch`` passages at a time into the fp16 file, then train and add."""
-        from routerag import progress
+    def _build_ivfpq(vectors: "VectorShards", n: int, directory: Path, settings: IVFPQSettings):
+        """Write the fp16 file from the vector shards, then train and add."""
         from routerag.index.ivfpq import IVFPQIndex
 
         try:
-            settings.check_for(embedder.dim, len(store))
+            settings.check_for(vectors.dim, n)
         except ValueError as exc:
             raise IndexLoadError(str(exc)) from None
-        docs = store.docs
-        step = settings.add_batch
-
-        def shards():
-            for at in range(0, len(docs), step):
-                with progress.step(f"dense ivfpq: embedding passages {at:,}-{min(at + step, len(docs)):,}"):
-                    yield embedder.encode([d.passage for d in docs[at : at + step]], is_query=False)
-
-        return IVFPQIndex.build(shards(), len(docs), embedder.dim, directory, settings)
+        return IVFPQIndex.build(vectors.shards, n, vectors.dim, directory, settings)
 
     @classmethod
     def load(cls, directory: Path, store: "DocStore", settings: IndexSettings) -> "DenseIndex":

@@ -1,0 +1,174 @@
+"""``routerag index --engine ray``: the dense component's passage vectors computed by a Ray Data
+pipeline instead of in the building process.
+
+The pipeline: the bundle's ``docs.jsonl`` (already written, deduplicated, row i = document i) is cut
+into the row ranges of :func:`routerag.index.dense.embedding_shards` (byte ranges of the file, so a
+task reads only its own lines) -> a pool of embedding actors (one CPU each, or one GPU each when the
+cluster has GPUs) encodes one range per call with the index's embedder and writes it as a ``.npy``
+vector shard on disk -> the driver checks every shard and streams them, in row order, into the
+existing dense build (flat/HNSW add, or the IVF-PQ fp16 file, training and add). The driver holds
+shard descriptors only, never the passages or the vectors of the whole corpus.
+
+Because every range is encoded by the same embedder with one ``encode`` call, as the in-process
+build does, the vectors are bit-identical to ``--engine local``'s. Ray is started in local mode when
+no cluster is running (``RAY_ADDRESS`` unset): ``ray.init(num_cpus=...)`` on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel
+
+from routerag.index.dense import VectorShards
+from routerag.index.embedder import Embedder, EmbedderConfig, build_embedder
+from routerag.raycluster import ensure_ray
+
+EmbedderFactory = Callable[[EmbedderConfig], Embedder]
+
+
+class ShardTask(BaseModel):
+    """One vector shard to compute: rows ``[start, stop)`` = bytes ``[offset, offset + length)`` of docs.jsonl."""
+
+    shard: int
+    start: int
+    stop: int
+    offset: int
+    length: int
+
+
+class ShardResult(BaseModel):
+    shard: int
+    rows: int
+    dim: int
+    identity: str
+    path: str
+
+
+def plan_tasks(docs_path: Path, ranges: list[tuple[int, int]]) -> list[ShardTask]:
+    """Byte ranges of ``docs_path`` (one JSON document a line) for the row ``ranges``: one pass
+    over the file, keeping only the offsets of range boundaries."""
+    cuts = {start for start, _ in ranges} | {stop for _, stop in ranges}
+    offsets: dict[int, int] = {}
+    row = at = 0
+    with docs_path.open("rb") as handle:
+        for line in handle:
+            if row in cuts:
+                offsets[row] = at
+            at += len(line)
+            row += 1
+    if row in cuts:
+        offsets[row] = at
+    last = max((stop for _, stop in ranges), default=0)
+    if row < last:
+        raise ValueError(f"{docs_path}: {row} documents, the shard plan needs {last}")
+    return [ShardTask(shard=i, start=a, stop=b, offset=offsets[a], length=offsets[b] - offsets[a])
+            for i, (a, b) in enumerate(ranges)]
+
+
+def read_passages(docs_path: Path, task: ShardTask) -> list[str]:
+    """The passage strings (``Document.passage``) of one shard's rows."""
+    from routerag.corpus.schema import Document
+
+    with docs_path.open("rb") as handle:
+        handle.seek(task.offset)
+        data = handle.read(task.length)
+    passages = [Document.model_validate(json.loads(line)).passage for line in data.decode("utf-8").splitlines()]
+    if len(passages) != task.stop - task.start:
+        raise ValueError(f"{docs_path}: shard {task.shard} holds {len(passages)} documents, expected {task.stop - task.start}")
+    return passages
+
+
+def shard_path(directory: Path, shard: int) -> Path:
+    return directory / f"vectors-{shard:06d}.npy"
+
+
+class EmbedShards:
+    """The Ray Data actor: loads the embedder once, then embeds one shard per call and writes it."""
+
+    def __init__(self, config_json: str, docs_path: str, out_dir: str, dtype: str, factory: EmbedderFactory) -> None:
+        self.embedder = factory(EmbedderConfig.model_validate_json(config_json))
+        self.docs_path = Path(docs_path)
+        self.out_dir = Path(out_dir)
+        self.dtype = np.dtype(dtype)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
+        results: list[ShardResult] = []
+        for raw in batch["task"]:
+            task = ShardTask.model_validate_json(str(raw))
+            vectors = self.embedder.encode(read_passages(self.docs_path, task), is_query=False)
+            path = shard_path(self.out_dir, task.shard)
+            tmp = path.with_name(f".{path.name}.tmp.npy")
+            np.save(tmp, np.asarray(vectors).astype(self.dtype, copy=False), allow_pickle=False)
+            os.replace(tmp, path)
+            results.append(ShardResult(shard=task.shard, rows=len(vectors), dim=int(vectors.shape[1]),
+                                       identity=self.embedder.identity, path=str(path)))
+        return {"result": [r.model_dump_json() for r in results]}
+
+
+def embed_with_ray(
+    docs_path: Path,
+    ranges: list[tuple[int, int]],
+    config: EmbedderConfig,
+    out_dir: Path,
+    *,
+    dtype: str = "float32",
+    actors: int | None = None,
+    factory: EmbedderFactory = build_embedder,
+) -> list[ShardResult]:
+    """Embed ``ranges`` of ``docs_path`` on a pool of Ray actors into ``out_dir``; the shard results in row order."""
+    import ray
+    import ray.data
+
+    ensure_ray()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tasks = plan_tasks(docs_path, ranges)
+    gpus = int(ray.cluster_resources().get("GPU", 0))
+    pool = max(1, min(len(tasks), actors or gpus or int(ray.cluster_resources().get("CPU", 1))))
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    dataset = ray.data.from_items([{"task": t.model_dump_json()} for t in tasks], override_num_blocks=len(tasks))
+    embedded = dataset.map_batches(
+        EmbedShards,
+        fn_constructor_kwargs={"config_json": config.model_dump_json(), "docs_path": str(docs_path),
+                               "out_dir": str(out_dir), "dtype": dtype, "factory": factory},
+        batch_size=1,
+        concurrency=pool,
+        num_cpus=0 if gpus else 1,
+        num_gpus=1 if gpus else 0,
+    )
+    results = sorted((ShardResult.model_validate_json(row["result"]) for row in embedded.iter_rows()), key=lambda r: r.shard)
+    if [r.shard for r in results] != [t.shard for t in tasks]:
+        raise RuntimeError(f"the Ray pipeline returned shards {[r.shard for r in results]}, expected 0..{len(tasks) - 1}")
+    for task, result in zip(tasks, results):
+        if result.rows != task.stop - task.start:
+            raise RuntimeError(f"shard {task.shard}: {result.rows} vectors for {task.stop - task.start} documents")
+    if len({(r.identity, r.dim) for r in results}) > 1:
+        raise RuntimeError("the embedding actors disagree on the embedder (identity or dimension)")
+    return results
+
+
+def ray_vectors(docs_path: Path, n_docs: int, settings: Any, work_dir: Path, **kwargs: Any) -> VectorShards:
+    """The dense component's :class:`VectorShards` computed by Ray (``settings``: IndexSettings);
+    shards of ivfpq bundles are stored as float16 (what the index keeps), others as float32."""
+    from routerag.index.dense import embedding_shards
+
+    ranges = embedding_shards(n_docs, settings.dense)
+    dtype = "float16" if settings.dense.faiss == "ivfpq" else "float32"
+    results = embed_with_ray(docs_path, ranges, settings.embedder, work_dir, dtype=dtype, **kwargs)
+
+    def shards() -> Iterator[np.ndarray]:
+        for result in results:
+            yield np.load(result.path, mmap_mode="r", allow_pickle=False)
+
+    return VectorShards(results[0].identity, results[0].dim, shards())
+
+
+def remove_shards(work_dir: Path) -> None:
+    shutil.rmtree(work_dir, ignore_errors=True)
