@@ -86,7 +86,7 @@ def convert_docstore_command(
     t0 = time.perf_counter()
     try:
         changed = convert_docstore(index_dir, to)
-    except (IndexLoadError, ValueError, ImportError) as exc:
+    except IndexLoadError as exc:
         _fail(str(exc))
     if not changed:
         typer.echo(f"{index_dir}: its documents are already stored as {to}")

@@ -323,6 +323,9 @@ def convert_docstore(directory: str | Path, kind: str) -> bool:
         else:
             _write_jsonl(open_docstore(directory).docs, new)
         converted = _open_kind(directory, kind)
+    except (ImportError, ValueError) as exc:  # pyarrow missing; a corrupt row
+        new.unlink(missing_ok=True)
+        raise IndexLoadError(f"{directory}: not converted ({type(exc).__name__}: {exc})") from None
     except BaseException:
         new.unlink(missing_ok=True)
         raise
