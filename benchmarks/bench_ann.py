@@ -31,7 +31,8 @@ import numpy as np
 
 TARGETS = {"recall": 0.95, "rss_gb": 0.3, "p50_ms": 5.0, "load_s": 1.0}
 
-_PROBE = textwrap.dedent(
+# what every memory probe subprocess starts with (bench_ann_21m.py and bench_docstore.py use it too)
+PROBE_PRELUDE = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
@@ -41,6 +42,11 @@ _PROBE = textwrap.dedent(
         for line in open("/proc/self/status"):
             if line.startswith("RssAnon:"):
                 return int(line.split()[1]) * 1024
+    """
+)
+
+_PROBE = PROBE_PRELUDE + textwrap.dedent(
+    """
     kind, directory, threads, timed = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     configs = json.loads(sys.argv[5])
     import faiss

@@ -45,20 +45,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_ann import fit_model, real_embeddings  # noqa: E402  (the same synthetic model)
+from bench_ann import PROBE_PRELUDE, fit_model, log, real_embeddings  # noqa: E402  (the same synthetic model, probe, log)
 
 GIB = 1024**3
 
-_PROBE = textwrap.dedent(
+_PROBE = PROBE_PRELUDE + textwrap.dedent(
     """
-    import json, sys, time
-    from pathlib import Path
-    import numpy as np
-
-    def rss_anon():
-        for line in open("/proc/self/status"):
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) * 1024
     directory, n, threads, timed = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     configs = json.loads(sys.argv[5])
     import faiss
@@ -90,9 +82,6 @@ _PROBE = textwrap.dedent(
     """
 )
 
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def draw_shard(model: tuple[np.ndarray, np.ndarray, np.ndarray], rows: int, seed: int, shard: int) -> np.ndarray:

@@ -23,20 +23,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_ann import PROBE_PRELUDE, log  # noqa: E402
 from bench_bm25_scale import sentence_pool  # noqa: E402
 
 GIB = 1024**3
 
-_PROBE = textwrap.dedent(
+_PROBE = PROBE_PRELUDE + textwrap.dedent(
     """
-    import json, sys, time
-    from pathlib import Path
-    import numpy as np
-
-    def rss_anon():
-        for line in open("/proc/self/status"):
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) * 1024
     directory, kind = Path(sys.argv[1]), sys.argv[2]
     from routerag.index.docstore import DocStore
     if kind == "arrow":
@@ -60,9 +53,6 @@ _PROBE = textwrap.dedent(
     """
 )
 
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def documents(pool: list[str], n: int, seed: int):
