@@ -63,9 +63,9 @@ def export_verl_command(
     exclude: list[str] = typer.Option(["2wiki"], "--exclude", help="evaluation datasets whose questions are dropped (repeatable)"),
 ) -> None:
     """Write training questions in the verl / Search-R1 parquet schema (reward: routerag.train.export_verl.compute_score)."""
+    from routerag.corpus.contamination import check_overlap
     from routerag.corpus.datasets import load_dataset
     from routerag.train.export_verl import export_parquet, verl_data_path
-    from routerag.train.golden import check_overlap
 
     questions = load_dataset(dataset, n_questions=limit).questions
     dropped = 0

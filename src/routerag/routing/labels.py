@@ -11,7 +11,7 @@
   :func:`gold_source_labels`); else the sources whose top ``k`` holds a gold answer string
   (2Wiki local/global, :func:`answer_source_labels`).
 
-Questions of the evaluation sets are removed first (:func:`routerag.train.golden.check_overlap`:
+Questions of the evaluation sets are removed first (:func:`routerag.corpus.contamination.check_overlap`:
 same question+answer, id, or a shared MuSiQue hop). A label file is gzip JSONL: its first line is
 the :class:`LabelProvenance` (which index, which ``k``, which commit), then one row per hop or
 question. ``routerag router labels`` rebuilds them all.
@@ -142,8 +142,8 @@ def _index_identity(manifest_paths: Sequence[Path]) -> dict[str, object]:
 
 def training_questions(dataset: str, eval_sets: Sequence[str]):
     """The dataset's questions minus those overlapping the evaluation sets; (dataset, kept, excluded)."""
+    from routerag.corpus.contamination import check_overlap
     from routerag.corpus.datasets import load_dataset
-    from routerag.train.golden import check_overlap
 
     data = load_dataset(dataset)
     questions = data.questions

@@ -7,7 +7,7 @@ A strategy succeeds on a question when its record's metric (default ``em``) is a
 threshold; a record with an error counts as a failure. Its cost is the question's total model
 tokens; the price the cost-aware router uses is each strategy's mean tokens per question over the
 label rows. Questions answered by some runs only are dropped (the label needs every strategy's
-outcome), and so are questions overlapping the evaluation sets (:func:`routerag.train.golden.check_overlap`).
+outcome), and so are questions overlapping the evaluation sets (:func:`routerag.corpus.contamination.check_overlap`).
 The file is the usual label file (:mod:`routerag.routing.labels`), ``kind="strategy"``.
 """
 
@@ -58,8 +58,8 @@ def strategy_labels(runs: Mapping[str, str | Path], *, metric: str = "em", thres
         raise RoutingError("the runs share no question")
     excluded = 0
     if eval_sets:
+        from routerag.corpus.contamination import check_overlap
         from routerag.corpus.schema import Question
-        from routerag.train.golden import check_overlap
 
         first = next(iter(records.values()))
         questions = [Question(qid=q, question=first[q].question, answers=first[q].golds or [""], dataset=dataset) for q in shared]

@@ -37,12 +37,26 @@ from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION, routerag_p
 from routerag.trace import Route, Trace
 
 
-class RouteRAGParams(BaseModel):
-    k: int = Field(default=3, ge=1, le=50, description="documents per retrieval call")
-    max_turns: int = Field(default=4, ge=0, le=32, description="retrieval budget B (invalid turns count too)")
+class RouteRAGEpisodeParams(BaseModel):
+    """The retrieval budget and modes of one RouteRAG episode, declared once for the evaluation
+    strategy (:class:`RouteRAGParams`) and the training environment
+    (:class:`routerag.train.env.EnvConfig`). Only the leading fields are shared: pydantic puts a
+    base's fields first, so both subclasses keep their stored field order."""
+
+    k: int = Field(default=3, ge=1, le=50, description="documents per retrieval call (RouteRAG release: retriever.topk=3)")
+    max_turns: int = Field(default=4, ge=0, le=32, description="retrieval budget B; invalid turns count too (RouteRAG release: max_turns=4)")
     allowed_modes: list[Mode] = Field(default_factory=lambda: list(MODES), min_length=1,
-                                      description="modes that may be searched; others are replaced")
-    default_mode: Mode = Field(default="passage", description="mode for a search without a usable tag")
+                                      description="modes that may be searched; others are replaced by default_mode")
+    default_mode: Mode = Field(default="passage", description="mode of a search without a usable tag")
+
+    @model_validator(mode="after")
+    def _default_allowed(self) -> "RouteRAGEpisodeParams":
+        if self.default_mode not in self.allowed_modes:
+            self.default_mode = self.allowed_modes[0]
+        return self
+
+
+class RouteRAGParams(RouteRAGEpisodeParams):
     random_routing: bool = Field(default=False, description="replace the chosen mode by a seeded random allowed one")
     seed: int = Field(default=0, description="seed of random routing (combined with the question)")
     max_tokens_per_turn: int = Field(default=512, ge=1, le=8192)
@@ -69,9 +83,7 @@ class RouteRAGParams(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _default_allowed(self) -> "RouteRAGParams":
-        if self.default_mode not in self.allowed_modes:
-            self.default_mode = self.allowed_modes[0]
+    def _mode_sources_cover(self) -> "RouteRAGParams":
         missing = [m for m in self.allowed_modes if m not in self.mode_sources]
         if missing:
             raise ValueError(f"mode_sources has no source for {missing}")

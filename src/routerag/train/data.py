@@ -29,8 +29,8 @@ def load_training_questions(cfg: TrainConfig, sources_dir: Path) -> tuple[list[Q
 
         sources, questions = toy_routing_task(sources_dir)
         return questions, sources
+    from routerag.corpus.contamination import check_overlap
     from routerag.corpus.datasets import load_dataset
-    from routerag.train.golden import check_overlap
 
     questions = load_dataset(cfg.data.dataset, n_questions=cfg.data.n_questions).questions
     if cfg.data.eval_sets and not cfg.data.allow_overlap:

@@ -40,7 +40,7 @@ from routerag.sources.sourceset import SourceSet
 from routerag.strategies.base import StrategyContext
 from routerag.strategies.loop import question_parts
 from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION, routerag_prompt
-from routerag.strategies.routerag import ModeRouter, RouteRAGParams
+from routerag.strategies.routerag import ModeRouter, RouteRAGEpisodeParams, RouteRAGParams
 from routerag.trace import Trace
 from routerag.train.rewards import DEFAULT_MODE_COST, UNLISTED_PRICE
 
@@ -68,17 +68,12 @@ class HFCodec:
         )
 
 
-class EnvConfig(BaseModel):
-    """Parameters of one RouteRAG episode (the retrieval side mirrors ``RouteRAGParams``)."""
+class EnvConfig(RouteRAGEpisodeParams):
+    """Parameters of one RouteRAG episode (the budget and modes are :class:`RouteRAGEpisodeParams`,
+    shared with ``RouteRAGParams``)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    k: int = Field(default=3, ge=1, le=50, description="documents per retrieval call (RouteRAG release: retriever.topk=3)")
-    max_turns: int = Field(default=4, ge=0, le=32, description="retrieval budget B; invalid turns count too (RouteRAG release: max_turns=4)")
-    allowed_modes: list[Literal["passage", "graph", "hybrid"]] = Field(
-        default_factory=lambda: list(MODES), min_length=1, description="modes the policy may search; others are replaced by default_mode"
-    )
-    default_mode: Literal["passage", "graph", "hybrid"] = Field(default="passage", description="mode of a search without a usable tag")
     mode_sources: dict[str, str] = Field(
         default_factory=lambda: {str(m): str(m) for m in MODES}, description="mounted source serving each mode"
     )
@@ -119,8 +114,6 @@ class EnvConfig(BaseModel):
         missing = [m for m in self.allowed_modes if m not in self.mode_sources]
         if missing:
             raise ValueError(f"mode_sources has no source for {missing}")
-        if self.default_mode not in self.allowed_modes:
-            self.default_mode = self.allowed_modes[0]
         return self
 
     def routing_params(self) -> RouteRAGParams:

@@ -54,6 +54,16 @@ def make_reward_funcs(schedule: RewardSchedule, *, trace_key: str = "trace") -> 
     when its stage is active and 0 otherwise; the first also logs the stage index, the episode
     statistics and every component's unweighted mean."""
     names = schedule.reward_names()
+    # the last batch's samples and unweighted active rewards: TRL calls every reward function with
+    # the same traces list, so the batch's rewards are computed once and each function serves its own
+    last: dict[str, Any] = {"traces": None, "step": None, "samples": [], "raw": {}}
+
+    def batch(traces: list, golds: list, extra: Any, step: int, stage: Any) -> tuple[list, dict[str, list[float]]]:
+        if last["traces"] is not traces or last["step"] != step:
+            samples = samples_from(traces, golds, extra)
+            last.update(traces=traces, step=step, samples=samples,
+                        raw={wr.name: get_reward(wr.name)(samples, wr.params) for wr in stage.rewards})
+        return last["samples"], last["raw"]
 
     def make(name: str, first: bool) -> Callable[..., list[float]]:
         def reward(prompts: list, completions: list, trainer_state: Any = None, log_metric: Any = None, **kw: Any) -> list[float]:
@@ -61,7 +71,7 @@ def make_reward_funcs(schedule: RewardSchedule, *, trace_key: str = "trace") -> 
             stage = schedule.stage_at(step)
             # golds of the episode's own question (dynamic sampling may have replaced the prompt's)
             golds = kw.get("golds") or kw.get("answers") or [[]] * len(prompts)
-            samples = samples_from(kw[trace_key], golds, kw.get("extra"))
+            samples, raw = batch(kw[trace_key], golds, kw.get("extra"), step, stage)
             active = {wr.name: wr for wr in stage.rewards}
             if first and log_metric is not None:
                 log_metric("stage", float(schedule.stages.index(stage) + 1))
@@ -71,12 +81,12 @@ def make_reward_funcs(schedule: RewardSchedule, *, trace_key: str = "trace") -> 
                     log_metric("dynamic/skipped_groups", float(sum(s.extra["dynamic_skipped"] for s in samples)))
                     log_metric("dynamic/unresolved_groups", float(sum(s.extra.get("dynamic_unresolved", 0) for s in samples)))
                 for wr in stage.rewards:
-                    values = get_reward(wr.name)(samples, wr.params)
+                    values = raw[wr.name]
                     log_metric(f"raw/{wr.name}", sum(values) / max(len(values), 1))
             if name not in active:
                 return [0.0] * len(prompts)
             wr = active[name]
-            return [wr.weight * v for v in get_reward(name)(samples, wr.params)]
+            return [wr.weight * v for v in raw[name]]
 
         reward.__name__ = name
         return reward

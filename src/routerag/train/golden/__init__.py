@@ -1,0 +1,46 @@
+"""Golden trajectories for supervised cold starts, one module per source.
+
+Sources, each rendered in the RouteRAG protocol (``<think>``, ``<search> [mode] q </search>``,
+``<information>…</information>``, ``<answer>``) as typed :class:`~routerag.trace.Segment`s, so
+that SFT masks prompt and observation tokens exactly as GRPO does:
+
+* :mod:`.musique`: MuSiQue gold decompositions, one search per hop, the hop's answer in the next
+  ``<think>``;
+* :mod:`.hotpotqa`: HotpotQA supporting facts (HotpotQA and the HotpotQA-distractor pool);
+* :mod:`.r1router`: R1-Router's released step-wise trajectories, and their per-step Step-GRPO rows;
+* :mod:`.rejection`: rejection sampling of policy rollouts that reach the gold answer.
+
+Shared: :mod:`.schema` (the records), :mod:`.render` (hops -> segments), :mod:`.grounding` (real
+retrieval as observations), :mod:`.collect` (trajectories of named sources). The overlap check
+with evaluation sets lives in :mod:`routerag.corpus.contamination` and is re-exported here.
+"""
+
+from routerag.corpus.contamination import (
+    OverlapReport,
+    assert_disjoint,
+    check_overlap,
+    eval_set_questions,
+    question_key,
+)
+from routerag.train.golden.collect import GOLDEN_HOPS, GOLDEN_SOURCES, golden_trajectories
+from routerag.train.golden.grounding import Grounder, GroundingStats, _same_doc
+from routerag.train.golden.hotpotqa import from_hotpotqa, hotpotqa_hops
+from routerag.train.golden.musique import from_musique, musique_hops
+from routerag.train.golden.r1router import (
+    R1_ROUTER_MODES,
+    from_r1_router,
+    r1_router_path,
+    r1_router_step_rows,
+    read_r1_router,
+)
+from routerag.train.golden.rejection import rejection_sample
+from routerag.train.golden.render import from_hops, render_routerag
+from routerag.train.golden.schema import GoldenHop, GoldenTrajectory, ModePolicy, _hit
+
+__all__ = [
+    "GOLDEN_HOPS", "GOLDEN_SOURCES", "R1_ROUTER_MODES", "GoldenHop", "GoldenTrajectory", "Grounder",
+    "GroundingStats", "ModePolicy", "OverlapReport", "_hit", "_same_doc", "assert_disjoint", "check_overlap",
+    "eval_set_questions", "from_hops", "from_hotpotqa", "from_musique", "from_r1_router", "golden_trajectories",
+    "hotpotqa_hops", "musique_hops", "question_key", "r1_router_path", "r1_router_step_rows", "read_r1_router",
+    "rejection_sample", "render_routerag",
+]

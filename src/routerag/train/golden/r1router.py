@@ -1,0 +1,101 @@
+"""R1-Router's released step-wise trajectories: each sub-question a search (text retriever ->
+``[passage]``, table retriever -> ``[table]``…), its evidence lines as the observation; and their
+per-step Step-GRPO rows (:func:`r1_router_step_rows`)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from routerag.train.golden.render import render_routerag
+from routerag.train.golden.schema import GoldenHop, GoldenTrajectory, _hit
+
+R1_ROUTER_MODES = {"text retriever": "passage", "table retriever": "table", "text image retriever": "image"}
+_EVIDENCE = re.compile(r"^(ter|tar|tir)-(\d+):\s?(.*)$")
+
+
+def r1_router_path() -> Path:
+    from routerag.corpus.datasets import r1_router_trajectories_path
+
+    return r1_router_trajectories_path()
+
+
+def read_r1_router(path: str | Path | None = None) -> list[dict[str, Any]]:
+    with Path(path or r1_router_path()).open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def _evidence_lines(problem: str) -> list[tuple[str, str]]:
+    body = problem.split("\n\n\n Give me the answer")[0]
+    head, _, rest = body.partition("table retriever:")
+    lines = (rest or head).split("\n")
+    out = []
+    for line in lines:
+        m = _EVIDENCE.match(line.strip())
+        if m:
+            out.append(("", m.group(3)))
+    return out
+
+
+def _origin_question(problem: str) -> str:
+    m = re.search(r"Origin question:\s*(.*)", problem)
+    return m.group(1).strip() if m else problem.strip()
+
+
+def from_r1_router(record: dict[str, Any], index: int, **render: Any) -> GoldenTrajectory | None:
+    """A released R1-Router trajectory rendered in the RouteRAG protocol (text -> [passage],
+    table -> [table], text-image -> [image])."""
+    steps = record.get("steps") or []
+    if not steps or steps[0].get("step_type") != "ret":
+        return None
+    question = _origin_question(steps[0]["problem"])
+    hops: list[GoldenHop] = []
+    pending: GoldenHop | None = None
+    final: list[str] = []
+    for st in steps:
+        if st["step_type"] == "ret":
+            ans = st["answer"]
+            query = str(ans.get("query", "")).strip()
+            retriever = (ans.get("retriever") or ["none"])[0].lower()
+            if query.lower() in {"none", ""} or retriever == "none":
+                pending = None
+                continue
+            think = "I need to find out: " + query if not hops else f"{hops[-1].think.split(': ', 1)[-1]} is settled. Next: {query}"
+            pending = GoldenHop(think=think, mode=R1_ROUTER_MODES.get(retriever, "passage"), query=query)
+        elif pending is not None:
+            pending.evidence = [_hit(line, i + 1) for i, line in enumerate(_evidence_lines(st["problem"]))]
+            hops.append(pending)
+            pending = None
+        else:
+            final = [str(a) for a in st["answer"]] if isinstance(st["answer"], list) else [str(st["answer"])]
+    if not final or not hops:
+        return None
+    segments = render_routerag(question, hops, final[0], **render)
+    return GoldenTrajectory(qid=f"r1router-{index}", dataset="r1router", question=question, answers=final,
+                            source="r1router", segments=segments)
+
+
+def r1_router_step_rows(path: str | Path | None = None, *, limit: int | None = None) -> list[dict[str, Any]]:
+    """Per-step Step-GRPO prompts of the R1-Router trajectories: ``prompt`` (system + user chat
+    messages), ``answers`` (the step's gold answers) and ``step`` (JSON: step type and gold)."""
+    rows: list[dict[str, Any]] = []
+    for record in read_r1_router(path):
+        steps = record.get("steps") or []
+        last_ans = max((i for i, s in enumerate(steps) if s["step_type"] == "ans"), default=-1)
+        for i, st in enumerate(steps):
+            prompt = [{"role": "system", "content": st["system"]}, {"role": "user", "content": st["problem"]}]
+            if st["step_type"] == "ret":
+                ans = st["answer"]
+                extra = {"step_type": "ret", "gold_query": str(ans.get("query", "")).strip(),
+                         "gold_retriever": (ans.get("retriever") or ["none"])[0]}
+                golds: list[str] = [extra["gold_query"]]
+            else:
+                answer = st["answer"]
+                golds = [str(a) for a in answer] if isinstance(answer, list) else [str(answer).strip()]
+                extra = {"step_type": "final" if i == last_ans else "ans", "gold_answer": golds[0]}
+            rows.append({"prompt": prompt, "answers": golds, "step": json.dumps(extra)})
+        if limit is not None and len(rows) >= limit:
+            break
+    return rows[:limit] if limit is not None else rows
