@@ -25,11 +25,6 @@ class IndexLoadError(RouteragError, ValueError):
     manifest, an unknown or duplicate component)."""
 
 
-IndexError_ = IndexLoadError
-"""Deprecated: the former name (it read like the builtin ``IndexError``); kept while other branches
-still use it. Use :class:`IndexLoadError`."""
-
-
 class Manifest(BaseModel):
     format_version: int = FORMAT_VERSION
     kind: str  # "bundle", "dense", "bm25", "graph", ...

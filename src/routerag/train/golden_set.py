@@ -17,10 +17,11 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from routerag.config import atomic_write_text
+from routerag.corpus.contamination import check_overlap
 from routerag.corpus.question_types import question_form
 from routerag.corpus.schema import Question
 from routerag.protocol.routerag_tags import SEARCH_OPEN
-from routerag.train.golden import GoldenTrajectory, Grounder, GroundingStats, ModePolicy, check_overlap, golden_trajectories
+from routerag.train.golden import GoldenTrajectory, Grounder, GroundingStats, ModePolicy, golden_trajectories
 
 TRAJECTORIES_FILE = "golden.jsonl.gz"
 STATS_FILE = "golden_stats.json"
