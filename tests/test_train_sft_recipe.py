@@ -142,3 +142,63 @@ def test_prefetched_grounding_is_batched_and_gives_the_same_trajectories(musique
     assert grounder.stats == one_by_one.stats
     assert batched.calls == -(-searched // 8)  # only one mode is mounted: no fallback searches
     assert serial.calls == serial.queries == one_by_one.stats.hops
+
+
+class _ScriptedSources:
+    """Two sources answering each query with scripted hits (a test double of a SourceSet)."""
+
+    def __init__(self, answers):
+        self.answers = answers  # (source, query) -> [Hit]
+        self.searched: list[tuple[str, str]] = []
+
+    def names(self):
+        return sorted({s for s, _ in self.answers})
+
+    def search_one(self, query, k, source):
+        from routerag.sources.base import QueryResult
+
+        self.searched.append((source, query))
+        return QueryResult(query=query, source=source, hits=list(self.answers.get((source, query), []))[:k], latency_ms=0.0)
+
+
+def test_outcome_grounding_takes_the_cheapest_mode_that_finds_the_gold_and_skips_found_hops():
+    from routerag.sources.base import Hit
+    from routerag.train.golden import GoldenHop
+
+    def hit(doc_id: str) -> Hit:
+        return Hit(doc_id=doc_id, title=doc_id, text=f"text of {doc_id}", score=1.0, source="s", mode="s", rank=1)
+
+    gold1, gold2, gold3 = hit("g1"), hit("g2"), hit("g3")
+    question = "Which film by the director of X came first?"
+    hops = [GoldenHop(think="a", mode="passage", query=question, evidence=[gold1]),
+            GoldenHop(think="b", mode="graph", query="Director", evidence=[gold2]),
+            GoldenHop(think="c", mode="graph", query="Film", evidence=[gold3])]
+    answers = {
+        # the passage source misses g1 and g3; the graph source finds g1 together with g2
+        ("passage", question): [hit("d1"), hit("d2"), hit("d3")],
+        ("graph", question): [hit("d4"), gold1, gold2],
+        ("passage", "Director"): [gold2],
+        ("passage", "Film"): [hit("d5")],
+        ("graph", "Film"): [gold3, hit("d6")],
+    }
+    sources = _ScriptedSources(answers)
+    grounder = Grounder(sources, k=3, modes=["graph", "passage"], routing="outcome")
+    assert grounder.modes == ["passage", "graph"]  # cheapest first (passage 1 < graph 3), whatever the given order
+    out = grounder(question, hops)
+    # hop 1: passage misses the gold, graph finds it; hop 2 is left out (g2 came back in hop 1);
+    # hop 3: the cheapest mode misses, graph finds it
+    assert [(h.mode, h.query) for h in out] == [("graph", question), ("graph", "Film")]
+    assert grounder.stats.skipped == 1 and grounder.stats.switched == 2 and grounder.stats.hops == 3
+    assert ("passage", "Director") not in sources.searched and ("graph", "Director") not in sources.searched
+
+    # the planned routing keeps every hop and searches its planned mode first
+    planned = Grounder(_ScriptedSources(answers), k=3, modes=["passage", "graph"])
+    assert [(h.mode, h.query) for h in planned(question, hops)] == [("graph", question), ("passage", "Director"),
+                                                                     ("graph", "Film")]
+    assert planned.stats.skipped == 0
+
+    # prices decide the order: a table that makes graph cheaper tags hop 3 graph without trying passage
+    cheap_graph = Grounder(_ScriptedSources(answers), k=3, modes=["passage", "graph"], routing="outcome",
+                           mode_cost={"passage": 2.0, "graph": 1.0})
+    assert cheap_graph.modes == ["graph", "passage"]
+    assert [h.mode for h in cheap_graph(question, hops)] == ["graph", "graph"]

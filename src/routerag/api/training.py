@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
     from routerag.train.config import TrainConfig
     from routerag.train.golden import Grounder
+    from routerag.train.golden.grounding import GroundingRouting
     from routerag.train.golden_set import GoldenSetStats
     from routerag.train.recipes import TrainRunSummary
 
@@ -38,10 +39,12 @@ def train(config: TrainConfig) -> TrainRunSummary:
 
 
 def build_golden(sources: Sequence[str], out: Path, *, eval_sets: Sequence[str], k: int = 3, ground: bool = True,
-                 command: str = "") -> GoldenSetStats:
+                 routing: GroundingRouting = "planned", command: str = "") -> GoldenSetStats:
     """Golden RouteRAG trajectories (``routerag golden``): from the gold decompositions of
     ``sources``, questions of ``eval_sets`` dropped; with ``ground``, observations from real top-k
-    retrieval (dense + BM25 + graph) over each dataset's cached evaluation index. A refusal (an
+    retrieval (dense + BM25 + graph) over each dataset's cached evaluation index; ``routing``
+    "outcome" tags each hop with the cheapest mode that returned its gold paragraph and leaves out
+    hops whose gold already came back (:class:`~routerag.train.golden.Grounder`). A refusal (an
     unknown source, an overlap with evaluation data) is a :class:`TrainRequestError`."""
     from routerag.train.data import grounding_sources
     from routerag.train.golden import GOLDEN_SOURCES, Grounder
@@ -52,7 +55,7 @@ def build_golden(sources: Sequence[str], out: Path, *, eval_sets: Sequence[str],
         raise TrainRequestError(f"unknown golden source(s) {', '.join(unknown)}; valid: {', '.join(GOLDEN_SOURCES)}")
 
     def grounder(name: str) -> Grounder:
-        return Grounder(grounding_sources(name, ["dense", "bm25", "graph"]), k=k)
+        return Grounder(grounding_sources(name, ["dense", "bm25", "graph"]), k=k, routing=routing)
 
     chosen: Callable[[str], Grounder] | None = grounder if ground else None
     try:

@@ -129,6 +129,9 @@ def golden_command(
     ground: bool = typer.Option(True, "--ground/--no-ground", help="observations from real top-k retrieval over each dataset's "
                                 "cached evaluation index (dense + BM25 + graph), the gold paragraph kept"),
     k: int = typer.Option(3, "--k", help="documents per search (RouteRAG release: 3)"),
+    routing: str = typer.Option("planned", "--routing", help="planned: each hop's planned mode (first passage, bridge "
+                                "graph), another mode only when it misses the gold; outcome: the cheapest mode that "
+                                "returns the gold, hops whose gold already came back left out"),
 ) -> None:
     """Build golden RouteRAG trajectories from gold decompositions / supporting facts, with statistics."""
     import shlex
@@ -137,7 +140,11 @@ def golden_command(
     from routerag.api.training import build_golden
 
     command = "routerag " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    stats = build_golden(sources, out, eval_sets=exclude, k=k, ground=ground, command=command)
+    if routing not in ("planned", "outcome"):
+        _fail(f"--routing must be planned or outcome, not {routing!r}")
+    stats = build_golden(sources, out, eval_sets=exclude, k=k, ground=ground, routing=routing,  # type: ignore[arg-type]
+                         command=command)
     typer.echo(f"wrote {stats.trajectories} trajectories to {out} ({', '.join(f'{k} {v}' for k, v in stats.by_source.items())})")
     for name, g in stats.grounding.items():
-        typer.echo(f"  {name}: {g.hops} hops, gold retrieved {g.retrieved_total} ({g.switched} by another mode), {g.injected} injected")
+        typer.echo(f"  {name}: {g.hops} hops, gold retrieved {g.retrieved_total} ({g.switched} by another mode), "
+                   f"{g.injected} injected, {g.skipped} left out (gold already retrieved)")

@@ -138,6 +138,11 @@ class SFTSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     enabled: bool = Field(default=False, description="run a supervised cold start before RL")
     sources: list[GoldenSource] = Field(default_factory=lambda: list(DEFAULT_GOLDEN_SOURCES), description="golden trajectory sources")
+    golden_set: str | None = Field(
+        default=None, json_schema_extra=OMIT_AT_DEFAULT,
+        description="train on a stored golden set (``routerag train golden --out DIR``: DIR or its golden.jsonl.gz) instead of "
+        "building trajectories from ``sources``; its questions are checked against data.eval_sets again",
+    )
     max_steps: int = Field(default=100, ge=1, description="SFT optimiser steps (ignored when epochs is set)")
     epochs: float | None = Field(default=None, gt=0.0, description="passes over the trajectories; None: max_steps decides")
     learning_rate: float = Field(default=1e-5, gt=0.0, description="SFT learning rate")

@@ -167,6 +167,14 @@ def sft_trajectories(cfg: TrainConfig, out: Path) -> list[Any]:
     if path.is_file():
         return [GoldenTrajectory.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     grounders: dict[str, Grounder] = {}
+    if cfg.sft.golden_set is not None:
+        from routerag.train.golden_set import read_golden_set
+
+        trajectories = read_golden_set(cfg.sft.golden_set)
+        source_note: dict[str, Any] = {"golden_set": cfg.sft.golden_set}
+    else:
+        trajectories = []
+        source_note = {}
 
     def ground(name: str) -> Grounder:
         grounders[name] = Grounder(grounding_sources(name, cfg.sft.ground_components), k=cfg.env.k,
@@ -174,8 +182,10 @@ def sft_trajectories(cfg: TrainConfig, out: Path) -> list[Any]:
                                    max_query_chars=cfg.env.max_query_chars)
         return grounders[name]
 
-    trajectories = golden_trajectories(cfg.sft.sources, exclude_eval=cfg.data.eval_sets, ground=ground if cfg.sft.ground else None,
-                                       few_shot=cfg.env.few_shot, prompt_template=cfg.env.prompt_template)
+    if cfg.sft.golden_set is None:
+        trajectories = golden_trajectories(cfg.sft.sources, exclude_eval=cfg.data.eval_sets,
+                                           ground=ground if cfg.sft.ground else None,
+                                           few_shot=cfg.env.few_shot, prompt_template=cfg.env.prompt_template)
     questions = [Question(qid=t.qid, question=t.question, answers=t.answers, dataset=t.dataset) for t in trajectories]
     overlap = check_overlap(questions, cfg.data.eval_sets) if cfg.data.eval_sets else None
     if overlap is not None and overlap.overlapping:  # golden_trajectories filtered them; this is the recorded proof
@@ -183,6 +193,7 @@ def sft_trajectories(cfg: TrainConfig, out: Path) -> list[Any]:
     built = len(trajectories)
     trajectories = evenly_spaced(trajectories, cfg.sft.max_examples)
     stats = {
+        **source_note,
         "eval_sets": list(cfg.data.eval_sets),
         "overlap_checked": overlap.model_dump() if overlap is not None else None,
         "built": built,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -18,10 +18,14 @@ class GroundingStats(BaseModel):
     retrieved: dict[str, int] = Field(default_factory=dict)  # mode -> hops whose gold came back in top k
     switched: int = 0  # hops whose planned mode missed the gold but another mode found it
     injected: int = 0  # hops where no mode found the gold: the gold replaced one of the planned mode's hits
+    skipped: int = 0  # hops left out (routing="outcome"): their gold paragraph was already in an earlier observation
 
     @property
     def retrieved_total(self) -> int:
         return sum(self.retrieved.values())
+
+
+GroundingRouting = Literal["planned", "outcome"]
 
 
 def _same_doc(a: Hit, b: Hit) -> bool:
@@ -36,10 +40,18 @@ class Grounder:
     cleans it. The hop's planned mode is searched first; when its top ``k`` misses the gold
     paragraph the other modes are tried (the hop's mode tag follows the mode that found it);
     when none finds it, the gold paragraph replaces one of the planned mode's hits (at a position
-    fixed by the question, not always first), so the trajectory stays answerable."""
+    fixed by the question, not always first), so the trajectory stays answerable.
+
+    ``routing="outcome"`` makes the trajectory follow retrieval outcomes instead of the plan:
+    each hop's modes are tried cheapest first (``mode_cost``, the prices the cost reward charges),
+    so its tag is the cheapest mode that actually returns the gold paragraph; and a hop whose gold
+    paragraph already came back in an earlier observation is left out (the episode answers
+    sooner). What the policy imitates is then where the evidence was found and when it was
+    complete, not a fixed passage-then-graph pattern."""
 
     def __init__(self, sources: Any, *, k: int = 3, mode_sources: dict[str, str] | None = None,
-                 modes: Sequence[str] = ("passage", "graph", "hybrid"), max_query_chars: int = 300) -> None:
+                 modes: Sequence[str] = ("passage", "graph", "hybrid"), max_query_chars: int = 300,
+                 routing: GroundingRouting = "planned", mode_cost: Mapping[str, float] | None = None) -> None:
         self.sources = sources
         self.k = k
         self.mode_sources = mode_sources or {m: m for m in modes}
@@ -48,6 +60,13 @@ class Grounder:
         if not self.modes:
             raise ValueError(f"none of the modes {list(modes)} is mounted; mounted: {sorted(mounted)}")
         self.max_query_chars = max_query_chars
+        self.routing = routing
+        if routing == "outcome":
+            from routerag.train.rewards import DEFAULT_MODE_COST
+
+            prices = dict(DEFAULT_MODE_COST if mode_cost is None else mode_cost)
+            rank = {m: i for i, m in enumerate(self.modes)}  # ties keep the given order
+            self.modes.sort(key=lambda m: (prices.get(m, float("inf")), rank[m]))
         self.stats = GroundingStats()
         self._cache: dict[tuple[str, str], list[Hit]] = {}  # (mode, cleaned query) -> hits, from prefetch
 
@@ -62,6 +81,8 @@ class Grounder:
         from routerag.strategies.parsing import clean_query
 
         query, _ = clean_query(hop.query, question, self.max_query_chars)
+        if self.routing == "outcome":
+            return query, self.modes[0]
         return query, hop.mode if hop.mode in self.modes else self.modes[0]
 
     def prefetch(self, episodes: Iterable[tuple[str, Sequence[GoldenHop]]], *, batch_size: int = 64) -> int:
@@ -87,9 +108,13 @@ class Grounder:
 
     def __call__(self, question: str, hops: Sequence[GoldenHop]) -> list[GoldenHop]:
         out: list[GoldenHop] = []
+        seen: list[Hit] = []
         for n, hop in enumerate(hops):
             self.stats.hops += 1
             gold = hop.evidence[0] if hop.evidence else None
+            if self.routing == "outcome" and out and gold is not None and any(_same_doc(h, gold) for h in seen):
+                self.stats.skipped += 1
+                continue
             query, planned = self._planned(question, hop)
             order = [planned, *(m for m in self.modes if m != planned)]
             first_hits: list[Hit] | None = None
@@ -110,5 +135,6 @@ class Grounder:
                 hits = [h for h in hits if not _same_doc(h, gold)][: self.k - 1]  # type: ignore[arg-type]
                 hits.insert(min(at, len(hits)), gold)  # type: ignore[arg-type]
                 self.stats.injected += 1
+            seen += hits
             out.append(hop.model_copy(update={"mode": mode, "query": query, "evidence": hits}))
         return out
