@@ -153,7 +153,8 @@ def target_check(rec: float, cost: float, oracle: float, hybrid_cost: float) -> 
     """The issue's target: within 5 points of the oracle's recall@5 at <= 60 % of always-hybrid's cost."""
     gap, share = oracle - rec, cost / hybrid_cost if hybrid_cost else float("inf")
     met = gap <= 0.05 + 1e-9 and share <= 0.60 + 1e-9
-    return f"{'met' if met else 'not met'} ({100 * gap:+.1f} points below the oracle, {100 * share:.0f} % of hybrid's cost)"
+    where = f"{100 * gap:.1f} points below" if gap >= 0 else f"{-100 * gap:.1f} points above"
+    return f"{'met' if met else 'not met'} ({where} the oracle, {100 * share:.0f} % of hybrid's cost)"
 
 
 def part_recall(margins: list[float], datasets: list[str], models: list[str] | None = None) -> None:
