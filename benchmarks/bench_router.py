@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from routerag.eval.bootstrap import paired_bootstrap
 from routerag.routing.labels import RouteLabel, answer_source_labels, gold_source_labels, read_labels
 from routerag.routing.learned import LearnedRouter, cost_aware_choice, resolve_model, shipped_dir
 from routerag.routing.train import cross_validate, design_matrix, embed_queries
@@ -187,13 +188,21 @@ def part_recall(margins: list[float], datasets: list[str], models: list[str] | N
         out = []
         for m in modes:
             out.append([f"always {m}", f"{statistics.fmean(scores[m]):.3f}", f"{costs.get(m, 1.0):.2f}", f"{statistics.fmean(wall[m]):.2f}"])
-        checks = []
-        for router in routers:
+        checks, paired = [], []
+        first: dict[float, list[float]] = {}  # the first model's per-question recall at each margin
+        for r_index, router in enumerate(routers):
             probs = router.predict(queries)
             label = "learned" if len(routers) == 1 else f"learned `{router.manifest.name}` ({router.manifest.rows} hops)"
             for margin in margins:
                 chosen = [cost_aware_choice(dict(zip(modes, p)), costs, margin) for p in probs]
-                rec = statistics.fmean(scores[c][i] for i, c in enumerate(chosen))
+                per_q = [scores[c][i] for i, c in enumerate(chosen)]
+                if r_index == 0:
+                    first[margin] = per_q
+                else:
+                    d = paired_bootstrap(first[margin], per_q)
+                    paired.append(f"{label} - `{routers[0].manifest.name}`, margin {margin:g}: {d.diff:+.3f} "
+                                  f"[{d.low:+.3f}, {d.high:+.3f}], p = {d.p_value:.2f}")
+                rec = statistics.fmean(per_q)
                 cost = statistics.fmean(costs.get(c, 1.0) for c in chosen)
                 ms = statistics.fmean(wall[c][i] for i, c in enumerate(chosen))
                 share = ", ".join(f"{m} {sum(c == m for c in chosen) / len(chosen):.2f}" for m in modes)
@@ -204,6 +213,10 @@ def part_recall(margins: list[float], datasets: list[str], models: list[str] | N
         table(["mode choice", "recall@5", "mean mode cost", "mean retrieval ms"], out)
         print("Target (within 5 points of the oracle at <= 60 % of always-hybrid's cost):\n")
         print("\n".join(f"* {c}" for c in checks) + "\n")
+        if paired:
+            print(f"Paired recall@5 difference against `{routers[0].manifest.name}` at the same margin (mean, 95 % "
+                  "bootstrap CI over questions, two-sided p):\n")
+            print("\n".join(f"* {c}" for c in paired) + "\n")
 
 
 # ---------------------------------------------------------------- 3. source routing
