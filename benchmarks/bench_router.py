@@ -7,9 +7,11 @@ Prints markdown tables (docs/routing.md):
    cost at each cost margin; always-<mode>; profile-embedding over the RouteRAG prompt's mode
    descriptions; the oracle; per label file;
 2. retrieval recall@5 on evaluation questions (never in the labels): 2Wiki-100 (gold answer string
-   in the top 5) and MuSiQue-50 (share of supporting paragraphs in the top 5), the question searched
-   once in the learned router's mode vs each fixed mode vs the per-question best mode, with the
-   mean per-query cost (the rewards' mode cost and the measured retrieval ms);
+   in the top 5), MuSiQue-50 and the HotpotQA distractor test-100 (share of supporting paragraphs
+   in the top 5; all evenly spaced), the question searched once in the learned router's mode
+   (one or several router models, on the same results) vs each fixed mode vs the per-question best
+   mode, with the mean per-query cost (the rewards' mode cost and the measured retrieval ms) and the
+   issue's target checked;
 3. source routing: law-med (all 400, learned cross-validated by question) and 2Wiki local/global
    (labels from outcomes), learned vs profile-embedding vs always-one-source vs the oracle;
 4. router latency (given the query embedding, and with it; per query and per batch of 32) and
@@ -29,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from routerag.eval.bootstrap import paired_bootstrap
 from routerag.routing.labels import RouteLabel, answer_source_labels, gold_source_labels, read_labels
 from routerag.routing.learned import LearnedRouter, cost_aware_choice, resolve_model, shipped_dir
 from routerag.routing.train import cross_validate, design_matrix, embed_queries
@@ -147,38 +150,73 @@ def _recall_rows(dataset: str, n: int):
     return data, sources, questions, score
 
 
-def part_recall(margins: list[float], datasets: list[str], model: str = "mode") -> None:
-    router = LearnedRouter.load(resolve_model(model, []))
-    modes = router.manifest.labels
-    costs = router.manifest.mode_cost
+def target_check(rec: float, cost: float, oracle: float, hybrid_cost: float) -> str:
+    """The issue's target: within 5 points of the oracle's recall@5 at <= 60 % of always-hybrid's cost."""
+    gap, share = oracle - rec, cost / hybrid_cost if hybrid_cost else float("inf")
+    met = gap <= 0.05 + 1e-9 and share <= 0.60 + 1e-9
+    where = f"{100 * gap:.1f} points below" if gap >= 0 else f"{-100 * gap:.1f} points above"
+    return f"{'met' if met else 'not met'} ({where} the oracle, {100 * share:.0f} % of hybrid's cost)"
+
+
+def part_recall(margins: list[float], datasets: list[str], models: list[str] | None = None) -> None:
+    """Each set's questions searched once per mode; every router model in ``models`` (a shipped
+    name or a model folder) is scored on the same results, so the models are compared on equal terms."""
+    routers = [LearnedRouter.load(resolve_model(m, [])) for m in (models or ["mode"])]
+    modes = routers[0].manifest.labels
+    costs = routers[0].manifest.mode_cost
+    for r in routers[1:]:
+        if r.manifest.labels != modes or r.manifest.mode_cost != costs:
+            raise SystemExit(f"router {r.model_path}: labels/costs differ from {routers[0].model_path}; compare like with like")
     for spec in datasets:
         name, _, n = spec.partition(":")
         data, sources, questions, score = _recall_rows(name, int(n))
         queries = [q.question for q in questions]
         results, wall = {}, {}
         for m in modes:
+            sources.search(queries[:1], 5, [m])  # warm-up: loading the embedder or the graph is not timed
             res = []
             for start in range(0, len(queries), 32):
                 res += sources.search(queries[start:start + 32], 5, [m]).results[m]
             results[m] = res
             wall[m] = [r.latency_ms for r in res]
         scores = {m: [score(q, r.hits) for q, r in zip(questions, results[m])] for m in modes}
-        probs = router.predict(queries)
+        best = [max(modes, key=lambda m: (scores[m][i], -costs.get(m, 1.0))) for i in range(len(questions))]
+        oracle = statistics.fmean(scores[c][i] for i, c in enumerate(best))
+        hybrid_cost = costs.get("hybrid", max(costs.values()))
         what = "supporting-paragraph recall@5" if name != "2wiki" else "answer recall@5"
         print(f"## Retrieval on {name}-{n} evaluation questions ({len(questions)} with gold; {what}; the question searched once)\n")
         out = []
         for m in modes:
             out.append([f"always {m}", f"{statistics.fmean(scores[m]):.3f}", f"{costs.get(m, 1.0):.2f}", f"{statistics.fmean(wall[m]):.2f}"])
-        for margin in margins:
-            chosen = [cost_aware_choice(dict(zip(modes, p)), costs, margin) for p in probs]
-            rec = statistics.fmean(scores[c][i] for i, c in enumerate(chosen))
-            ms = statistics.fmean(wall[c][i] for i, c in enumerate(chosen))
-            share = ", ".join(f"{m} {sum(c == m for c in chosen) / len(chosen):.2f}" for m in modes)
-            out.append([f"learned, margin {margin:g} ({share})", f"{rec:.3f}", f"{statistics.fmean(costs.get(c, 1.0) for c in chosen):.2f}", f"{ms:.2f}"])
-        best = [max(modes, key=lambda m: (scores[m][i], -costs.get(m, 1.0))) for i in range(len(questions))]
-        out.append(["oracle (best mode per question, cheapest on ties)", f"{statistics.fmean(scores[c][i] for i, c in enumerate(best)):.3f}",
+        checks, paired = [], []
+        first: dict[float, list[float]] = {}  # the first model's per-question recall at each margin
+        for r_index, router in enumerate(routers):
+            probs = router.predict(queries)
+            label = "learned" if len(routers) == 1 else f"learned `{router.manifest.name}` ({router.manifest.rows} hops)"
+            for margin in margins:
+                chosen = [cost_aware_choice(dict(zip(modes, p)), costs, margin) for p in probs]
+                per_q = [scores[c][i] for i, c in enumerate(chosen)]
+                if r_index == 0:
+                    first[margin] = per_q
+                else:
+                    d = paired_bootstrap(first[margin], per_q)
+                    paired.append(f"{label} - `{routers[0].manifest.name}`, margin {margin:g}: {d.diff:+.3f} "
+                                  f"[{d.low:+.3f}, {d.high:+.3f}], p = {d.p_value:.2f}")
+                rec = statistics.fmean(per_q)
+                cost = statistics.fmean(costs.get(c, 1.0) for c in chosen)
+                ms = statistics.fmean(wall[c][i] for i, c in enumerate(chosen))
+                share = ", ".join(f"{m} {sum(c == m for c in chosen) / len(chosen):.2f}" for m in modes)
+                out.append([f"{label}, margin {margin:g} ({share})", f"{rec:.3f}", f"{cost:.2f}", f"{ms:.2f}"])
+                checks.append(f"{label}, margin {margin:g}: {target_check(rec, cost, oracle, hybrid_cost)}")
+        out.append(["oracle (best mode per question, cheapest on ties)", f"{oracle:.3f}",
                     f"{statistics.fmean(costs.get(c, 1.0) for c in best):.2f}", f"{statistics.fmean(wall[c][i] for i, c in enumerate(best)):.2f}"])
         table(["mode choice", "recall@5", "mean mode cost", "mean retrieval ms"], out)
+        print("Target (within 5 points of the oracle at <= 60 % of always-hybrid's cost):\n")
+        print("\n".join(f"* {c}" for c in checks) + "\n")
+        if paired:
+            print(f"Paired recall@5 difference against `{routers[0].manifest.name}` at the same margin (mean, 95 % "
+                  "bootstrap CI over questions, two-sided p):\n")
+            print("\n".join(f"* {c}" for c in paired) + "\n")
 
 
 # ---------------------------------------------------------------- 3. source routing
@@ -209,7 +247,7 @@ def part_sources(embedder, sets: list[str]) -> None:
         answerable = [i for i, r in enumerate(rows) if any(r.success.values())]
         sub = [rows[i] for i in answerable]
 
-        def acc(chosen):
+        def acc(chosen, answerable=answerable, sub=sub):
             return accuracy_of([chosen[i] for i in answerable], sub)
 
         label = f"{dataset} ({len(rows)} questions; {len(sub)} with a successful source)"
@@ -224,10 +262,10 @@ def part_sources(embedder, sets: list[str]) -> None:
 # ---------------------------------------------------------------- 4. latency and training time
 
 
-def part_latency(embedder) -> None:
+def part_latency(embedder, model: str = "mode") -> None:
     from routerag.corpus.datasets import load_dataset
 
-    router = LearnedRouter.load(resolve_model("mode", []), embedder=embedder)
+    router = LearnedRouter.load(resolve_model(model, []), embedder=embedder)
     queries = [q.question for q in load_dataset("2wiki").sample(320).questions]
     emb = embed_queries(queries, embedder)
     choices = {m: "" for m in router.manifest.labels}
@@ -250,7 +288,8 @@ def part_latency(embedder) -> None:
         t0 = time.perf_counter()
         router.route_batch(chunk, list(choices))
         batch_full.append(1000 * (time.perf_counter() - t0))
-    print(f"## Router latency ({len(queries)} 2Wiki questions, one process, shared loaded machine)\n")
+    print(f"## Router latency (`{router.manifest.name}`, {router.manifest.rows} hops; {len(queries)} 2Wiki questions, "
+          "one process, shared loaded machine)\n")
     table(["what", "p50 ms per query", "p50 ms per batch of 32"], [
         ["learned router, given the query embedding", f"{statistics.median(given):.3f}", f"{statistics.median(batch_given):.2f}"],
         ["learned router, with the query embedding", f"{statistics.median(full):.2f}", f"{statistics.median(batch_full):.2f}"],
@@ -271,8 +310,9 @@ def main() -> None:
     ap.add_argument("--labels", type=Path, default=shipped_dir() / "labels")
     ap.add_argument("--margins", default="0,0.05,0.1,0.2,0.3")
     ap.add_argument("-k", type=int, default=None, help="cv: success = gold within the top k (from the labels' recorded ranks)")
-    ap.add_argument("--recall-sets", default="2wiki:100,musique:50,hotpotqa-distractor:500")
-    ap.add_argument("--model", default="mode", help="recall: the mode router (a shipped name or a model folder)")
+    ap.add_argument("--recall-sets", default="2wiki:100,musique:50,hotpotqa-distractor:100")
+    ap.add_argument("--model", default="mode", help="recall, latency: the mode router(s), comma-separated (a shipped name or a "
+                    "model folder); recall scores every one on the same search results, latency times the first")
     ap.add_argument("--source-sets", default="law-med,2wiki-multisource", help=f"of {', '.join(SOURCE_SETS)}")
     args = ap.parse_args()
     from routerag.index.embedder import build_embedder
@@ -283,11 +323,11 @@ def main() -> None:
     if "cv" in parts:
         part_cv(args.labels, embedder, margins, args.k)
     if "recall" in parts:
-        part_recall(margins, args.recall_sets.split(","), args.model)
+        part_recall(margins, args.recall_sets.split(","), args.model.split(","))
     if "sources" in parts:
         part_sources(embedder, args.source_sets.split(","))
     if "latency" in parts:
-        part_latency(embedder)
+        part_latency(embedder, args.model.split(",")[0])
     sys.stdout.flush()
 
 

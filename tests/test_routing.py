@@ -200,3 +200,21 @@ def test_new_router_params_stay_out_of_the_fingerprint_at_their_defaults():
     assert not {"router", "router_model", "router_margin"} & set(fingerprint_params(HardRouteParams()))
     assert not {"mode_router", "mode_router_model", "mode_router_margin"} & set(fingerprint_params(RouteRAGParams()))
     assert fingerprint_params(RouteRAGParams(mode_router="learned"))["mode_router"] == "learned"
+
+
+def test_the_shipped_mode_router_matches_the_label_files_its_train_command_uses():
+    """`routerag router train --name mode` over the shipped labels reproduces the shipped model's
+    training data: the same label sets, row counts and questions (mode-hotpotqa-distractor is a
+    shipped label set the shipped model is deliberately not trained on, docs/routing.md)."""
+    from routerag.cli.router_cmds import ROUTER_LABELS, label_files
+    from routerag.routing.learned import shipped_dir
+
+    assert "mode-hotpotqa-distractor.jsonl.gz" not in ROUTER_LABELS["mode"]
+    files = label_files("mode", shipped_dir() / "labels")
+    assert [f.name for f in files] == sorted(ROUTER_LABELS["mode"])
+    manifest, weights = load_model(shipped_dir() / "mode")
+    heads = [read_labels(f)[0] for f in files]
+    assert sorted((p.dataset, p.rows, p.questions) for p in heads) == \
+        sorted((t["dataset"], t["rows"], t["questions"]) for t in manifest.training)
+    assert manifest.rows == sum(p.rows for p in heads)
+    assert weights.coef.shape == (len(manifest.labels), manifest.embed_dim + len(FEATURE_NAMES))
