@@ -7,13 +7,21 @@ import os
 from typing import Any
 
 
+def require_ray() -> None:
+    """Fail with the install command when Ray (the ``scale`` extra) is missing; imports nothing."""
+    import importlib.util
+
+    for module in ("ray", "pyarrow"):  # top-level names: looked up, not imported
+        if importlib.util.find_spec(module) is None:
+            raise ImportError(f"the Ray path needs the scale extra: pip install 'routerag[scale]' (no module named {module!r})")
+
+
 def ensure_ray(num_cpus: int | None = None) -> None:
     """Connect to the running cluster (``RAY_ADDRESS``), or start Ray locally (``num_cpus``:
     default every core); does nothing when this process already joined Ray."""
-    try:
-        import ray
-    except ImportError as exc:
-        raise ImportError(f"the Ray path needs the scale extra: pip install 'routerag[scale]' ({exc})") from None
+    require_ray()
+    import ray
+
     if ray.is_initialized():
         return
     if os.environ.get("RAY_ADDRESS"):
