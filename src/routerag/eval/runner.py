@@ -282,6 +282,10 @@ def run_evaluation(
 
                 def finish(record: QuestionRecord) -> None:
                     nonlocal ran
+                    if record.qid in by_qid:  # an engine delivered it twice (Ray re-running a lost block): once is kept
+                        log.warning("question %s was answered twice; the second record is dropped", record.qid)
+                        return
+                    by_qid[record.qid] = record
                     log_.append(record)
                     running.add(record)
                     ran += 1
