@@ -1,6 +1,8 @@
 """``routerag eval --engine ray``: a Ray Data run writes the thread-pool run's records, the driver
-is the one writer, and an interrupted run resumes with either engine (real 2Wiki questions, the
-``rule`` strategy, Ray in local mode with 2 CPUs)."""
+is the one writer, and an interrupted run resumes with either engine (real 2Wiki questions; the
+``rule`` strategy, and ``vanilla`` over a BM25 index with the scripted model and an LLM judge, so
+that the actors build a model, a judge and the sources from the index cache; Ray in local mode
+with 2 CPUs)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,12 @@ pytestmark = pytest.mark.ray
 # rule needs no model call and no index; the scripted backend is the model it is built with
 CONFIG = EvalConfig(dataset="2wiki", strategy="rule", limit=16, model=ModelConfig(backend="scripted", scripted_outputs=["-"]))
 N = 16
+# one retrieval (BM25 over the 350 passages of the demo slice, built by the driver into the index
+# cache, loaded there by each actor) and one model call per question, judged; the scripted model's
+# one output keeps the answers independent of which actor asks first
+RETRIEVING = EvalConfig(dataset="demo", strategy="vanilla", limit=8, components=["bm25"], params={"source": "bm25"},
+                        model=ModelConfig(backend="scripted", scripted_outputs=["Paris"]),
+                        judge_model=ModelConfig(backend="scripted", scripted_outputs=["yes"]))
 TIMING = {"latency_ms", "retrieval_ms", "model_ms"}  # measured durations: the only fields that may differ
 
 
@@ -27,8 +35,8 @@ def _home(tmp_path, monkeypatch):
     monkeypatch.setenv("ROUTERAG_HOME", str(tmp_path / "home"))  # forwarded to the actors too
 
 
-def _run(out, engine: str, **options):
-    return evaluate(EvaluateParams(config=CONFIG, out=out, engine=engine, concurrency=2, progress=False, **options)).outcome
+def _run(out, engine: str, config: EvalConfig = CONFIG, **options):
+    return evaluate(EvaluateParams(config=config, out=out, engine=engine, concurrency=2, progress=False, **options)).outcome
 
 
 def _untimed(value):
@@ -67,21 +75,27 @@ def _appends(monkeypatch, stop_after: int | None = None):
         yield calls
 
 
-def test_ray_records_equal_the_thread_pool_records(tmp_path, shared, ray_local, monkeypatch) -> None:
-    threaded = _run(tmp_path / "thread", "thread")
+@pytest.mark.parametrize("config", [CONFIG, RETRIEVING], ids=["rule", "vanilla-bm25-judge"])
+def test_ray_records_equal_the_thread_pool_records(tmp_path, shared, ray_local, monkeypatch, config) -> None:
+    threaded = _run(tmp_path / "thread", "thread", config)
     with _appends(monkeypatch) as written:
-        on_ray = _run(tmp_path / "ray", "ray")
-    assert (on_ray.ran, on_ray.skipped) == (N, 0) and on_ray.summary.complete
+        on_ray = _run(tmp_path / "ray", "ray", config)
+    assert (on_ray.ran, on_ray.skipped) == (config.limit, 0) and on_ray.summary.complete
     # the driver wrote every line itself, one append per record (the actors never see the log)
     assert sorted(written) == sorted(_records(tmp_path / "ray"))
     a, b = _records(tmp_path / "thread"), _records(tmp_path / "ray")
-    assert len(a) == N and a.keys() == b.keys()
+    assert len(a) == config.limit and a.keys() == b.keys()
     for qid in a:
         assert a[qid] == b[qid], qid  # field by field, timing aside
     assert on_ray.summary.metrics == threaded.summary.metrics
     ha, hb = RunDir(tmp_path / "thread").read_header(), RunDir(tmp_path / "ray").read_header()
-    assert (ha.fingerprint, ha.sample_qids) == (hb.fingerprint, hb.sample_qids)
-    assert len({r["prediction"] for r in a.values()}) > 2  # rule gives yes / an option / "" here: not a constant
+    assert (ha.fingerprint, ha.sample_qids, ha.versions.index_manifest) == (hb.fingerprint, hb.sample_qids, hb.versions.index_manifest)
+    if config is CONFIG:
+        assert len({r["prediction"] for r in a.values()}) > 2  # rule gives yes / an option / "" here: not a constant
+    else:  # the actors retrieved (the same hits) and asked the model and the judge
+        hits = {qid: [h["doc_id"] for step in r["trace"]["steps"] for h in step["hits"]] for qid, r in b.items()}
+        assert all(hits.values()) and len({tuple(h) for h in hits.values()}) == config.limit
+        assert all(r["cost"]["model_calls"] == 1 and r["cost"]["prompt_tokens"] > 0 and r["metrics"]["judge"] == 1.0 for r in b.values())
 
 
 def test_interrupted_runs_resume_across_engines(tmp_path, shared, ray_local, monkeypatch) -> None:
