@@ -26,8 +26,9 @@ def ensure_ray(num_cpus: int | None = None) -> None:
         return
     if os.environ.get("RAY_ADDRESS"):
         ray.init(log_to_driver=False)
-    else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    else:  # "local": a new Ray, never the head named in /tmp/ray/ray_current_cluster (`ray start`
+        # leaves it behind when its process is killed, and plain ray.init() then waits on it forever)
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
 
 
 def _free_ports(n: int) -> list[int]:
@@ -127,3 +128,19 @@ class LocalHead:
         except Exception:  # noqa: BLE001
             self.process.kill()
             self.process.wait()
+        self._forget_address()
+
+    def _forget_address(self) -> None:
+        """Remove the file in which ``ray start`` named this head as the machine's current cluster
+        (``ray stop`` would; ending the child does not), so that a later plain ``ray.init()``
+        on this machine does not wait for a head that is gone. Ray's own path for it (private)."""
+        try:
+            from ray._private.utils import get_ray_address_file
+
+            path = get_ray_address_file(None)
+            with open(path, encoding="utf-8") as handle:
+                named = handle.read().strip()
+            if named.rpartition(":")[2] == self.address.rpartition(":")[2]:
+                os.remove(path)
+        except (ImportError, OSError):
+            pass
