@@ -6,6 +6,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from routerag.errors import RouteragError
+
+
+class MissingExtraError(RouteragError, ImportError):
+    """Ray (the ``scale`` extra) is not installed; the message says what to install."""
+
 
 def require_ray() -> None:
     """Fail with the install command when Ray (the ``scale`` extra) is missing; imports nothing."""
@@ -13,7 +19,7 @@ def require_ray() -> None:
 
     for module in ("ray", "pyarrow"):  # top-level names: looked up, not imported
         if importlib.util.find_spec(module) is None:
-            raise ImportError(f"the Ray path needs the scale extra: pip install 'routerag[scale]' (no module named {module!r})")
+            raise MissingExtraError(f"the Ray path needs the scale extra: pip install 'routerag[scale]' (no module named {module!r})")
 
 
 def ensure_ray(num_cpus: int | None = None) -> None:

@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from routerag.eval.config import EvalConfig
-from routerag.eval.runner import RunOutcome
+from routerag.eval.runner import Engine, RunOutcome
 from routerag.progress import Listener
 
 
@@ -23,7 +23,7 @@ class EvaluateParams(BaseModel):
     retry_errors: bool = Field(False, description="on resume, answer again the questions that failed with an error")
     progress: bool = Field(True, description="show the runner's progress bar")
     order: Literal["spread", "sample"] = Field("spread", description="spread: bit-reversed sample order; sample: in order")
-    engine: Literal["thread", "ray"] = Field("thread", description="thread: in this process (a thread pool when concurrency > 1); "
+    engine: Engine = Field("thread", description="thread: in this process (a thread pool when concurrency > 1); "
                                              "ray: a Ray Data pipeline over `concurrency` actors (the scale extra)")
     actor_cpus: float = Field(1.0, ge=0, description="engine ray: CPUs reserved per actor (fractions for served models)")
 

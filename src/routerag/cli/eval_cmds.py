@@ -52,10 +52,7 @@ def eval_command(
     if engine not in ENGINES:
         _fail(f"unknown engine {engine!r}; valid: {', '.join(ENGINES)}", 2)
     if engine == "ray":
-        try:
-            require_ray()
-        except ImportError as exc:
-            _fail(str(exc), 2)
+        require_ray()  # MissingExtraError: printed with the install line by the CLI's error handler
 
     run_path = out
     sets = list(overrides or [])

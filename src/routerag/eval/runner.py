@@ -28,7 +28,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
@@ -51,7 +51,7 @@ StrategyFactory = Callable[[], Strategy]
 Answer = Callable[[Strategy, Question, int], QuestionRecord]  # evaluate_question with the run's settings
 QuestionOrder = Literal["spread", "sample"]
 Engine = Literal["thread", "ray"]
-ENGINES: tuple[str, ...] = ("thread", "ray")
+ENGINES: tuple[str, ...] = get_args(Engine)
 
 
 class RunSpec(BaseModel):
