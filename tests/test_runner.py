@@ -389,3 +389,20 @@ def test_compressed_and_plain_logs_side_by_side(tmp_path) -> None:
     with pytest.raises(RunError, match="resume the run before compressing"):
         log.compress()
     assert (run / "results.jsonl").read_bytes() == plain[:-10]
+
+
+def test_a_record_delivered_twice_is_written_once(tmp_path, monkeypatch) -> None:
+    """The one writer keeps the first record of a question (an engine may deliver one twice: Ray
+    re-running a block whose output was lost)."""
+    import routerag.eval.runner as runner
+
+    def twice(todo, strategy_factory, concurrency, answer, finish):
+        strategy = strategy_factory()
+        for position, question in todo:
+            record = answer(strategy, question, position)
+            finish(record)
+            finish(record)
+
+    monkeypatch.setattr(runner, "_run_pool", twice)
+    outcome = run_evaluation(SPEC, questions(), factory(), tmp_path / "run", concurrency=2)
+    assert outcome.ran == 10 and sorted(r["qid"] for r in lines(tmp_path / "run")) == sorted(f"q{i}" for i in range(10))

@@ -214,3 +214,15 @@ def test_runs_compress_then_report_and_resume(qa_file, tmp_path) -> None:
     assert more.exit_code == 0
     assert runner.invoke(app, ["runs", "compress", str(out)]).output.count("already compressed") == 1
     assert runner.invoke(app, ["runs", "compress", str(tmp_path / "nothing-here")]).exit_code == 2
+
+
+def test_engine_ray_without_the_scale_extra_says_what_to_install(qa_file, tmp_path, monkeypatch) -> None:
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else find_spec(name, *a))
+    result = _eval(qa_file, tmp_path / "run", "--engine", "ray")
+    assert result.exit_code == 1 and "error: the Ray path needs the scale extra: pip install 'routerag[scale]'" in result.output
+    assert not (tmp_path / "run").exists()  # nothing written
+    result = _eval(qa_file, tmp_path / "run", "--engine", "spark")
+    assert result.exit_code == 2 and "unknown engine 'spark'; valid: thread, ray" in result.output

@@ -6,20 +6,35 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from routerag.errors import RouteragError
+
+
+class MissingExtraError(RouteragError, ImportError):
+    """Ray (the ``scale`` extra) is not installed; the message says what to install."""
+
+
+def require_ray() -> None:
+    """Fail with the install command when Ray (the ``scale`` extra) is missing; imports nothing."""
+    import importlib.util
+
+    for module in ("ray", "pyarrow"):  # top-level names: looked up, not imported
+        if importlib.util.find_spec(module) is None:
+            raise MissingExtraError(f"the Ray path needs the scale extra: pip install 'routerag[scale]' (no module named {module!r})")
+
 
 def ensure_ray(num_cpus: int | None = None) -> None:
     """Connect to the running cluster (``RAY_ADDRESS``), or start Ray locally (``num_cpus``:
     default every core); does nothing when this process already joined Ray."""
-    try:
-        import ray
-    except ImportError as exc:
-        raise ImportError(f"the Ray path needs the scale extra: pip install 'routerag[scale]' ({exc})") from None
+    require_ray()
+    import ray
+
     if ray.is_initialized():
         return
     if os.environ.get("RAY_ADDRESS"):
         ray.init(log_to_driver=False)
-    else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    else:  # "local": a new Ray, never the head named in /tmp/ray/ray_current_cluster (`ray start`
+        # leaves it behind when its process is killed, and plain ray.init() then waits on it forever)
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
 
 
 def _free_ports(n: int) -> list[int]:
@@ -119,3 +134,19 @@ class LocalHead:
         except Exception:  # noqa: BLE001
             self.process.kill()
             self.process.wait()
+        self._forget_address()
+
+    def _forget_address(self) -> None:
+        """Remove the file in which ``ray start`` named this head as the machine's current cluster
+        (``ray stop`` would; ending the child does not), so that a later plain ``ray.init()``
+        on this machine does not wait for a head that is gone. Ray's own path for it (private)."""
+        try:
+            from ray._private.utils import get_ray_address_file
+
+            path = get_ray_address_file(None)
+            with open(path, encoding="utf-8") as handle:
+                named = handle.read().strip()
+            if named.rpartition(":")[2] == self.address.rpartition(":")[2]:
+                os.remove(path)
+        except (ImportError, OSError):
+            pass

@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from routerag.eval.config import EvalConfig
-from routerag.eval.runner import RunOutcome
+from routerag.eval.runner import Engine, RunOutcome
 from routerag.progress import Listener
 
 
@@ -23,6 +23,9 @@ class EvaluateParams(BaseModel):
     retry_errors: bool = Field(False, description="on resume, answer again the questions that failed with an error")
     progress: bool = Field(True, description="show the runner's progress bar")
     order: Literal["spread", "sample"] = Field("spread", description="spread: bit-reversed sample order; sample: in order")
+    engine: Engine = Field("thread", description="thread: in this process (a thread pool when concurrency > 1); "
+                                             "ray: a Ray Data pipeline over `concurrency` actors (the scale extra)")
+    actor_cpus: float = Field(1.0, ge=0, description="engine ray: CPUs reserved per actor (fractions for served models)")
 
 
 class EvaluateResult(BaseModel):
@@ -50,14 +53,19 @@ def evaluate(params: EvaluateParams, *, listener: Listener | None = None) -> Eva
 
     cfg = params.config
     check_names(cfg)
+    if params.engine == "ray":
+        from routerag.raycluster import require_ray
+
+        require_ray()
     run_path = params.out or default_run_dir(cfg)
     RunDir(run_path).check_adoptable()  # before building anything or writing there
     with reporting(listener) if listener is not None else nullcontext():  # index build, model load
-        setup = build_setup(cfg, name=run_path.name)
+        setup = build_setup(cfg, name=run_path.name, engine=params.engine)
     judge = LLMJudge(setup.judge_model) if setup.judge_model is not None else None  # type: ignore[arg-type]
     if not RunDir(run_path).exists():
         write_resolved(cfg.model_copy(update={"model": cfg.model.resolved()}), run_path)
     outcome = run_evaluation(setup.spec, setup.questions, setup.factory, run_path, judge=judge,
                              concurrency=params.concurrency, progress=params.progress,
-                             retry_errors=params.retry_errors, order=params.order)
+                             retry_errors=params.retry_errors, order=params.order, engine=params.engine,
+                             actor_cpus=params.actor_cpus)
     return EvaluateResult(run_dir=run_path, outcome=outcome)

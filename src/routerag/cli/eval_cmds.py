@@ -34,15 +34,25 @@ def eval_command(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="show a progress bar"),
     order: str = typer.Option("spread", "--order", help="spread: answer the sample in bit-reversed order, so an interrupted "
                               "run's finished questions are spread over the sample; sample: in sample order"),
+    engine: str = typer.Option("thread", "--engine", help="thread: answer in this process (-j threads); ray: a Ray Data "
+                               "pipeline over -j actors, on the cluster named by RAY_ADDRESS or a local Ray (the scale extra)"),
+    actor_cpus: float = typer.Option(1.0, "--actor-cpus", min=0, help="--engine ray: CPUs reserved per actor (e.g. 0.25 for served models)"),
 ) -> None:
     """Evaluate a strategy on a dataset: resumable, one JSON record per question, a summary at the end."""
     from routerag.api import EvaluateParams, default_run_dir, evaluate
     from routerag.cli.progress import RichProgress
     from routerag.config import load_config
     from routerag.eval.config import EvalConfig
+    from routerag.eval.runner import ENGINES
     from routerag.eval.runs import RunDir
     from routerag.eval.setup import check_names
+    from routerag.raycluster import require_ray
     from routerag.registry import UnknownNameError
+
+    if engine not in ENGINES:
+        _fail(f"unknown engine {engine!r}; valid: {', '.join(ENGINES)}", 2)
+    if engine == "ray":
+        require_ray()  # MissingExtraError: printed with the install line by the CLI's error handler
 
     run_path = out
     sets = list(overrides or [])
@@ -60,7 +70,7 @@ def eval_command(
         run_path = out or default_run_dir(cfg)
         typer.echo(f"run directory: {run_path}", err=True)
         result = evaluate(EvaluateParams(config=cfg, out=run_path, concurrency=concurrency, retry_errors=retry_errors,
-                                         progress=progress, order=order),  # type: ignore[arg-type]
+                                         progress=progress, order=order, engine=engine, actor_cpus=actor_cpus),  # type: ignore[arg-type]
                           listener=RichProgress() if progress else None)
     except UnknownNameError as exc:  # a usage error: exit 2
         _fail(str(exc), 2)

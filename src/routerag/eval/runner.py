@@ -7,9 +7,15 @@ model or an index; the ``routerag eval`` command builds those from the configura
 
 Resuming: the results log is recovered (a partial last line from a crash is cut), finished qids
 are skipped, the rest run. A question whose strategy raises is recorded with the error and the run
-goes on; ``KeyboardInterrupt`` stops the run after writing a partial summary. With
-``concurrency > 1`` questions run on a thread pool (for served models); each worker thread builds
-its own strategy instance, and only the calling thread writes the log.
+goes on; ``KeyboardInterrupt`` stops the run after writing a partial summary.
+
+Engines: how the questions left to answer are answered; whichever runs, the calling thread is the
+one writer of the log (:func:`run_evaluation`'s ``finish``), so records, resume checks and the
+summary are the same code for all. ``thread`` (the default): in the calling thread, or with
+``concurrency > 1`` on a thread pool (for served models), each worker thread building its own
+strategy instance. ``ray``: a Ray Data pipeline over a pool of ``concurrency`` actors
+(:mod:`routerag.eval.ray_runner`), each building its strategy once; their records stream back
+to the caller. A run started by one engine resumes with the other.
 """
 
 from __future__ import annotations
@@ -20,8 +26,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
@@ -41,7 +48,10 @@ from routerag.trace import Trace
 log = logging.getLogger(__name__)
 
 StrategyFactory = Callable[[], Strategy]
+Answer = Callable[[Strategy, Question, int], QuestionRecord]  # evaluate_question with the run's settings
 QuestionOrder = Literal["spread", "sample"]
+Engine = Literal["thread", "ray"]
+ENGINES: tuple[str, ...] = get_args(Engine)
 
 
 class RunSpec(BaseModel):
@@ -225,15 +235,26 @@ def run_evaluation(
     progress: bool = False,
     retry_errors: bool = False,
     order: QuestionOrder = "spread",
+    engine: Engine = "thread",
+    actor_cpus: float = 1.0,
 ) -> RunOutcome:
     """Run (or resume) an evaluation into ``out_dir``; see the module docstring. ``order``:
     ``spread`` answers the sample in bit-reversed order, so that the questions finished before an
     interruption are spread over the whole sample (a partial run estimates the full one without
-    the bias of the file's head); ``sample`` answers them in sample order. Results are the same."""
+    the bias of the file's head); ``sample`` answers them in sample order. Results are the same.
+    ``engine="ray"``: ``concurrency`` Ray actors of ``actor_cpus`` CPUs each answer the questions;
+    ``strategy_factory`` and ``judge`` are sent to them, so they must pickle (see
+    :mod:`routerag.eval.ray_runner`)."""
     for name in spec.metrics:
         METRICS.get(name)  # unknown names fail here, listing the valid ones
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; valid: {', '.join(ENGINES)}")
+    if engine == "ray":
+        from routerag.raycluster import require_ray
+
+        require_ray()  # before anything is written: a clear error without the scale extra
     _check_unique(questions)
     run_dir = RunDir(out_dir)
     with run_dir.lock():
@@ -261,18 +282,26 @@ def run_evaluation(
 
                 def finish(record: QuestionRecord) -> None:
                     nonlocal ran
+                    if record.qid in by_qid:  # an engine delivered it twice (Ray re-running a lost block): once is kept
+                        log.warning("question %s was answered twice; the second record is dropped", record.qid)
+                        return
+                    by_qid[record.qid] = record
                     log_.append(record)
                     running.add(record)
                     ran += 1
                     advance()
 
-                evaluate = dict(strategy_name=spec.strategy, metrics=spec.metrics, judge=judge)
-                if concurrency == 1:
+                answer: Answer = partial(evaluate_question, strategy_name=spec.strategy, metrics=spec.metrics, judge=judge)
+                if engine == "ray":
+                    from routerag.eval.ray_runner import run_on_ray
+
+                    run_on_ray(todo, strategy_factory, answer, finish, actors=concurrency, actor_cpus=actor_cpus)
+                elif concurrency == 1:
                     strategy = strategy_factory() if todo else None
                     for position, question in todo:
-                        finish(evaluate_question(strategy, question, position, **evaluate))  # type: ignore[arg-type]
+                        finish(answer(strategy, question, position))  # type: ignore[arg-type]
                 else:
-                    _run_pool(todo, strategy_factory, concurrency, evaluate, finish)
+                    _run_pool(todo, strategy_factory, concurrency, answer, finish)
         finally:
             summary = write_summary(run_dir, header)
         return RunOutcome(summary=summary, recovery=recovery, skipped=skipped, ran=ran, retried_errors=retried)
@@ -282,7 +311,7 @@ def _run_pool(
     todo: list[tuple[int, Question]],
     strategy_factory: StrategyFactory,
     concurrency: int,
-    evaluate: dict,
+    answer: Answer,
     finish: Callable[[QuestionRecord], None],
 ) -> None:
     local = threading.local()
@@ -291,7 +320,7 @@ def _run_pool(
         strategy = getattr(local, "strategy", None)
         if strategy is None:
             strategy = local.strategy = strategy_factory()
-        return evaluate_question(strategy, question, position, **evaluate)
+        return answer(strategy, question, position)
 
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="eval")
     pending: set[Future[QuestionRecord]] = set()

@@ -5,8 +5,10 @@ strategy factory. Names are checked before anything expensive is loaded."""
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -17,7 +19,7 @@ from routerag.corpus.schema import Question
 from routerag.eval.config import EvalConfig
 from routerag.eval.metrics import METRICS
 from routerag.eval.provenance import collect_versions, files_sha256, fingerprint
-from routerag.eval.runner import RunSpec, StrategyFactory
+from routerag.eval.runner import Engine, RunSpec, StrategyFactory
 from routerag.index.settings import IndexSettings
 from routerag.paths import cache_dir
 from routerag.strategies import STRATEGIES, StrategyContext
@@ -120,9 +122,56 @@ def answer_fingerprint(config: EvalConfig, params: BaseModel, model_identity: st
     return fingerprint(payload)
 
 
-def build_setup(config: EvalConfig, name: str) -> EvalSetup:
-    """Everything the runner needs; the expensive parts (index, model) are built last."""
-    from routerag.llm.factory import build_model, model_identity
+def _sources_for(resolved: ResolvedStrategy, dataset: Dataset, config: EvalConfig):
+    """``(SourceSet, manifest paths)`` the strategy answers from: none for a strategy that does
+    not retrieve (direct, rule: no index to build), else :func:`build_sources`."""
+    if resolved.retrieves:
+        return build_sources(dataset, config)
+    from routerag.sources.sourceset import SourceSet
+
+    return SourceSet(), []
+
+
+class ConfigStrategyFactory:
+    """A :data:`StrategyFactory` that carries only the configuration, for ``--engine ray``: the
+    first call in a process (a Ray actor) builds the strategy's context there — the model and the
+    sources, with the same code as :func:`build_setup` (the index from the index cache, which
+    the driver filled) — and every call returns a strategy over that context. It pickles as the
+    configuration alone, so each actor builds its own model and sources, once."""
+
+    def __init__(self, config: EvalConfig) -> None:
+        self.config = config
+        self._built: tuple[ResolvedStrategy, StrategyContext] | None = None
+        self._lock = threading.Lock()
+
+    def _build(self) -> tuple[ResolvedStrategy, StrategyContext]:
+        from routerag.llm.factory import build_model
+
+        resolved = resolve(self.config)
+        sources, _ = _sources_for(resolved, load_dataset(self.config.dataset), self.config)
+        assert resolved.model is not None
+        return resolved, StrategyContext(model=build_model(resolved.model), sources=sources)
+
+    def __call__(self) -> Strategy:
+        with self._lock:
+            if self._built is None:
+                self._built = self._build()
+            resolved, context = self._built
+        return resolved.build(context)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"config": self.config}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["config"])  # type: ignore[misc]
+
+
+def build_setup(config: EvalConfig, name: str, *, engine: Engine = "thread") -> EvalSetup:
+    """Everything the runner needs; the expensive parts (index, model) are built last. With
+    ``engine="ray"`` the driver builds (or finds) the index but no model: the strategy factory is
+    a :class:`ConfigStrategyFactory` and the judge's model a
+    :class:`~routerag.llm.factory.DeferredModel`, both built in each Ray actor."""
+    from routerag.llm.factory import DeferredModel, build_model, model_identity
 
     resolved_strategy = resolve(config)
     params = resolved_strategy.params
@@ -130,19 +179,20 @@ def build_setup(config: EvalConfig, name: str) -> EvalSetup:
     questions = dataset.sample(config.limit).questions
     if not questions:
         raise ValueError(f"dataset {config.dataset!r} has no questions to evaluate")
-    if resolved_strategy.retrieves:
-        sources, manifests = build_sources(dataset, config)
-    else:  # direct, rule: no index to build
-        from routerag.sources.sourceset import SourceSet
-
-        sources, manifests = SourceSet(), []
+    sources, manifests = _sources_for(resolved_strategy, dataset, config)
     assert resolved_strategy.model is not None
     identity = model_identity(resolved_strategy.model.resolved())
-    model = build_model(resolved_strategy.model)
-    judge_model = build_model(config.judge_model) if config.judge_model is not None else None
+    factory: StrategyFactory
+    judge_model: object | None
+    if engine == "ray":
+        factory = ConfigStrategyFactory(config)
+        judge_model = DeferredModel(config.judge_model) if config.judge_model is not None else None
+    else:
+        model = build_model(resolved_strategy.model)
+        judge_model = build_model(config.judge_model) if config.judge_model is not None else None
 
-    def factory() -> Strategy:
-        return resolved_strategy.build(StrategyContext(model=model, sources=sources))
+        def factory() -> Strategy:
+            return resolved_strategy.build(StrategyContext(model=model, sources=sources))
 
     versions = collect_versions(model=identity, index_manifest=files_sha256(manifests))
     spec = RunSpec(

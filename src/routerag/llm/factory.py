@@ -9,11 +9,13 @@ name the factory by its import path, ``backend: "pkg.mod:factory"``).
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from routerag.llm.backends import BACKENDS
-from routerag.llm.base import ChatModel
+from routerag.llm.base import ChatModel, ChatResponse, GenerationParams, Message
 from routerag.llm.cache import CachedModel
 from routerag.llm.concurrency import LimitedModel
 from routerag.llm.config import ModelConfig
@@ -21,7 +23,7 @@ from routerag.paths import cache_dir
 
 BackendFactory = Callable[[ModelConfig], ChatModel]
 
-__all__ = ["BACKENDS", "BackendFactory", "build_model", "default_cache_path", "model_identity"]
+__all__ = ["BACKENDS", "BackendFactory", "DeferredModel", "build_model", "default_cache_path", "model_identity"]
 
 
 def model_identity(config: ModelConfig) -> str:
@@ -72,3 +74,30 @@ def build_model(config: ModelConfig | None = None, *, backend: str | None = None
         path = default_cache_path() if resolved.cache is True else Path(resolved.cache)
         model = CachedModel(model, path, identity=model_identity(resolved))
     return model
+
+
+class DeferredModel:
+    """A :class:`ChatModel` built by :func:`build_model` on its first ``chat`` in the process that
+    calls it. It pickles as its configuration only, so a copy sent to another process (a Ray actor
+    of ``routerag eval --engine ray``) builds its own model there, once."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        self.config = config
+        self.name = config.model or config.backend or "model"
+        self._model: ChatModel | None = None
+        self._lock = threading.Lock()
+
+    def model(self) -> ChatModel:
+        with self._lock:
+            if self._model is None:
+                self._model = build_model(self.config)
+            return self._model
+
+    def chat(self, messages: list[Message], params: GenerationParams | None = None, *, continue_final: bool = False) -> ChatResponse:
+        return self.model().chat(messages, params, continue_final=continue_final)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"config": self.config}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["config"])  # type: ignore[misc]
