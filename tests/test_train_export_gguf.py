@@ -121,6 +121,35 @@ def test_export_refuses_dora(tiny_adapter, tmp_path):
         export_lora_gguf(dora, _fake_base(tmp_path / "base.gguf"), tmp_path / "x.gguf")
 
 
+def test_export_refuses_a_diverged_adapter(tiny_adapter, tmp_path):
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    nan = tmp_path / "nan"
+    shutil.copytree(tiny_adapter, nan)
+    weights = load_file(str(nan / "adapter_model.safetensors"))
+    key = next(k for k in weights if "lora_B" in k)
+    weights[key] = weights[key].copy()
+    weights[key][0, 0] = np.nan
+    save_file(weights, str(nan / "adapter_model.safetensors"))
+    with pytest.raises(LoraExportError, match="NaN or infinite"):
+        export_lora_gguf(nan, _fake_base(tmp_path / "base.gguf"), tmp_path / "x.gguf")
+    assert not (tmp_path / "x.gguf").exists()
+
+
+def test_a_non_finite_loss_or_gradient_stops_the_run():
+    from routerag.errors import RouteragError
+    from routerag.train.runfiles import DivergedTrainingError, check_finite
+
+    check_finite(3, {"loss": 0.2, "grad_norm": 1.5, "learning_rate": 1e-4})
+    with pytest.raises(DivergedTrainingError, match="step 20: grad_norm=nan") as caught:
+        check_finite(20, {"loss": 0.2, "grad_norm": float("nan")})
+    assert isinstance(caught.value, RouteragError)
+    with pytest.raises(DivergedTrainingError, match="loss=inf"):
+        check_finite(5, {"loss": float("inf")})
+
+
 def test_lora_path_is_part_of_the_model_identity(tiny_adapter, tmp_path):
     from routerag.llm.config import ModelConfig
     from routerag.llm.factory import model_identity

@@ -95,6 +95,9 @@ def export_lora_gguf(adapter_dir: str | Path, base_gguf: str | Path, out_path: s
                 f"{target}: lora_A {tuple(a.shape)} / lora_B {tuple(b.shape)} do not fit the base weight "
                 f"(in {n_in}, out {n_out}); the adapter was trained on another base model"
             )
+        if not (np.isfinite(a).all() and np.isfinite(b).all()):
+            raise LoraExportError(f"{target}: the adapter holds NaN or infinite values (the training diverged); "
+                                  "refusing to export it")
         ranks.add(a.shape[0])
     r = int(config.get("r") or next(iter(ranks)))
     if ranks != {r}:

@@ -5,10 +5,12 @@ training-curve plots, and the last checkpoint to resume from."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from routerag.config import write_resolved
+from routerag.errors import RouteragError
 
 if TYPE_CHECKING:
     from routerag.train.config import TrainConfig
@@ -31,11 +33,29 @@ def start_run(cfg: TrainConfig) -> Path:
     return out
 
 
+class DivergedTrainingError(RouteragError, ValueError):
+    """A training run whose loss or gradient norm became NaN or infinite: stopped, not exported."""
+
+
+NON_FINITE_KEYS = ("loss", "grad_norm")
+
+
+def check_finite(step: int, logs: dict[str, Any]) -> None:
+    """Raise :class:`DivergedTrainingError` when a logged loss or gradient norm is not finite
+    (the Trainer would go on stepping with NaN weights, and the logged loss would read 0)."""
+    bad = {k: logs[k] for k in NON_FINITE_KEYS if isinstance(logs.get(k), (int, float)) and not math.isfinite(logs[k])}
+    if bad:
+        raise DivergedTrainingError(
+            f"training diverged at step {step}: {', '.join(f'{k}={v}' for k, v in bad.items())}; the run is stopped "
+            "(lower the learning rate, or train without padding: per_device_train_batch_size 1 with gradient accumulation)")
+
+
 def metrics_callback(path: Path) -> Any:
     from transformers import TrainerCallback
 
     class MetricsJSONL(TrainerCallback):
-        """Appends every log record (with its global step) to ``metrics.jsonl``."""
+        """Appends every log record (with its global step) to ``metrics.jsonl``; stops the run with
+        :class:`DivergedTrainingError` at the first non-finite loss or gradient norm (logged first)."""
 
         def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
             if not logs or not state.is_world_process_zero:
@@ -43,6 +63,7 @@ def metrics_callback(path: Path) -> Any:
             record = {"step": state.global_step, **{k: v for k, v in logs.items() if isinstance(v, (int, float))}}
             with path.open("a", encoding="utf-8") as handle:
                 handle.write(json.dumps(record) + "\n")
+            check_finite(state.global_step, logs)
 
     return MetricsJSONL()
 
