@@ -7,13 +7,7 @@
 # question in 10-40 s, so the whole table takes many hours: stop it any time and run it again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LANES=${LANES:-2}
-THREADS=${THREADS:-1}
-OUT=${OUT:-runs/results}
-ONLY=${ONLY:-}
-mkdir -p "$OUT"
-# stopping the script stops its lanes too (an interrupted question is redone on the next run)
-trap 'trap - INT TERM; kill 0' INT TERM
+source scripts/lanes.sh
 
 jobs() {
   # Cheapest whole rows first, so that an interrupted session leaves whole rows rather than many
@@ -21,29 +15,15 @@ jobs() {
   # 2Wiki: 100 evenly spaced of the 1,000; MuSiQue-100: 50 evenly spaced, released OpenIE graph.
   local s
   for s in direct vanilla routerag routerag-passage graphrag-r1 ircot; do
-    echo "musique $s 50"; echo "2wiki $s 100"
+    echo "musique-$s musique $s 50"; echo "2wiki-$s 2wiki $s 100"
   done
-  for s in routerag-graph routerag-hybrid; do echo "musique $s 50"; done
-  for s in routerag-graph routerag-hybrid; do echo "2wiki $s 100"; done
-  for s in r1-router realroute hard-route; do echo "musique $s 50"; done
-  for s in hard-route r1-router realroute; do echo "2wiki $s 100"; done
-  for s in hard-route realroute; do echo "law-med $s 50"; done   # hard routing vs Adaptive Cap
+  for s in routerag-graph routerag-hybrid; do echo "musique-$s musique $s 50"; done
+  for s in routerag-graph routerag-hybrid; do echo "2wiki-$s 2wiki $s 100"; done
+  for s in r1-router realroute hard-route; do echo "musique-$s musique $s 50"; done
+  for s in hard-route r1-router realroute; do echo "2wiki-$s 2wiki $s 100"; done
+  # hard routing vs Adaptive Cap; law-med's two sources are dense only
+  for s in hard-route realroute; do echo "law-med-$s law-med $s 50 components=[dense]"; done
 }
 
-run_one() {
-  local dataset=$1 strategy=$2 limit=$3
-  local components="[dense,bm25,graph]"
-  [ "$dataset" = "law-med" ] && components="[dense]"
-  routerag eval --dataset "$dataset" --strategy "$strategy" --limit "$limit" --out "$OUT/$dataset-$strategy" \
-    --no-progress --set "components=$components" --set "model.n_threads=$THREADS" \
-    > "$OUT/$dataset-$strategy.log" 2>&1 || echo "FAILED: $dataset $strategy (see $OUT/$dataset-$strategy.log)"
-  echo "done: $dataset $strategy"
-}
-export -f run_one
-export OUT THREADS
-
-# in the background + wait, so that the INT/TERM trap runs at once (bash defers traps until a
-# foreground pipeline ends)
-jobs | grep -- "$ONLY" | xargs -P "$LANES" -L 1 bash -c 'run_one "$@"' _ &
-wait $!
+run_lanes
 routerag report "$OUT"/*/ --out docs/results

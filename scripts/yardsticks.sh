@@ -4,16 +4,11 @@
 # direct, vanilla, routerag untrained, routerag + the shipped SFT policy). Resumable, in lanes:
 #   LANES=2 THREADS=1 bash scripts/yardsticks.sh        # run (or resume) everything
 #   ONLY=hotpotqa-distractor bash scripts/yardsticks.sh  # only the jobs whose run name contains it
-# Each job is `routerag eval` into runs/results/<name>; rule and direct build no index.
+# Each job is `routerag eval` into runs/results/<name> (scripts/lanes.sh); rule and direct build no index.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LANES=${LANES:-2}
-THREADS=${THREADS:-1}
-OUT=${OUT:-runs/results}
-ONLY=${ONLY:-}
 POLICY=${POLICY:-src/routerag/data/policies/routerag-sft-qwen2.5-coder-0.5b/adapter.gguf}
-mkdir -p "$OUT"
-trap 'trap - INT TERM; kill 0' INT TERM
+source scripts/lanes.sh
 
 jobs() {
   # name dataset strategy limit [extra --set overrides...]; cheapest first
@@ -31,18 +26,4 @@ jobs() {
   echo "hotpotqa-distractor-routerag hotpotqa-distractor routerag 100"
 }
 
-run_one() {
-  local name=$1 dataset=$2 strategy=$3 limit=$4
-  shift 4
-  local extra=()
-  for kv in "$@"; do extra+=(--set "$kv"); done
-  ${ROUTERAG:-routerag} eval --dataset "$dataset" --strategy "$strategy" --limit "$limit" --out "$OUT/$name" \
-    --no-progress --set "components=[dense,bm25,graph]" --set "model.n_threads=$THREADS" "${extra[@]}" \
-    > "$OUT/$name.log" 2>&1 || echo "FAILED: $name (see $OUT/$name.log)"
-  echo "done: $name"
-}
-export -f run_one
-export OUT THREADS ROUTERAG
-
-jobs | grep -- "$ONLY" | xargs -P "$LANES" -L 1 bash -c 'run_one "$@"' _ &
-wait $!
+run_lanes
