@@ -202,3 +202,23 @@ def test_outcome_grounding_takes_the_cheapest_mode_that_finds_the_gold_and_skips
                            mode_cost={"passage": 2.0, "graph": 1.0})
     assert cheap_graph.modes == ["graph", "passage"]
     assert [h.mode for h in cheap_graph(question, hops)] == ["graph", "graph"]
+
+
+def test_sft_trains_on_a_stored_golden_set_checked_against_the_evaluation_sets(tmp_path):
+    import json
+
+    from routerag.train.config import TrainConfig
+    from routerag.train.golden_set import build_golden_set
+    from routerag.train.sft import SFT_STATS_FILE, sft_trajectories
+
+    build_golden_set(["musique"], tmp_path / "golden", eval_sets=["musique:50"])  # no grounding: gold evidence only
+    cfg = TrainConfig(sft={"golden_set": str(tmp_path / "golden"), "sources": ["hotpotqa"]},
+                      data={"eval_sets": ["musique:50"]})
+    got = sft_trajectories(cfg, tmp_path / "run")
+    assert got and {t.source for t in got} == {"musique"}  # the stored set, not sft.sources
+    stats = json.loads((tmp_path / "run" / SFT_STATS_FILE).read_text())
+    assert stats["golden_set"] == str(tmp_path / "golden") and stats["overlap_checked"]["overlapping"] == []
+    # a stored set that overlaps the run's evaluation sets is refused
+    with pytest.raises(ValueError, match="overlap the evaluation sets"):
+        sft_trajectories(cfg.model_copy(update={"data": cfg.data.model_copy(update={"eval_sets": ["musique"]})}),
+                         tmp_path / "run2")

@@ -46,13 +46,10 @@ def eval_command(
     from routerag.eval.runner import ENGINES
     from routerag.eval.runs import RunDir
     from routerag.eval.setup import check_names
-    from routerag.raycluster import require_ray
     from routerag.registry import UnknownNameError
 
     if engine not in ENGINES:
         _fail(f"unknown engine {engine!r}; valid: {', '.join(ENGINES)}", 2)
-    if engine == "ray":
-        require_ray()  # MissingExtraError: printed with the install line by the CLI's error handler
 
     run_path = out
     sets = list(overrides or [])

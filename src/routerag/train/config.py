@@ -140,7 +140,7 @@ class SFTSpec(BaseModel):
     sources: list[GoldenSource] = Field(default_factory=lambda: list(DEFAULT_GOLDEN_SOURCES), description="golden trajectory sources")
     golden_set: str | None = Field(
         default=None, json_schema_extra=OMIT_AT_DEFAULT,
-        description="train on a stored golden set (``routerag train golden --out DIR``: DIR or its golden.jsonl.gz) instead of "
+        description="train on a stored golden set (``routerag golden --out DIR``: DIR or its golden.jsonl.gz) instead of "
         "building trajectories from ``sources``; its questions are checked against data.eval_sets again",
     )
     max_steps: int = Field(default=100, ge=1, description="SFT optimiser steps (ignored when epochs is set)")

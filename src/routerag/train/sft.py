@@ -167,14 +167,6 @@ def sft_trajectories(cfg: TrainConfig, out: Path) -> list[Any]:
     if path.is_file():
         return [GoldenTrajectory.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     grounders: dict[str, Grounder] = {}
-    if cfg.sft.golden_set is not None:
-        from routerag.train.golden_set import read_golden_set
-
-        trajectories = read_golden_set(cfg.sft.golden_set)
-        source_note: dict[str, Any] = {"golden_set": cfg.sft.golden_set}
-    else:
-        trajectories = []
-        source_note = {}
 
     def ground(name: str) -> Grounder:
         grounders[name] = Grounder(grounding_sources(name, cfg.sft.ground_components), k=cfg.env.k,
@@ -182,7 +174,13 @@ def sft_trajectories(cfg: TrainConfig, out: Path) -> list[Any]:
                                    max_query_chars=cfg.env.max_query_chars)
         return grounders[name]
 
-    if cfg.sft.golden_set is None:
+    source_note: dict[str, Any] = {}
+    if cfg.sft.golden_set is not None:  # a stored set (routerag golden): built and grounded already
+        from routerag.train.golden_set import read_golden_set
+
+        trajectories = read_golden_set(cfg.sft.golden_set)
+        source_note["golden_set"] = cfg.sft.golden_set
+    else:
         trajectories = golden_trajectories(cfg.sft.sources, exclude_eval=cfg.data.eval_sets,
                                            ground=ground if cfg.sft.ground else None,
                                            few_shot=cfg.env.few_shot, prompt_template=cfg.env.prompt_template)
