@@ -222,3 +222,14 @@ def test_sft_trains_on_a_stored_golden_set_checked_against_the_evaluation_sets(t
     with pytest.raises(ValueError, match="overlap the evaluation sets"):
         sft_trajectories(cfg.model_copy(update={"data": cfg.data.model_copy(update={"eval_sets": ["musique"]})}),
                          tmp_path / "run2")
+
+
+def test_golden_cli_refuses_an_unknown_routing(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    import routerag.cli.train_cmds  # noqa: F401 - registers the commands
+    from routerag.cli.app import app
+
+    result = CliRunner().invoke(app, ["golden", "--out", str(tmp_path / "g"), "--routing", "cheapest"])
+    assert result.exit_code == 2 and "planned" in result.output and "outcome" in result.output
+    assert not (tmp_path / "g").exists()  # refused before anything was built

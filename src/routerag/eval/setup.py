@@ -5,10 +5,8 @@ strategy factory. Names are checked before anything expensive is loaded."""
 from __future__ import annotations
 
 import re
-import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel
 
@@ -22,6 +20,7 @@ from routerag.eval.provenance import collect_versions, files_sha256, fingerprint
 from routerag.eval.runner import Engine, RunSpec, StrategyFactory
 from routerag.index.settings import IndexSettings
 from routerag.paths import cache_dir
+from routerag.process_local import ProcessLocal
 from routerag.strategies import STRATEGIES, StrategyContext
 from routerag.strategies.base import Strategy
 
@@ -132,17 +131,13 @@ def _sources_for(resolved: ResolvedStrategy, dataset: Dataset, config: EvalConfi
     return SourceSet(), []
 
 
-class ConfigStrategyFactory:
+class ConfigStrategyFactory(ProcessLocal[EvalConfig, tuple[ResolvedStrategy, StrategyContext]]):
     """A :data:`StrategyFactory` that carries only the configuration, for ``--engine ray``: the
     first call in a process (a Ray actor) builds the strategy's context there — the model and the
     sources, with the same code as :func:`build_setup` (the index from the index cache, which
     the driver filled) — and every call returns a strategy over that context. It pickles as the
-    configuration alone, so each actor builds its own model and sources, once."""
-
-    def __init__(self, config: EvalConfig) -> None:
-        self.config = config
-        self._built: tuple[ResolvedStrategy, StrategyContext] | None = None
-        self._lock = threading.Lock()
+    configuration alone (:class:`~routerag.process_local.ProcessLocal`), so each actor builds its
+    own model and sources, once."""
 
     def _build(self) -> tuple[ResolvedStrategy, StrategyContext]:
         from routerag.llm.factory import build_model
@@ -153,17 +148,8 @@ class ConfigStrategyFactory:
         return resolved, StrategyContext(model=build_model(resolved.model), sources=sources)
 
     def __call__(self) -> Strategy:
-        with self._lock:
-            if self._built is None:
-                self._built = self._build()
-            resolved, context = self._built
+        resolved, context = self.value()
         return resolved.build(context)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"config": self.config}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["config"])  # type: ignore[misc]
 
 
 def build_setup(config: EvalConfig, name: str, *, engine: Engine = "thread") -> EvalSetup:

@@ -9,10 +9,8 @@ name the factory by its import path, ``backend: "pkg.mod:factory"``).
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from routerag.llm.backends import BACKENDS
 from routerag.llm.base import ChatModel, ChatResponse, GenerationParams, Message
@@ -20,6 +18,7 @@ from routerag.llm.cache import CachedModel
 from routerag.llm.concurrency import LimitedModel
 from routerag.llm.config import ModelConfig
 from routerag.paths import cache_dir
+from routerag.process_local import ProcessLocal
 
 BackendFactory = Callable[[ModelConfig], ChatModel]
 
@@ -76,28 +75,21 @@ def build_model(config: ModelConfig | None = None, *, backend: str | None = None
     return model
 
 
-class DeferredModel:
+class DeferredModel(ProcessLocal[ModelConfig, ChatModel]):
     """A :class:`ChatModel` built by :func:`build_model` on its first ``chat`` in the process that
-    calls it. It pickles as its configuration only, so a copy sent to another process (a Ray actor
-    of ``routerag eval --engine ray``) builds its own model there, once."""
+    calls it. It pickles as its configuration only (:class:`~routerag.process_local.ProcessLocal`),
+    so a copy sent to another process (a Ray actor of ``routerag eval --engine ray``) builds its own
+    model there, once."""
 
     def __init__(self, config: ModelConfig) -> None:
-        self.config = config
+        super().__init__(config)
         self.name = config.model or config.backend or "model"
-        self._model: ChatModel | None = None
-        self._lock = threading.Lock()
+
+    def _build(self) -> ChatModel:
+        return build_model(self.config)
 
     def model(self) -> ChatModel:
-        with self._lock:
-            if self._model is None:
-                self._model = build_model(self.config)
-            return self._model
+        return self.value()
 
     def chat(self, messages: list[Message], params: GenerationParams | None = None, *, continue_final: bool = False) -> ChatResponse:
-        return self.model().chat(messages, params, continue_final=continue_final)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"config": self.config}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["config"])  # type: ignore[misc]
+        return self.value().chat(messages, params, continue_final=continue_final)
