@@ -246,6 +246,26 @@ def test_embedder_precision_is_configurable_and_interchangeable():
     assert resolve_dtype("float32") == "float32" and resolve_dtype("auto") in {"float32", "bfloat16"}
 
 
+def test_embedder_device_is_configurable_and_leaves_fingerprints_alone():
+    import pydantic
+    import torch
+
+    from routerag.config import fingerprint_dump
+    from routerag.index.embedder import EmbedderConfig, build_embedder, resolve_device
+
+    assert "device" not in fingerprint_dump(EmbedderConfig())  # cached indexes keep their keys
+    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve_device("cuda:1") == "cuda:1"
+    with pytest.raises(pydantic.ValidationError, match="device"):
+        EmbedderConfig(device="tpu")
+    cpu = build_embedder(EmbedderConfig(dtype="float32", device="cpu"))
+    assert cpu.device == "cpu" and next(cpu.model.parameters()).device.type == "cpu"
+    auto = build_embedder(EmbedderConfig(dtype="float32"))
+    assert auto.identity == cpu.identity  # the device does not change what an index is compatible with
+    texts = [f"passage {i}: Phoolwari is a 1946 Indian Bollywood film." for i in range(40)]  # the bulk path
+    np.testing.assert_allclose(auto.encode(texts), cpu.encode(texts), atol=1e-4)
+
+
 def test_direct_query_path_equals_sentence_transformers_encode():
     from routerag.index.embedder import FAST_PATH_MAX, EmbedderConfig, build_embedder
 
