@@ -269,3 +269,37 @@ def test_breakdown_by_question_form_and_dataset_type(tmp_path) -> None:
     assert (open_em.result.n, open_em.sign.b_better, open_em.sign.a_better) == (4, 4, 0)
     md = render_markdown(report)
     assert "## By question type" in md and "| Method | yes/no EM (n=2) | choice EM (n=2) | open EM (n=4) | open F1 |" in md
+
+
+def test_stop_evidence_tells_a_reader_of_evidence_from_a_fixed_stopper() -> None:
+    from routerag.eval.cost import CostMetrics
+    from routerag.eval.runs import QuestionRecord
+    from routerag.eval.stopping import answer_in, stop_evidence, stop_evidence_rows
+
+    def record(i: int, found: bool, searches: int, em: float, gold: str = "Paris") -> QuestionRecord:
+        text = f"The capital is {gold}." if found else "Nothing useful here."
+        steps = [Step(index=k, kind="search", sources=["passage"],
+                      hits=[Hit(doc_id=f"d{k}", title="T", text=text if k == 0 else "more", score=1.0, source="passage",
+                                mode="passage", rank=1)]) for k in range(searches)]
+        trace = Trace(question="q?", strategy="routerag", qid=f"q{i}", steps=steps, answer=gold if em else "x")
+        return QuestionRecord(position=i, qid=f"q{i}", question="q?", golds=[gold], prediction=trace.answer,
+                              metrics={"em": em}, cost=CostMetrics(retrieval_turns=searches), trace=trace)
+
+    assert answer_in(record(0, True, 1, 1.0).trace.steps[0].hits, ["paris"])  # normalised containment
+    # stops after one search on 8 of 10 questions whose answer came back, on 1 of 10 whose answer did not
+    reader = [record(i, True, 1 if i < 8 else 2, 1.0) for i in range(10)] + \
+             [record(10 + i, False, 1 if i < 1 else 2, 0.0) for i in range(10)]
+    row = stop_evidence("reader", "2wiki", reader)
+    assert row is not None and (row.answer_back.n, row.answer_back.stopped) == (10, 8)
+    assert (row.answer_missing.n, row.answer_missing.stopped) == (10, 1)
+    assert row.p_value is not None and row.p_value < 0.01 and row.answer_back.em_stopped == 1.0
+    # the same stop rate either way: no evidence that it reads
+    fixed = [record(i, i % 2 == 0, 1 if i % 4 < 2 else 2, 0.0) for i in range(20)]
+    row = stop_evidence("fixed", "2wiki", fixed)
+    assert row is not None and row.p_value == 1.0
+    # yes/no golds are left out ("yes" is in every text); a pipeline that never searches twice has no row
+    assert stop_evidence("yes", "2wiki", [record(0, True, 2, 1.0, gold="yes"), record(1, True, 1, 1.0, gold="yes")]) \
+        .answer_back.n == 0
+    assert stop_evidence("vanilla", "2wiki", [record(i, True, 1, 1.0) for i in range(5)]) is None
+    cols, rows = stop_evidence_rows([row])
+    assert cols[-1] == "Fisher p" and [r[2] for r in rows] == ["yes", "no"] and rows[0][-1] == "1.000"

@@ -23,6 +23,7 @@ from routerag.eval.bootstrap import PairedDifference, paired_bootstrap
 from routerag.eval.routing import RoutingOutcome
 from routerag.eval.runs import QuestionRecord, RunDir, RunError, RunHeader
 from routerag.eval.signtest import SignTest, sign_test
+from routerag.eval.stopping import StopEvidence, stop_evidence, stop_evidence_rows
 from routerag.eval.summary import RunSummary, record_types, summarize
 
 DEFAULT_TABLE_METRICS = ("em", "f1")
@@ -395,6 +396,7 @@ class Report(BaseModel):
     runs: list[RunSummary]
     warnings: list[str]
     routing_by_gold: list[GoldRouting] = Field(default_factory=list)
+    stopping: list[StopEvidence] = Field(default_factory=list)
 
 
 def build_report(runs: Sequence[LoadedRun], metrics: Sequence[str] = DEFAULT_TABLE_METRICS, *, seed: int = 0,
@@ -413,6 +415,7 @@ def build_report(runs: Sequence[LoadedRun], metrics: Sequence[str] = DEFAULT_TAB
         runs=[r.summary for r in runs],
         warnings=warnings,
         routing_by_gold=routing_by_gold(runs),
+        stopping=[row for run in runs if (row := stop_evidence(run.label, run.header.dataset, run.records)) is not None],
     )
 
 
@@ -430,6 +433,11 @@ def render_markdown(report: Report) -> str:
     cols, rows = mode_use_rows(report.runs)
     if rows:
         parts += ["### Retrieval by question form", "", _markdown(cols, rows), ""]
+    if report.stopping:
+        parts += ["### When it stops searching", "",
+                  "Questions with an answer string (not yes/no), by whether a gold answer was already in the first "
+                  "search's hits; a policy that reads its evidence stops more often when it was (routerag.eval.stopping).",
+                  "", _markdown(*stop_evidence_rows(report.stopping)), ""]
     if report.comparisons:
         parts += ["", "## Paired comparisons (bootstrap over shared questions, seeded; exact sign test)", ""]
         parts.append(_markdown(*comparison_rows(report.comparisons)))
