@@ -66,3 +66,33 @@ def test_round_stats_group_by_the_evaluation_question_form():
     assert question_form("Is the Eiffel Tower in Paris?") == "yes/no"
     assert question_form("Which came first, Xavier or Yolanda?") == "choice"
     assert question_form("Who designed the Eiffel Tower?") == "open"
+
+
+def test_token_rows_files_are_read_and_checked(tmp_path):
+    import json
+
+    import pytest
+
+    from routerag.train.config import TrainConfig
+    from routerag.train.sft import read_token_rows
+
+    good = tmp_path / "kept.jsonl"
+    good.write_text(json.dumps({"qid": "q1", "input_ids": [5, 6, 7, 8], "labels": [-100, -100, 7, 8]}) + "\n\n")
+    assert read_token_rows(good) == [{"input_ids": [5, 6, 7, 8], "labels": [-100, -100, 7, 8]}]
+    bad = {
+        "not JSON": "{oops",
+        "two non-empty lists of one length": json.dumps({"input_ids": [1, 2], "labels": [1]}),
+        "must be integers": json.dumps({"input_ids": [1, 2.5], "labels": [1, -100]}),
+        "neither -100 nor the token": json.dumps({"input_ids": [1, 2], "labels": [-100, 3]}),
+        "no labelled token": json.dumps({"input_ids": [1, 2], "labels": [-100, -100]}),
+    }
+    for message, line in bad.items():
+        path = tmp_path / "bad.jsonl"
+        path.write_text(good.read_text() + line + "\n")
+        with pytest.raises(ValueError, match=message) as info:
+            read_token_rows(path)
+        assert "bad.jsonl:3" in str(info.value)  # the file and the line
+    cfg = TrainConfig(recipe="routerag-rft", sft={"rows_files": [str(good)]}, rft={"stop_after": "sample"})
+    assert cfg.sft.rows_files == [str(good)] and cfg.rft.stop_after == "sample"
+    with pytest.raises(ValueError, match="stop_after"):
+        TrainConfig(rft={"stop_after": "train"})

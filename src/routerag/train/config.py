@@ -143,6 +143,11 @@ class SFTSpec(BaseModel):
         description="train on a stored golden set (``routerag golden --out DIR``: DIR or its golden.jsonl.gz) instead of "
         "building trajectories from ``sources``; its questions are checked against data.eval_sets again",
     )
+    rows_files: list[str] = Field(
+        default_factory=list, json_schema_extra=OMIT_AT_DEFAULT,
+        description="JSONL files of token rows ({input_ids, labels}, e.g. an RFT round's kept.jsonl) trained on beside "
+        "the golden trajectories, as they are (same tokenizer: the run's model)",
+    )
     max_steps: int = Field(default=100, ge=1, description="SFT optimiser steps (ignored when epochs is set)")
     epochs: float | None = Field(default=None, gt=0.0, description="passes over the trajectories; None: max_steps decides")
     learning_rate: float = Field(default=1e-5, gt=0.0, description="SFT learning rate")
@@ -267,6 +272,12 @@ class RFTSpec(BaseModel):
     eval_dataset: str | None = Field(default="musique", description="held-out questions evaluated after every round (greedy episodes)")
     eval_limit: int = Field(default=10, ge=1, description="evenly spaced evaluation questions (routerag eval --limit N's sample)")
     eval_initial: bool = Field(default=True, description="also evaluate the initial policy (round 0 of the curve)")
+    stop_after: Literal["round", "sample"] = Field(
+        default="round", json_schema_extra=OMIT_AT_DEFAULT,
+        description="sample: stop a round once its episodes are sampled, scored and kept (round-N/kept.jsonl), so that "
+        "the fine-tune runs elsewhere (a GPU: routerag-sft with sft.rows_files); the run goes on from that round "
+        "once its final/ adapter is in place",
+    )
 
 
 class TrainConfig(BaseModel):

@@ -50,7 +50,7 @@ from routerag.train.export_gguf import export_adapter_gguf
 from routerag.train.grpo import grpo_trainer, make_reward_funcs, run_grpo
 from routerag.train.policy import load_tokenizer_for, load_trainable
 from routerag.train.runfiles import CURVES_FILE, METRICS_FILE, last_checkpoint, plot_curves, plot_loss, start_run
-from routerag.train.sft import fit_rows, run_sft, sft_rows, sft_trajectories
+from routerag.train.sft import fit_rows, read_token_rows, run_sft, sft_rows, sft_trajectories
 
 Recipe = Callable[[TrainConfig], "TrainRunSummary"]
 RECIPES: Registry[Recipe] = Registry("recipe")
@@ -169,8 +169,9 @@ def routerag_sft(cfg: TrainConfig) -> TrainRunSummary:
     tokenizer = load_tokenizer_for(cfg.model)
     codec = HFCodec(tokenizer, chat_template=cfg.model.chat_template)
     trajectories = sft_trajectories(cfg, out)
-    rows, dropped = fit_rows(sft_rows(trajectories, codec, 10**9, cfg.sft.max_observation_tokens), cfg.sft.max_length,
-                             cfg.sft.drop_longer)
+    token_rows = [row for path in cfg.sft.rows_files for row in read_token_rows(path)]
+    rows, dropped = fit_rows(sft_rows(trajectories, codec, 10**9, cfg.sft.max_observation_tokens) + token_rows,
+                             cfg.sft.max_length, cfg.sft.drop_longer)
     rows = [{k: v[: cfg.sft.max_length] for k, v in r.items()} for r in rows]
     if not rows:
         raise ValueError("no SFT rows left (all trajectories longer than sft.max_length?)")
@@ -182,7 +183,7 @@ def routerag_sft(cfg: TrainConfig) -> TrainRunSummary:
     trainer.save_model(str(final))
     metrics = out / "sft" / METRICS_FILE
     curves = plot_loss(metrics, out / CURVES_FILE, title=f"{cfg.recipe}: {len(rows)} trajectories")
-    summary: dict[str, Any] = {"rows": len(rows), "dropped_longer": dropped, "train_wall_s": round(wall, 1),
+    summary: dict[str, Any] = {"rows": len(rows), "token_rows": len(token_rows), "dropped_longer": dropped, "train_wall_s": round(wall, 1),
                                "steps": int(trainer.state.global_step),
                                "tokens": sum(len(r["input_ids"]) for r in rows),
                                "loss_tokens": sum(sum(x != -100 for x in r["labels"]) for r in rows)}

@@ -13,6 +13,11 @@ One round (``routerag train routerag-rft``)::
     export   the adapter as a llama.cpp adapter GGUF (the next round samples with it)
     evaluate greedy episodes on held-out questions with the exported adapter
 
+With ``rft.stop_after: sample`` a round stops after ``keep`` (its kept rows in
+``round-N/train_kept.jsonl``) so that the fine-tune runs on a GPU (``routerag-sft`` with
+``sft.rows_files``); once that adapter is in ``round-N/final/`` the next run exports it, evaluates
+it and goes on.
+
 Per round ``metrics.jsonl`` gets one record (pass@1, pass@G, kept, reward, retrieval turns, mode
 mix by question kind, evaluation EM/F1, wall and CPU seconds); ``rft_curves.png`` plots them. A
 finished round is never redone; an interrupted one resumes at the step it stopped in.
@@ -46,6 +51,7 @@ log = logging.getLogger(__name__)
 
 SAMPLES_FILE = "samples.jsonl"
 KEPT_FILE = "kept.jsonl"
+TRAIN_KEPT_FILE = "train_kept.jsonl"  # rft.stop_after=sample: the kept rows a fine-tune elsewhere trains on
 EVAL_FILE = "eval.jsonl"
 RFT_CURVES_FILE = "rft_curves.png"
 
@@ -321,6 +327,15 @@ def run_rft(cfg: TrainConfig, out: Path) -> list[dict[str, Any]]:
         atomic_write_text(rdir / "scored.jsonl", "".join(s.model_dump_json() + "\n" for s in scored))
         stats = round_stats(samples, scored)
         kept = _kept_rows(out, rnd, samples, scored, tokenizer, accumulate=r.accumulate)
+        if r.stop_after == "sample" and not (rdir / "final" / "adapter_config.json").is_file():
+            # the round's whole kept training set (with accumulate: the best kept episode per question so far)
+            rows_file = rdir / TRAIN_KEPT_FILE
+            atomic_write_text(rows_file, "".join(json.dumps(row) + "\n" for row in kept))
+            log.warning("round %d sampled, scored and kept: %d rows in %s. rft.stop_after=sample: fine-tune elsewhere "
+                        "(routerag train routerag-sft --set 'sft.rows_files=[%s]' plus the golden set), put its final/ "
+                        "adapter in %s and run again to export it, evaluate and go on", rnd, len(kept), rows_file,
+                        rows_file, rdir / "final")
+            return records
         t0 = time.perf_counter()
         train_info = _train_round(cfg, out, rdir, kept, tokenizer, trainer_state)
         train_s = time.perf_counter() - t0
@@ -382,10 +397,10 @@ def _train_round(cfg: TrainConfig, out: Path, rdir: Path, kept: list[dict[str, l
         golden, _ = fit_rows(sft_rows(trajectories, codec, 10**9, cfg.sft.max_observation_tokens), cfg.sft.max_length, True)
     kept_fit, dropped = fit_rows(kept, cfg.sft.max_length, True)
     rows = golden + kept_fit
-    if not rows:
-        raise ValueError("nothing to train on: no kept episode and no golden trajectory")
     final = rdir / "final"
     if not (final / "adapter_config.json").is_file():
+        if not rows:
+            raise ValueError("nothing to train on: no kept episode and no golden trajectory")
         if "model" not in state:
             from routerag.train.policy import load_policy
 
@@ -399,7 +414,10 @@ def _train_round(cfg: TrainConfig, out: Path, rdir: Path, kept: list[dict[str, l
         state["model"] = trainer.model.unload()  # the base model again, for the next round's fresh adapter
     export_adapter_gguf(cfg, final, rdir)
     losses = [m["loss"] for m in _read(rdir / "sft" / METRICS_FILE) if "loss" in m]
-    return {"train_rows": len(rows), "train_golden": len(golden), "train_kept": len(kept_fit), "train_dropped_longer": dropped,
+    # no SFT metrics here: the adapter was trained elsewhere (rft.stop_after=sample) and put in place
+    here = (rdir / "sft" / METRICS_FILE).is_file()
+    return {"trained_here": here, "train_rows": len(rows), "train_golden": len(golden), "train_kept": len(kept_fit),
+            "train_dropped_longer": dropped,
             "train_tokens": sum(len(x["input_ids"]) for x in rows),
             "train_loss": round(sum(losses) / len(losses), 4) if losses else None}
 

@@ -211,3 +211,31 @@ def fit_rows(rows: list[dict[str, list[int]]], max_length: int, drop_longer: boo
         return rows, 0
     kept = [r for r in rows if len(r["input_ids"]) <= max_length]
     return kept, len(rows) - len(kept)
+
+
+def read_token_rows(path: str | Path) -> list[dict[str, list[int]]]:
+    """The ``{input_ids, labels}`` rows of a JSONL file (an RFT round's ``kept.jsonl``), checked:
+    equal lengths, integer ids, each label -100 or the id at its position; other keys are ignored.
+    A malformed line is a :class:`ValueError` naming the file and line."""
+    rows = []
+    path = Path(path)
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{where}: not JSON ({exc.msg})") from None
+        ids, labels = (rec.get("input_ids"), rec.get("labels")) if isinstance(rec, dict) else (None, None)
+        if not (isinstance(ids, list) and isinstance(labels, list) and ids and len(ids) == len(labels)):
+            raise ValueError(f"{where}: a row needs input_ids and labels, two non-empty lists of one length")
+        if not all(type(x) is int for x in ids + labels):
+            raise ValueError(f"{where}: input_ids and labels must be integers")
+        if any(lab not in (-100, tok) for tok, lab in zip(ids, labels)):
+            raise ValueError(f"{where}: a label is neither -100 nor the token at its position")
+        if all(lab == -100 for lab in labels):
+            raise ValueError(f"{where}: no labelled token (nothing to learn from this row)")
+        rows.append({"input_ids": ids, "labels": labels})
+    return rows
+
