@@ -131,7 +131,7 @@ def test_a_stored_report_rebuilds_byte_identically_from_the_stored_traces(tmp_pa
     runs = ["2wiki-rule", "2wiki-rule-second", "2wiki-direct", "2wiki-vanilla", "2wiki-routerag", "sft-2wiki-routerag",
             "musique-rule", "musique-rule-second", "musique-direct", "musique-vanilla", "musique-routerag",
             "sft-musique-routerag", "hotpotqa-distractor-rule", "hotpotqa-distractor-rule-second",
-            "hotpotqa-distractor-direct", "hotpotqa-distractor-vanilla"]
+            "hotpotqa-distractor-direct", "hotpotqa-distractor-vanilla", "hotpotqa-distractor-routerag"]
     report = build_report(load_runs([RESULTS / "runs" / r for r in runs]))
     files = write_report(report, tmp_path)
     for key, path in files.items():
