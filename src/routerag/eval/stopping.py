@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from routerag.eval.normalize import normalize_answer
+from routerag.eval.metrics import cover_em
 from routerag.eval.runs import QuestionRecord
 from routerag.sources.base import Hit
 
@@ -34,9 +34,9 @@ class StopEvidence(BaseModel):
 
 
 def answer_in(hits: Sequence[Hit], golds: Sequence[str]) -> bool:
-    """A normalised gold answer occurs in the normalised titles + texts of ``hits``."""
-    text = normalize_answer(" ".join(f"{h.title} {h.text}" for h in hits))
-    return any((g := normalize_answer(gold)) and g in text for gold in golds)
+    """A gold answer covers the titles + texts of ``hits`` (cover-EM: a normalised gold as a run of
+    whole tokens, so gold "1" is not in "1990")."""
+    return cover_em(" ".join(f"{h.title} {h.text}" for h in hits), list(golds)) > 0
 
 
 def _cell(rows: list[tuple[bool, float]]) -> StopCell:

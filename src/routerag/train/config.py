@@ -274,7 +274,7 @@ class RFTSpec(BaseModel):
     eval_initial: bool = Field(default=True, description="also evaluate the initial policy (round 0 of the curve)")
     stop_after: Literal["round", "sample"] = Field(
         default="round", json_schema_extra=OMIT_AT_DEFAULT,
-        description="sample: stop a round once its episodes are sampled, scored and kept (round-N/kept.jsonl), so that "
+        description="sample: stop a round once its episodes are sampled, scored and kept (round-N/train_kept.jsonl), so that "
         "the fine-tune runs elsewhere (a GPU: routerag-sft with sft.rows_files); the run goes on from that round "
         "once its final/ adapter is in place",
     )

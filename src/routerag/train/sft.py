@@ -214,7 +214,7 @@ def fit_rows(rows: list[dict[str, list[int]]], max_length: int, drop_longer: boo
 
 
 def read_token_rows(path: str | Path) -> list[dict[str, list[int]]]:
-    """The ``{input_ids, labels}`` rows of a JSONL file (an RFT round's ``kept.jsonl``), checked:
+    """The ``{input_ids, labels}`` rows of a JSONL file (an RFT round's ``train_kept.jsonl``), checked:
     equal lengths, integer ids, each label -100 or the id at its position; other keys are ignored.
     A malformed line is a :class:`ValueError` naming the file and line."""
     rows = []
