@@ -13,8 +13,8 @@ Prints markdown tables.
 from __future__ import annotations
 
 import argparse
-import os
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -255,10 +255,10 @@ def main() -> None:
     print("| mode | R@2 | R@5 | p50 single ms | mean single ms | per-query in batches of 32 ms | batch speedup |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for mode in modes:
-        r, l = recall[mode], lat[mode]
+        r, lt = recall[mode], lat[mode]
         print(
-            f"| {mode} | {r[2]:.3f} | {r[5]:.3f} | {l['p50_ms']:.2f} | {l['mean_ms']:.2f} | "
-            f"{l['batched_ms']:.2f} | {l['speedup']:.1f}x |"
+            f"| {mode} | {r[2]:.3f} | {r[5]:.3f} | {lt['p50_ms']:.2f} | {lt['mean_ms']:.2f} | "
+            f"{lt['batched_ms']:.2f} | {lt['speedup']:.1f}x |"
         )
 
     if not args.skip_musique:

@@ -20,9 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from routerag.corpus.datasets import data_root
-
 import httpx
+
+from routerag.corpus.datasets import data_root
 
 CORPUS = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
 

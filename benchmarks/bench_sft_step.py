@@ -157,8 +157,10 @@ def main() -> None:
           f"{n_layers} layers; cut = {args.cut} observation tokens\n")
     print("| setting | s / trajectory | tokens / s | tokens / trajectory | speed-up vs before | loss at start | loss after the pass |")
     print("|---|---:|---:|---:|---:|---:|---:|")
+    def fmt(v):
+        return "" if v is None else f"{v:.4f}"
+
     for label, sec, tps, tok, l0, l1 in results:
-        fmt = lambda v: "" if v is None else f"{v:.4f}"
         print(f"| {label} | {sec:.1f} | {tps:.1f} | {tok:.0f} | {base / sec:.2f}x | {fmt(l0)} | {fmt(l1)} |")
 
 

@@ -141,6 +141,21 @@ def test_training_cross_validates_by_question_and_the_router_routes(tmp_path):
         LearnedRouter.load(tmp_path / "router", embedder=Other()).route("x", choices)
 
 
+def test_a_grid_of_c_is_chosen_by_the_grouped_cross_validation(tmp_path):
+    from routerag.routing.base import RoutingError
+    from routerag.routing.train import train_router
+
+    prov = LabelProvenance(kind="mode", dataset="toy", k=5, choices=["passage", "graph", "hybrid"], label_rule="toy",
+                           mode_cost={"passage": 1.0, "graph": 3.0, "hybrid": 4.0})
+    path = write_labels(tmp_path / "mode-toy.jsonl.gz", prov, _labels())
+    manifest = train_router([path], tmp_path / "router", "toy-mode", embedder=ToyEmbedder(), folds=4, c=[1e-6, 1.0])
+    grid = manifest.cv["c_grid"]
+    assert set(grid) == {"1e-06", "1"} and grid["1"] > grid["1e-06"]  # a vanishing C cannot separate the forms
+    assert manifest.hyperparameters["C"] == 1.0 and manifest.cv["learned"]["0"]["accuracy"] == grid["1"]
+    with pytest.raises(RoutingError, match="positive"):
+        train_router([path], tmp_path / "r2", "toy-mode", embedder=ToyEmbedder(), folds=4, c=[0.0])
+
+
 def _toy_router(tmp_path, choices, rows):
     from routerag.routing.train import train_router
 

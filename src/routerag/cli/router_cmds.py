@@ -98,7 +98,8 @@ def train_command(
     labels: Path = typer.Option(None, "--labels", help="folder of label files (default: the shipped labels)"),
     files: list[Path] = typer.Option(None, "--file", help="train one router (--name) on these label files instead"),
     out: Path = typer.Option(None, "--out", "-o", help="folder of router models (default: the package's shipped routers)"),
-    c: float = typer.Option(1.0, "--C", help="inverse L2 strength of the logistic regressions"),
+    c: list[float] = typer.Option([1.0], "--C", help="inverse L2 strength of the logistic regressions; repeat it for a grid "
+                                  "chosen by the grouped cross-validation (recorded in the manifest)"),
     folds: int = typer.Option(5, "--folds", help="cross-validation folds (grouped by question)"),
     k: int = typer.Option(None, "-k", help="mode labels: success = gold within the top k (default: the label files' k)"),
 ) -> None:
@@ -130,7 +131,8 @@ def train_command(
         best = cv["learned"]["0"]
         typer.echo(f"{name}: {manifest.rows} rows, {manifest.questions} questions, labels {manifest.labels}; "
                    f"fit {manifest.train_seconds:.2f} s; CV ({cv['folds']} folds by question) accuracy {best['accuracy']:.3f} "
-                   f"vs oracle {cv['oracle']['accuracy']:.3f}; saved {out / name}")
+                   f"vs oracle {cv['oracle']['accuracy']:.3f}; C {manifest.hyperparameters['C']:g}"
+                   + (f" of {cv['c_grid']}" if "c_grid" in cv else "") + f"; saved {out / name}")
 
 
 @router_app.command("show")

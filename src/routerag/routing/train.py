@@ -146,11 +146,18 @@ def cross_validate(x: np.ndarray, y: np.ndarray, groups: np.ndarray, labels: Seq
     return result, probs
 
 
-def train_router(label_paths: Sequence[str | Path], out_dir: str | Path, name: str, *, c: float = 1.0, folds: int = 5,
-                 margins: Sequence[float] = DEFAULT_MARGINS, k: int | None = None, embedder=None) -> RouterManifest:
+def train_router(label_paths: Sequence[str | Path], out_dir: str | Path, name: str, *, c: float | Sequence[float] = 1.0,
+                 folds: int = 5, margins: Sequence[float] = DEFAULT_MARGINS, k: int | None = None,
+                 embedder=None) -> RouterManifest:
     """Fit on every row of the label files, cross-validate (grouped by question) and save the
     model (``manifest.json`` + ``weights.npz``) into ``out_dir``. ``k`` relabels mode rows from
-    their recorded gold ranks (at most the label files' ``k``)."""
+    their recorded gold ranks (at most the label files' ``k``). Several ``c`` values: each is
+    cross-validated on the same folds and the one with the best accuracy at margin 0 is fitted
+    (ties: the smaller ``C``, the stronger regularisation); the grid is recorded in ``cv["c_grid"]``
+    (the chosen ``C``'s CV accuracy is then selected on those folds, so slightly optimistic)."""
+    grid = sorted({float(c)} if isinstance(c, (int, float)) else {float(v) for v in c})
+    if not grid or any(v <= 0 for v in grid):
+        raise RoutingError(f"C must be one or more positive numbers, got {c!r}")
     if embedder is None:
         from routerag.index.embedder import build_embedder
 
@@ -164,7 +171,11 @@ def train_router(label_paths: Sequence[str | Path], out_dir: str | Path, name: s
     embed_s = time.perf_counter() - t0
     x, y, groups, costs = design_matrix(queries, embeddings), data.targets(k), data.groups(), data.costs()
     t0 = time.perf_counter()
-    cv, _ = cross_validate(x, y, groups, data.labels, costs, folds=folds, c=c, margins=margins)
+    results = {v: cross_validate(x, y, groups, data.labels, costs, folds=folds, c=v, margins=margins)[0] for v in grid}
+    c = max(grid, key=lambda v: (results[v]["learned"]["0"]["accuracy"], -v))
+    cv = results[c]
+    if len(grid) > 1:
+        cv["c_grid"] = {f"{v:g}": results[v]["learned"]["0"]["accuracy"] for v in grid}
     cv_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     weights = fit(x, y, c=c)
