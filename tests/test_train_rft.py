@@ -74,7 +74,7 @@ def test_token_rows_files_are_read_and_checked(tmp_path):
     import pytest
 
     from routerag.train.config import TrainConfig
-    from routerag.train.sft import read_token_rows
+    from routerag.train.sft import read_kept_rows, read_token_rows
 
     good = tmp_path / "kept.jsonl"
     good.write_text(json.dumps({"qid": "q1", "input_ids": [5, 6, 7, 8], "labels": [-100, -100, 7, 8]}) + "\n\n")
@@ -92,6 +92,13 @@ def test_token_rows_files_are_read_and_checked(tmp_path):
         with pytest.raises(ValueError, match=message) as info:
             read_token_rows(path)
         assert "bad.jsonl:3" in str(info.value)  # the file and the line
+    # an earlier round's kept.jsonl (read back when rounds accumulate) must also name each row's question
+    assert read_kept_rows(good) == [("q1", {"input_ids": [5, 6, 7, 8], "labels": [-100, -100, 7, 8]})]
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps({"input_ids": [1, 2], "labels": [-100, 2]}) + "\n")
+    assert read_token_rows(path) == [{"input_ids": [1, 2], "labels": [-100, 2]}]
+    with pytest.raises(ValueError, match="bad.jsonl:1: a kept row must name its question"):
+        read_kept_rows(path)
     cfg = TrainConfig(recipe="routerag-rft", sft={"rows_files": [str(good)]}, rft={"stop_after": "sample"})
     assert cfg.sft.rows_files == [str(good)] and cfg.rft.stop_after == "sample"
     with pytest.raises(ValueError, match="stop_after"):

@@ -46,6 +46,7 @@ from routerag.train.config import TrainConfig
 from routerag.train.env import EnvConfig, HFCodec, Rollout, RouteRAGEnv
 from routerag.train.rewards import RewardSample, RewardSchedule, get_reward, trajectory_cost
 from routerag.train.runfiles import METRICS_FILE, read_metrics
+from routerag.train.sft import read_kept_rows
 
 log = logging.getLogger(__name__)
 
@@ -371,8 +372,10 @@ def _kept_rows(out: Path, rnd: int, samples: Sequence[QuestionSamples], scored: 
     rows: dict[str, dict[str, list[int]]] = {}
     if accumulate:
         for prev in range(1, rnd):
-            for rec in _jsonl(out / f"round-{prev}" / KEPT_FILE):
-                rows[rec["qid"]] = {"input_ids": rec["input_ids"], "labels": rec["labels"]}
+            path = out / f"round-{prev}" / KEPT_FILE
+            if path.is_file():
+                for qid, row in read_kept_rows(path):
+                    rows[qid] = row
     current = []
     for qs, s in zip(samples, scored):
         if s.kept is not None:

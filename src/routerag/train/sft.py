@@ -217,6 +217,16 @@ def read_token_rows(path: str | Path) -> list[dict[str, list[int]]]:
     """The ``{input_ids, labels}`` rows of a JSONL file (an RFT round's ``train_kept.jsonl``), checked:
     equal lengths, integer ids, each label -100 or the id at its position; other keys are ignored.
     A malformed line is a :class:`ValueError` naming the file and line."""
+    return [row for _, row in _token_rows(path, need_qid=False)]
+
+
+def read_kept_rows(path: str | Path) -> list[tuple[str, dict[str, list[int]]]]:
+    """``(qid, {input_ids, labels})`` per line of an RFT round's ``kept.jsonl``, checked as
+    :func:`read_token_rows` checks, and each line must name its question (``qid``, a string)."""
+    return _token_rows(path, need_qid=True)
+
+
+def _token_rows(path: str | Path, *, need_qid: bool) -> list[tuple[str, dict[str, list[int]]]]:
     rows = []
     path = Path(path)
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
@@ -236,6 +246,9 @@ def read_token_rows(path: str | Path) -> list[dict[str, list[int]]]:
             raise ValueError(f"{where}: a label is neither -100 nor the token at its position")
         if all(lab == -100 for lab in labels):
             raise ValueError(f"{where}: no labelled token (nothing to learn from this row)")
-        rows.append({"input_ids": ids, "labels": labels})
+        qid = rec.get("qid", "")
+        if need_qid and not (isinstance(qid, str) and qid):
+            raise ValueError(f"{where}: a kept row must name its question (qid, a non-empty string)")
+        rows.append((qid if isinstance(qid, str) else "", {"input_ids": ids, "labels": labels}))
     return rows
 
