@@ -301,3 +301,42 @@ def test_a_front_door_strategy_resolves_adaptives_choices_through_the_front_door
     lax = resolve_strategy("adaptive", {"router": "front-door-first", "strategies": {"a": "direct", "b": "vanilla"},
                                         "strategy_params": {"b": {"k": "3"}}}, shipped_policy=False)
     assert lax.build(context).runners["b"].params.k == 3  # a YAML configuration's values are converted
+
+
+def test_an_adaptive_choice_with_its_own_adapter_runs_on_the_runs_model_configuration_with_it(tmp_path) -> None:
+    """adaptive's `adapters`: one choice (e.g. routerag's trained policy) on the run's model
+    configuration + a LoRA adapter, built on first use; the other choices on the context's model."""
+    from routerag.api import StrategyParamsError, resolve_strategy
+    from routerag.llm.config import ModelConfig
+    from routerag.llm.factory import DeferredModel
+    from routerag.routing import ROUTERS
+    from routerag.sources.sourceset import SourceSet
+    from routerag.strategies import STRATEGIES, StrategyContext
+
+    class FirstChoice:  # a test double: adaptive's router is not what is tested here
+        def __init__(self, deps) -> None:
+            pass
+
+    if "front-door-first" not in ROUTERS:
+        ROUTERS.register("front-door-first", FirstChoice)
+    adapter = tmp_path / "adapter.gguf"
+    params = {"router": "front-door-first", "strategies": {"a": "direct", "b": "direct"}, "adapters": {"b": str(adapter)}}
+    model = ModelConfig(backend="llamacpp", model="base.gguf", n_threads=1)
+    context = StrategyContext(model=ScriptedModel(lambda *a: "London"), sources=SourceSet())
+    adaptive = resolve_strategy("adaptive", params, model, shipped_policy=False).build(context)
+    plain, with_adapter = adaptive.runners["a"], adaptive.runners["b"]
+    assert plain.context.model is context.model
+    assert plain.run("What is the capital of France?").answer == "London"
+    deferred = with_adapter.context.model
+    assert isinstance(deferred, DeferredModel) and deferred.config == model.model_copy(update={"lora_path": adapter})
+    # an adapter on a backend that takes none is refused when adaptive is built, not at a question
+    scripted = ModelConfig(backend="scripted", scripted_outputs=["Paris"])
+    with pytest.raises(StrategyParamsError, match="llamacpp backend only"):
+        resolve_strategy("adaptive", params, scripted, shipped_policy=False).build(context)
+    # without the run's model configuration there is nothing to apply the adapter to
+    with pytest.raises(StrategyParamsError, match="no model configuration"):
+        resolve_strategy("adaptive", params, None, shipped_policy=False).build(context)
+    with pytest.raises(ValueError, match="front door"):  # the strategies layer alone cannot either
+        STRATEGIES.get("adaptive")(context, params)
+    with pytest.raises(ValueError, match="adapters for unknown choices"):
+        STRATEGIES.get("adaptive")(context, {**params, "adapters": {"c": str(adapter)}})

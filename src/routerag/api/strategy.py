@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -60,8 +61,23 @@ class ResolvedStrategy:
             context = replace(context, resolve=self._resolve)
         return self.cls(context, self.params)
 
-    def _resolve(self, name: str, params: Mapping[str, Any] | None, context: StrategyContext) -> Strategy:
-        return resolve_strategy(name, params, self.model, shipped_policy=self.shipped_policy,
+    def _resolve(self, name: str, params: Mapping[str, Any] | None, context: StrategyContext, *,
+                 adapter: Path | None = None) -> Strategy:
+        model = self.model
+        if adapter is not None:
+            if model is None:
+                raise StrategyParamsError(f"strategy {name!r} with the adapter {adapter}: the caller gave no model "
+                                          "configuration to apply it to")
+            from routerag.llm.factory import DeferredModel
+
+            model = model.model_copy(update={"lora_path": Path(adapter)})
+            try:
+                model.resolved()  # e.g. an adapter on a backend that takes none: refused now, not at the first question
+            except ValueError as exc:
+                raise StrategyParamsError(f"strategy {name!r} with the adapter {adapter}: {exc}") from None
+            # built on the first question that runs this strategy (an unchosen one never loads)
+            context = replace(context, model=DeferredModel(model))
+        return resolve_strategy(name, params, model, shipped_policy=self.shipped_policy,
                                 json_params=self.json_params).build(context)
 
 

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
+from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, Field, model_validator
 
+from routerag.config import OMIT_AT_DEFAULT
 from routerag.registry import RegisteredName
 from routerag.routing import ROUTERS
 from routerag.strategies.base import STRATEGIES, Strategy, StrategyContext, registry_resolver
@@ -50,15 +52,22 @@ class AdaptiveParams(BaseModel):
         default=0.0, ge=0.0, le=1.0,
         description="learned router: the cheapest strategy whose predicted success is within this margin of the best",
     )
+    adapters: dict[str, Path] = Field(
+        default_factory=dict, json_schema_extra=OMIT_AT_DEFAULT,
+        description="per choice, a llama.cpp LoRA adapter GGUF its strategy runs with (the run's model configuration "
+        "with that adapter, loaded on the first question that chooses it): e.g. routerag's trained policy beside "
+        "direct and vanilla on the base model; the others run on the run's model",
+    )
 
     @model_validator(mode="after")
     def _known(self) -> AdaptiveParams:
         for choice, name in self.strategies.items():
             if name == "adaptive":
                 raise ValueError(f"choice {choice!r}: adaptive cannot run itself")
-        extra = sorted(set(self.strategy_params) - set(self.strategies))
-        if extra:
-            raise ValueError(f"strategy_params for unknown choices {extra}; choices: {sorted(self.strategies)}")
+        for field in ("strategy_params", "adapters"):
+            extra = sorted(set(getattr(self, field)) - set(self.strategies))
+            if extra:
+                raise ValueError(f"{field} for unknown choices {extra}; choices: {sorted(self.strategies)}")
         return self
 
 
@@ -83,9 +92,12 @@ class Adaptive(LoopStrategy):
         self._filling = threading.local()
         resolve = context.resolve or registry_resolver
         sub_context = replace(context, on_step=self._join)
-        self.runners: dict[str, Strategy] = {
-            choice: resolve(name, p.strategy_params.get(choice), sub_context) for choice, name in p.strategies.items()
-        }
+        self.runners: dict[str, Strategy] = {}
+        for choice, name in p.strategies.items():
+            params = p.strategy_params.get(choice)
+            adapter = p.adapters.get(choice)
+            self.runners[choice] = (resolve(name, params, sub_context) if adapter is None
+                                    else resolve(name, params, sub_context, adapter=adapter))
 
     def _join(self, step: Step) -> None:
         """A chosen strategy's step, appended to this run's trace as it happens (renumbered)."""

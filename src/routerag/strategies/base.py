@@ -3,8 +3,9 @@ injected (a ``StrategyContext``); they never construct them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel
@@ -46,16 +47,27 @@ class Strategy(Protocol):
     def run(self, question: str | Question) -> Trace: ...
 
 
-StrategyResolver = Callable[[str, "Mapping[str, Any] | None", StrategyContext], "Strategy"]
-"""``(strategy name, params or None, context) -> a built strategy``."""
+class StrategyResolver(Protocol):
+    """``(strategy name, params or None, context) -> a built strategy``; with ``adapter`` (a
+    llama.cpp LoRA adapter GGUF) the strategy runs on the run's model configuration with that
+    adapter instead of the context's model — only a resolver that knows the model configuration
+    (the front door's) can do that."""
+
+    def __call__(self, name: str, params: Mapping[str, Any] | None, context: StrategyContext, *,
+                 adapter: Path | None = None) -> Strategy: ...
 
 STRATEGIES: Registry[type[Strategy]] = Registry(
     "strategy", check=lambda obj: isinstance(obj, type) and hasattr(obj, "Params") and hasattr(obj, "run")
 )
 
 
-def registry_resolver(name: str, params: Mapping[str, Any] | None, context: StrategyContext) -> Strategy:
-    """The plain resolver: the registered class, its ``Params`` validated from ``params``."""
+def registry_resolver(name: str, params: Mapping[str, Any] | None, context: StrategyContext, *,
+                      adapter: Path | None = None) -> Strategy:
+    """The plain resolver: the registered class, its ``Params`` validated from ``params``. It has
+    no model configuration, so it cannot give a strategy an ``adapter`` of its own."""
+    if adapter is not None:
+        raise ValueError(f"strategy {name!r} with its own adapter ({adapter}) needs the front door's resolver "
+                         "(routerag.api: it builds the run's model configuration with the adapter)")
     cls = STRATEGIES.get(name)
     return cls(context, None if params is None else cls.Params.model_validate(dict(params)))
 
