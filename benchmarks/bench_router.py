@@ -15,7 +15,9 @@ Prints markdown tables (docs/routing.md):
 3. source routing: law-med (all 400, learned cross-validated by question) and 2Wiki local/global
    (labels from outcomes), learned vs profile-embedding vs always-one-source vs the oracle;
 4. router latency (given the query embedding, and with it; per query and per batch of 32) and
-   training time.
+   training time;
+5. (``--parts llm``, not in the default) the LLM router (the bundled 0.5B) on the hops of part 1,
+   the modes listed in both orders.
 
     python3 benchmarks/bench_router.py                       # everything (indexes are built on first use)
     python3 benchmarks/bench_router.py --parts cv,sources     # no retrieval index needed
@@ -259,6 +261,48 @@ def part_sources(embedder, sets: list[str]) -> None:
     table(["set", "router", "accuracy (questions with a successful source)"], out)
 
 
+# ---------------------------------------------------------------- 5. the LLM router on mode choice
+
+
+def part_llm(label_dir: Path, n_rows: int, threads: int) -> None:
+    """The papers' router (one call of the bundled 0.5B over the modes' descriptions) on the same
+    hops as part 1 (evenly spaced), the modes listed in the prompt's order and reversed: accuracy
+    against the hops' labels, the share of each mode chosen, format errors and ms per call."""
+    from routerag.corpus.sampling import evenly_spaced
+    from routerag.llm.base import GenerationParams
+    from routerag.llm.config import ModelConfig
+    from routerag.llm.factory import build_model
+    from routerag.routing.llm import LLMRouter
+    from routerag.sources.sourceset import SourceSet
+    from routerag.strategies.base import StrategyContext
+
+    rows = []
+    for f in sorted(label_dir.glob("mode-*.jsonl.gz")):
+        rows += read_labels(f)[1]
+    rows = evenly_spaced(rows, n_rows)
+    labels = [m for m in MODE_PROFILES if m in rows[0].success]
+    router = LLMRouter(StrategyContext(model=build_model(ModelConfig(n_threads=threads)), sources=SourceSet()),
+                       GenerationParams(max_tokens=64, temperature=0.0))
+    out = []
+    for order, names in (("listed", labels), ("reversed", labels[::-1])):
+        profiles = {m: MODE_PROFILES[m] for m in names}
+        chosen, errors, ms = [], 0, []
+        for r in rows:
+            t0 = time.perf_counter()
+            result = router.route(r.query, profiles)
+            ms.append(1000 * (time.perf_counter() - t0))
+            chosen.append(result.choice)
+            errors += bool(result.format_error)
+        share = ", ".join(f"{m} {chosen.count(m) / len(chosen):.2f}" for m in names)
+        out.append([f"llm router, modes {order} ({', '.join(names)})", f"{accuracy_of(chosen, rows):.3f}", share,
+                    str(errors), f"{statistics.median(ms):.0f}"])
+    for m in labels:
+        out.append([f"always {m}", f"{accuracy_of([m] * len(rows), rows):.3f}", "", "", ""])
+    print(f"## The LLM router on mode choice ({len(rows)} hops, evenly spaced over {label_dir.name}'s mode label files; "
+          f"bundled 0.5B, greedy, {threads} llama.cpp thread(s))\n")
+    table(["router", "accuracy", "share chosen", "format errors", "p50 ms per call"], out)
+
+
 # ---------------------------------------------------------------- 4. latency and training time
 
 
@@ -314,6 +358,8 @@ def main() -> None:
     ap.add_argument("--model", default="mode", help="recall, latency: the mode router(s), comma-separated (a shipped name or a "
                     "model folder); recall scores every one on the same search results, latency times the first")
     ap.add_argument("--source-sets", default="law-med,2wiki-multisource", help=f"of {', '.join(SOURCE_SETS)}")
+    ap.add_argument("--llm-rows", type=int, default=120, help="llm: hops asked (evenly spaced over the label files)")
+    ap.add_argument("--threads", type=int, default=1, help="llm: llama.cpp threads")
     args = ap.parse_args()
     from routerag.index.embedder import build_embedder
 
@@ -328,6 +374,8 @@ def main() -> None:
         part_sources(embedder, args.source_sets.split(","))
     if "latency" in parts:
         part_latency(embedder, args.model.split(",")[0])
+    if "llm" in parts:
+        part_llm(args.labels, args.llm_rows, args.threads)
     sys.stdout.flush()
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -81,6 +81,22 @@ class Source(Protocol):
     profile: str  # a description of what it holds (used by routing over source profiles)
 
     def search(self, queries: Sequence[str], k: int) -> list[QueryResult]: ...
+
+
+class SourceIdentity:
+    """The ``name``, ``mode`` and ``profile`` every :class:`Source` carries, set one way: ``mode``
+    defaults to the class's ``default_mode``, ``name`` to the mode, ``profile`` to the source's
+    own description of what it holds."""
+
+    default_mode: ClassVar[str] = ""
+    name: str
+    mode: str
+    profile: str
+
+    def _identify(self, name: str | None, mode: str | None, profile: str | None, described: str) -> None:
+        self.mode = mode or self.default_mode
+        self.name = name or self.mode
+        self.profile = profile or described
 
 
 class Stopwatch:

@@ -7,24 +7,23 @@ from typing import TYPE_CHECKING, ClassVar
 
 from routerag.index.bm25 import BM25Index
 from routerag.index.docstore import DocStore
-from routerag.sources.base import QueryResult, Stopwatch
+from routerag.sources.base import QueryResult, SourceIdentity, Stopwatch
 from routerag.sources.hits import check_k, check_queries, hits_from_rows
 
 if TYPE_CHECKING:
     from routerag.index.bundle import IndexBundle
 
 
-class BM25Source:
+class BM25Source(SourceIdentity):
     """Okapi BM25 top-k; a query sharing no (non-stopword) term with the corpus gets no hits."""
 
     requires: ClassVar[tuple[str, ...]] = ("bm25",)
+    default_mode: ClassVar[str] = "bm25"
 
     def __init__(self, index: BM25Index, store: DocStore, *, name: str = "bm25", profile: str | None = None) -> None:
         self.index = index
         self.store = store
-        self.name = name
-        self.mode = "bm25"
-        self.profile = profile or f"BM25 keyword retrieval over {len(store)} passages"
+        self._identify(name, None, profile, f"BM25 keyword retrieval over {len(store)} passages")
 
     @classmethod
     def from_bundle(cls, bundle: "IndexBundle", *, name: str | None = None, profile: str | None = None) -> "BM25Source":

@@ -29,7 +29,7 @@ import numpy as np
 from routerag.index.graph import GraphIndex
 from routerag.index.threads import single_threaded_blas
 from routerag.index.vector_topk import top_rows
-from routerag.sources.base import Hit, QueryResult, Stopwatch
+from routerag.sources.base import Hit, QueryResult, SourceIdentity, Stopwatch
 from routerag.sources.hits import check_k, check_queries
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ def _top_passages(rows: np.ndarray, scores: np.ndarray, k: int, n_passages: int)
     return rows, scores
 
 
-class GraphSource:
+class GraphSource(SourceIdentity):
     """Passages ranked by HippoRAG 2 personalized PageRank over a :class:`GraphIndex`."""
 
     requires: ClassVar[tuple[str, ...]] = ("graph",)
@@ -127,12 +127,8 @@ class GraphSource:
     ) -> None:
         settings = graph.settings.graph
         self.graph = graph
-        self.mode = mode or self.default_mode
-        self.name = name or self.mode
-        self.profile = profile or (
-            f"knowledge graph over {graph.n_passages} passages "
-            f"({graph.n_entities} entities, {len(graph.data.facts)} facts); multi-hop, entity-centric questions"
-        )
+        self._identify(name, mode, profile, f"knowledge graph over {graph.n_passages} passages ({graph.n_entities} "
+                       f"entities, {len(graph.data.facts)} facts); multi-hop, entity-centric questions")
         self.fact_topk = fact_topk or settings.fact_topk
         self.passage_node_weight = settings.passage_node_weight if passage_node_weight is None else passage_node_weight
         self.ppr = ppr or settings.ppr  # "igraph": the reference solver, for tests and benchmarks

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, ClassVar
 
-from routerag.sources.base import QueryResult, Source, Stopwatch
+from routerag.sources.base import QueryResult, Source, SourceIdentity, Stopwatch
 from routerag.sources.fusion import RRF_K, rrf
 from routerag.sources.hits import check_k, check_queries
 
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from routerag.index.bundle import IndexBundle
 
 
-class HybridSource:
+class HybridSource(SourceIdentity):
     requires: ClassVar[tuple[str, ...]] = ("graph",)
     default_mode: ClassVar[str] = "hybrid"
 
@@ -31,10 +31,8 @@ class HybridSource:
     ) -> None:
         self.passage = passage
         self.graph = graph
-        self.mode = mode or self.default_mode
-        self.name = name or self.mode
+        self._identify(name, mode, profile, f"rank fusion of {passage.name} and {graph.name}")
         self.rrf_k = rrf_k
-        self.profile = profile or f"rank fusion of {passage.name} and {graph.name}"
 
     @classmethod
     def from_bundle(cls, bundle: "IndexBundle", *, name: str | None = None, profile: str | None = None) -> "HybridSource":

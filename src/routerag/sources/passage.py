@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, ClassVar
 
 from routerag.index.dense import DenseIndex
 from routerag.index.docstore import DocStore
-from routerag.sources.base import QueryResult, Stopwatch
+from routerag.sources.base import QueryResult, SourceIdentity, Stopwatch
 from routerag.sources.hits import check_k, check_queries, hits_from_rows
 
 if TYPE_CHECKING:
     from routerag.index.bundle import IndexBundle
 
 
-class PassageSource:
+class PassageSource(SourceIdentity):
     """Top-k passages by cosine similarity of ``title\\ntext`` embeddings."""
 
     requires: ClassVar[tuple[str, ...]] = ("dense",)
@@ -32,9 +32,7 @@ class PassageSource:
     ) -> None:
         self.dense = dense
         self.store = store
-        self.mode = mode or self.default_mode
-        self.name = name or self.mode
-        self.profile = profile or f"dense retrieval over {len(store)} passages"
+        self._identify(name, mode, profile, f"dense retrieval over {len(store)} passages")
 
     @classmethod
     def from_bundle(cls, bundle: "IndexBundle", *, name: str | None = None, profile: str | None = None) -> "PassageSource":

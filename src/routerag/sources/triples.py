@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from routerag.index.graph import GraphIndex, fact_text
-from routerag.sources.base import Hit, QueryResult, Stopwatch
+from routerag.sources.base import Hit, QueryResult, SourceIdentity, Stopwatch
 from routerag.sources.graph import top_rows
 from routerag.sources.hits import check_k, check_queries
 
@@ -24,7 +24,7 @@ def fact_id(triple: Sequence[str]) -> str:
     return "t" + hashlib.sha1(fact_text(tuple(triple)).encode("utf-8")).hexdigest()[:16]
 
 
-class TriplesSource:
+class TriplesSource(SourceIdentity):
     requires: ClassVar[tuple[str, ...]] = ("graph",)
     default_mode: ClassVar[str] = "triples"
 
@@ -32,9 +32,8 @@ class TriplesSource:
         self, graph: GraphIndex, *, name: str | None = None, mode: str | None = None, profile: str | None = None
     ) -> None:
         self.graph = graph
-        self.mode = mode or self.default_mode
-        self.name = name or self.mode
-        self.profile = profile or f"{len(graph.data.facts)} (subject, relation, object) facts extracted from {graph.n_passages} passages"
+        self._identify(name, mode, profile,
+                       f"{len(graph.data.facts)} (subject, relation, object) facts extracted from {graph.n_passages} passages")
 
     @classmethod
     def from_bundle(cls, bundle: "IndexBundle", *, name: str | None = None, profile: str | None = None) -> "TriplesSource":
