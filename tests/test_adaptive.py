@@ -174,6 +174,28 @@ def test_strategy_labels_from_runs_and_a_learned_strategy_router(tmp_path):
         strategy_labels({"direct": direct}, eval_sets=())
 
 
+def test_strategy_labels_refuse_a_policy_trained_on_the_labelled_questions(tmp_path):
+    """A routerag run whose adapter was trained on these questions' golden trajectories (its folder's
+    golden_stats.json names the dataset) would label recall of training data as success."""
+    from routerag.routing.strategy_labels import policy_training_sources, strategy_labels
+
+    direct = _run(tmp_path / "d", "direct", [("q1", "Who is A?", 0.0, 100, None)])
+    policy = tmp_path / "policy"
+    policy.mkdir()
+    (policy / "golden_stats.json").write_text(json.dumps({"by_source": {"hotpotqa-distractor-train": 600, "musique": 48}}))
+    routerag = _run(tmp_path / "r", "routerag", [("q1", "Who is A?", 1.0, 2000, None)])
+    (routerag / "config.resolved.yaml").write_text(f"model:\n  lora_path: {policy / 'adapter.gguf'}\n")
+    assert policy_training_sources(routerag) == ["hotpotqa-distractor-train", "musique"]
+    assert policy_training_sources(direct) == []  # no configuration, no adapter
+    with pytest.raises(ValueError, match="trained on golden trajectories of hotpotqa-distractor-train"):
+        strategy_labels({"direct": direct, "routerag": routerag}, eval_sets=())
+    _, rows = strategy_labels({"direct": direct, "routerag": routerag}, eval_sets=(), allow_trained_on=True)
+    assert rows[0].success == {"direct": False, "routerag": True}
+    # a policy trained on other datasets' questions is accepted
+    (policy / "golden_stats.json").write_text(json.dumps({"by_source": {"musique": 48}}))
+    assert len(strategy_labels({"direct": direct, "routerag": routerag}, eval_sets=())[1]) == 1
+
+
 def test_adaptive_with_a_learned_strategy_router_trained_on_strategy_labels(tmp_path, monkeypatch):
     import routerag.index.embedder as embedder_module
     from routerag.routing.labels import LabelProvenance, RouteLabel

@@ -87,6 +87,20 @@ def test_hotpotqa_distractor_is_disjoint_from_the_evaluation_sets(shared: Path) 
     assert check_overlap(train, ["hotpotqa-distractor", "hotpotqa", "2wiki", "musique"]).clean
 
 
+def test_2wiki_train_is_2wiki_without_its_evaluation_sample_on_the_same_index(shared: Path) -> None:
+    from routerag.eval.config import EvalConfig
+    from routerag.eval.setup import _index_root
+    from routerag.train.golden import check_overlap
+
+    full, train = load_dataset("2wiki"), load_dataset("2wiki-train")
+    held_out = {q.qid for q in load_dataset("2wiki", n_questions=100).questions}
+    assert len(train.questions) == 900 and not held_out & {q.qid for q in train.questions}
+    assert {q.qid for q in train.questions} | held_out == {q.qid for q in full.questions}
+    assert check_overlap(train.questions, ["2wiki:100"]).clean
+    config = EvalConfig(dataset="2wiki-train", components=["dense", "bm25", "graph"])
+    assert _index_root(train, config) == _index_root(full, config.model_copy(update={"dataset": "2wiki"}))
+
+
 def test_law_med_sources_profiles_and_gold(shared: Path) -> None:
     data = load_dataset("law-med")
     assert data.multisource and list(data.sources) == ["law", "med"]

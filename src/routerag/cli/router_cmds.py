@@ -55,6 +55,8 @@ def strategy_labels_command(
     threshold: float = typer.Option(1.0, "--threshold", help="success: metric >= threshold"),
     eval_sets: list[str] = typer.Option(None, "--eval-set", help="evaluation sets whose questions are excluded (default: "
                                         "2wiki:100, musique:50, law-med:50, hotpotqa-distractor)"),
+    allow_trained_on: bool = typer.Option(False, "--allow-trained-on", help="accept a run whose policy adapter was trained "
+                                          "on these questions (refused by default: its successes are not held-out outcomes)"),
 ) -> None:
     """Strategy labels (for `adaptive`): which strategies answered each training question, at what cost."""
     from routerag.routing.labels import DEFAULT_EVAL_SETS, write_labels
@@ -68,7 +70,11 @@ def strategy_labels_command(
         if choice in plan:
             _fail(f"--run: choice {choice!r} given twice")
         plan[choice] = Path(folder)
-    provenance, rows = strategy_labels(plan, metric=metric, threshold=threshold, eval_sets=eval_sets or DEFAULT_EVAL_SETS)
+    try:
+        provenance, rows = strategy_labels(plan, metric=metric, threshold=threshold, eval_sets=eval_sets or DEFAULT_EVAL_SETS,
+                                           allow_trained_on=allow_trained_on)
+    except RouteragError as exc:
+        _fail(str(exc))
     path = write_labels(out or _default_labels() / f"strategy-{provenance.dataset}.jsonl.gz", provenance, rows)
     rates = ", ".join(f"{c} {sum(r.success[c] for r in rows) / max(len(rows), 1):.2f}" for c in provenance.choices)
     typer.echo(f"wrote {path}: {len(rows)} questions ({provenance.excluded_questions} excluded); success rate {rates}; "

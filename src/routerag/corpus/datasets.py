@@ -14,6 +14,7 @@ multi-source (RealRoute / DeepSieve) sets, named sources each with documents and
 ``routerag-train``      RouteRAG's released RL training questions (10,000, ``train.parquet``; no passages)
 ``routerag-train-dev``  its 100 ``dev.parquet`` questions
 ``law-med``            RealRoute law-med: 400 questions over sources ``law`` and ``med``
+``2wiki-train``        training: the 900 2Wiki questions outside the evaluation sample ``2wiki:100`` (same index)
 ``2wiki-multisource``  the 2Wiki questions over the corpus split into sources ``local`` and ``global``
 ``demo``               bundled: a 2Wiki slice (questions whose answers occur in its passages)
 ``demo-musique``       bundled: a MuSiQue slice with its precomputed OpenIE records
@@ -111,6 +112,7 @@ class Dataset(BaseModel):
     openie_path: Path | None = None  # precomputed OpenIE for the corpus (HippoRAG results format)
     reports: list[LoadReport] = Field(default_factory=list)
     description: str = ""
+    index_name: str | None = None  # the cached index is shared with this dataset's (the same corpus); None: its own
 
     @property
     def multisource(self) -> bool:
@@ -250,6 +252,20 @@ def _2wiki() -> Dataset:
     return hipporag_folder(data_root() / "2wikimultihopqa", "2wiki", stem="2wikimultihopqa")
 
 
+TWOWIKI_EVAL_SAMPLE = 100
+"""The 2Wiki evaluation sample (``2wiki:100``, evenly spaced); ``2wiki-train`` is the rest."""
+
+
+def _2wiki_train() -> Dataset:
+    data = _2wiki()
+    held_out = {q.qid for q in data.sample(TWOWIKI_EVAL_SAMPLE).questions}
+    return data.model_copy(update={
+        "name": "2wiki-train", "index_name": "2wiki", "questions": [q for q in data.questions if q.qid not in held_out],
+        "description": f"the {len(data.questions) - len(held_out)} 2Wiki questions outside the evaluation sample "
+                       f"2wiki:{TWOWIKI_EVAL_SAMPLE}, over the same corpus and cached index (training questions)",
+    })
+
+
 def _musique() -> Dataset:
     return hipporag_folder(data_root() / "musique_train100", "musique", stem="musique_train")
 
@@ -357,6 +373,7 @@ def _tables() -> Dataset:
 DATASETS: Registry[Callable[[], Dataset]] = Registry("dataset")
 for _name, _loader in {
     "2wiki": _2wiki,
+    "2wiki-train": _2wiki_train,
     "musique": _musique,
     "hotpotqa": _hotpotqa,
     "hotpotqa-distractor": lambda: _hotpotqa_distractor("hotpotqa-distractor"),

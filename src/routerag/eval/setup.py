@@ -75,7 +75,7 @@ def _index_root(dataset: Dataset, config: EvalConfig) -> Path:
             "source_mode": config.source_mode if dataset.multisource else None,
         }
     )[:12]
-    return cache_dir("indexes") / f"{_slug(dataset.name)}-{key}"
+    return cache_dir("indexes") / f"{_slug(dataset.index_name or dataset.name)}-{key}"
 
 
 def build_sources(dataset: Dataset, config: EvalConfig):

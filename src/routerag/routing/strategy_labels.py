@@ -35,10 +35,42 @@ def _read_run(path: Path):
         raise RoutingError(str(exc)) from None
 
 
+def policy_training_sources(run_dir: Path) -> list[str]:
+    """The datasets whose questions trained the policy adapter a run used: the ``by_source`` of the
+    ``golden_stats.json`` beside its ``model.lora_path`` (a shipped policy's folder has one, as does
+    a ``routerag golden`` set copied there); empty when the run used no adapter or none is recorded."""
+    import json
+
+    import yaml
+
+    config = run_dir / "config.resolved.yaml"
+    if not config.is_file():
+        return []
+    try:
+        model = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("model") or {}
+    except yaml.YAMLError:
+        return []
+    lora = model.get("lora_path") if isinstance(model, dict) else None
+    if not lora:
+        return []
+    stats = Path(lora).parent / "golden_stats.json"
+    if not stats.is_file():
+        return []
+    try:
+        by_source = json.loads(stats.read_text(encoding="utf-8")).get("by_source") or {}
+    except (json.JSONDecodeError, AttributeError):
+        raise RoutingError(f"{stats}: not a golden statistics file") from None
+    return sorted(by_source)
+
+
 def strategy_labels(runs: Mapping[str, str | Path], *, metric: str = "em", threshold: float = 1.0,
-                    eval_sets: Sequence[str] = DEFAULT_EVAL_SETS) -> tuple[LabelProvenance, list[RouteLabel]]:
+                    eval_sets: Sequence[str] = DEFAULT_EVAL_SETS,
+                    allow_trained_on: bool = False) -> tuple[LabelProvenance, list[RouteLabel]]:
     """Labels from one run folder per choice (``choice name -> run folder``); the choice names
-    are the labels the router learns (the ``adaptive`` strategy maps them to strategies)."""
+    are the labels the router learns (the ``adaptive`` strategy maps them to strategies). A run
+    whose policy adapter was trained on the labelled dataset's questions is refused (its success
+    there is recall of its training data, not an outcome a new question would see) unless
+    ``allow_trained_on``."""
     if len(runs) < 2:
         raise RoutingError(f"strategy labels need runs of at least two strategies, got {list(runs)}")
     headers, records = {}, {}
@@ -50,6 +82,12 @@ def strategy_labels(runs: Mapping[str, str | Path], *, metric: str = "em", thres
     if len(datasets) != 1:
         raise RoutingError(f"the runs are over different datasets {sorted(datasets)}; label one dataset at a time")
     dataset = datasets.pop()
+    if not allow_trained_on:
+        for choice, path in runs.items():
+            if dataset in (seen := policy_training_sources(Path(path))):
+                raise RoutingError(f"run {choice}={path}: its policy adapter was trained on golden trajectories of {dataset}'s "
+                                   f"questions (golden_stats.json: {', '.join(seen)}), so its successes there are not outcomes "
+                                   "on new questions; label questions it never saw (e.g. 2wiki-train)")
     missing = [c for c, recs in records.items() if recs and any(metric not in r.metrics for r in recs.values())]
     if missing:
         raise RoutingError(f"runs {missing} did not record the metric {metric!r}")
