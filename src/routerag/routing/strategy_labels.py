@@ -43,7 +43,9 @@ def policy_training_sources(run_dir: Path) -> list[str]:
 
     import yaml
 
-    config = run_dir / "config.resolved.yaml"
+    from routerag.eval.runs import RunDir
+
+    config = RunDir(run_dir).config_path
     if not config.is_file():
         return []
     try:
