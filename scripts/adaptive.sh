@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Issue 15: the `adaptive` strategy (Adaptive-RAG) end to end, in three resumable steps:
-#   STEP=label-runs bash scripts/adaptive.sh   # direct, vanilla, routerag + the shipped policy on 2wiki-train (the
+#   STEP=label-runs bash scripts/adaptive.sh   # rule, direct, vanilla, routerag + the shipped policy on 2wiki-train (the
 #                                              # 2Wiki questions outside 2wiki:100; $LIMIT evenly spaced, default 60;
 #                                              # spread order, so a stopped run is a fair subset). Not HotpotQA train100
 #                                              # or the distractor training split: the shipped policy was trained on
 #                                              # their golden trajectories (strategy-labels refuses such runs)
-#   STEP=router bash scripts/adaptive.sh       # strategy labels from those runs (questions all three answered),
-#                                              # then the shipped `strategy` router (grouped CV picks C)
-#   STEP=eval bash scripts/adaptive.sh         # adaptive on 2Wiki-100 and MuSiQue-50: direct and vanilla on the base
-#                                              # model, routerag on the shipped policy (params.adapters)
+#   STEP=router bash scripts/adaptive.sh       # strategy labels from those runs (questions all four answered),
+#                                              # then the shipped `strategy` router (grouped CV picks the inputs
+#                                              # - the features alone or with the embedding - and C)
+#   STEP=eval bash scripts/adaptive.sh         # adaptive on 2Wiki-100 and MuSiQue-50: rule (no model), direct and
+#                                              # vanilla on the base model, routerag on the shipped policy (params.adapters)
 # Runs go to $OUT (label runs: runs/strategy-labels); lanes, threads and logs as in scripts/lanes.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,13 +26,14 @@ case "$STEP" in
       echo "2wiki-train-routerag 2wiki-train routerag $LIMIT model.lora_path=$POLICY label=routerag-shipped"
       echo "2wiki-train-direct 2wiki-train direct $LIMIT"
       echo "2wiki-train-vanilla 2wiki-train vanilla $LIMIT"
+      echo "2wiki-train-rule 2wiki-train rule $LIMIT"
     }
     run_lanes
     ;;
   router)
-    routerag router strategy-labels --run "direct=$LABEL_RUNS/2wiki-train-direct" \
+    routerag router strategy-labels --run "rule=$LABEL_RUNS/2wiki-train-rule" --run "direct=$LABEL_RUNS/2wiki-train-direct" \
       --run "vanilla=$LABEL_RUNS/2wiki-train-vanilla" --run "routerag=$LABEL_RUNS/2wiki-train-routerag"
-    routerag router train --name strategy --C 1 --C 0.1 --C 0.01 --C 0.001
+    routerag router train --name strategy --inputs features --inputs embedding+features --C 1 --C 0.1 --C 0.01 --C 0.001
     ;;
   eval)
     source scripts/lanes.sh

@@ -22,7 +22,7 @@ class ScriptedRouter:
     """Always the scores it was given; records what it was asked."""
 
     name = "scripted-strategy"
-    scores: ClassVar[dict[str, float]] = {"direct": 0.2, "vanilla": 0.9, "routerag": 0.5}
+    scores: ClassVar[dict[str, float]] = {"rule": 0.1, "direct": 0.2, "vanilla": 0.9, "routerag": 0.5}
     asked: ClassVar[list] = []
 
     def __init__(self, deps) -> None:
@@ -39,7 +39,7 @@ def scripted_router():
     if "scripted-strategy" not in ROUTERS:
         ROUTERS.register("scripted-strategy", ScriptedRouter)
     ScriptedRouter.asked = []
-    ScriptedRouter.scores = {"direct": 0.2, "vanilla": 0.9, "routerag": 0.5}
+    ScriptedRouter.scores = {"rule": 0.1, "direct": 0.2, "vanilla": 0.9, "routerag": 0.5}
     yield
 
 
@@ -49,12 +49,12 @@ def test_adaptive_is_registered_and_runs_the_chosen_strategy_with_the_choice_in_
                                                  "strategy_params": {"vanilla": {"k": 2}}})
     trace = adaptive.run(Q)
     assert trace.error is None and trace.answer == "Paris" and trace.strategy == "adaptive"
-    assert ScriptedRouter.asked == [(Q, {"direct": "", "vanilla": "", "routerag": ""}, 0.1)]
+    assert ScriptedRouter.asked == [(Q, {"rule": "", "direct": "", "vanilla": "", "routerag": ""}, 0.1)]
     assert [s.kind for s in trace.steps] == ["route", "search", "answer"]
     assert [s.index for s in trace.steps] == [0, 1, 2]
     route = trace.steps[0]
     assert route.decision() == ["vanilla"] and route.route.choice == "vanilla" and route.metadata["strategy"] == "vanilla"
-    assert route.route.scores == {"vanilla": 0.9, "routerag": 0.5, "direct": 0.2}
+    assert route.route.scores == {"vanilla": 0.9, "routerag": 0.5, "direct": 0.2, "rule": 0.1}
     assert route.metadata["strategy_params"]["k"] == 2
     assert sources["passage"].queries == [Q] and len(trace.steps[1].hits) == 2  # vanilla with its params
     assert trace.segments and trace.segments[0].kind == "prompt"
@@ -87,15 +87,24 @@ def test_choices_are_resolved_through_the_contexts_resolver():
 
     STRATEGIES.get("adaptive")(replace(ctx, resolve=resolver), {"router": "scripted-strategy",
                                                                  "strategy_params": {"vanilla": {"k": 2}}})
-    assert asked == [("direct", None), ("vanilla", {"k": 2}), ("routerag", None)]
+    assert asked == [("rule", None), ("direct", None), ("vanilla", {"k": 2}), ("routerag", None)]
 
 
 def test_adaptive_direct_choice_does_not_retrieve():
-    ScriptedRouter.scores = {"direct": 0.95, "vanilla": 0.4, "routerag": 0.5}
+    ScriptedRouter.scores = {"rule": 0.1, "direct": 0.95, "vanilla": 0.4, "routerag": 0.5}
     ctx, _, sources = make_context(["Paris"], names=("passage",))
     trace = STRATEGIES.get("adaptive")(ctx, {"router": "scripted-strategy"}).run(Q)
     assert trace.answer == "Paris" and [s.kind for s in trace.steps] == ["route", "answer"]
     assert not sources["passage"].queries and trace.steps[0].route.choice == "direct"
+
+
+def test_adaptive_rule_choice_answers_from_the_question_without_a_model_call():
+    ScriptedRouter.scores = {"rule": 0.9, "direct": 0.5, "vanilla": 0.4, "routerag": 0.5}
+    ctx, model, sources = make_context(["Paris"], names=("passage",))
+    trace = STRATEGIES.get("adaptive")(ctx, {"router": "scripted-strategy"}).run("Is Paris in France?")
+    assert trace.steps[0].route.choice == "rule" and trace.answer.lower() == "yes"
+    assert not sources["passage"].queries and model.calls == []
+    assert sum(c.prompt_tokens for s in trace.steps for c in s.model_calls) == 0
 
 
 def test_adaptive_maps_choices_to_other_strategies():
@@ -221,3 +230,14 @@ def test_adaptive_with_a_learned_strategy_router_trained_on_strategy_labels(tmp_
     assert hard.steps[0].route.choice == "vanilla" and hard.steps[1].kind == "search"
     assert hard.steps[0].model_calls == [] and set(hard.steps[0].route.scores) == {"direct", "vanilla"}
     assert sources["passage"].queries == ["who is related to x"]
+
+    # the run's fingerprint holds the router's weights: retraining it (same folder) makes a new one
+    from routerag.eval.config import EvalConfig
+    from routerag.eval.setup import answer_fingerprint
+
+    config = EvalConfig(dataset="toy", strategy="adaptive", params=params)
+    validated = STRATEGIES.get("adaptive").Params.model_validate(params)
+    first = answer_fingerprint(config, validated, "model")
+    assert answer_fingerprint(config, validated, "model") == first
+    train_router([path], tmp_path / "router", "strategy-toy", embedder=ToyEmbedder(), folds=2, c=0.01)
+    assert answer_fingerprint(config, validated, "model") != first

@@ -3,6 +3,7 @@ default, at any depth, and changes them when it is set."""
 
 from __future__ import annotations
 
+import pytest
 from pydantic import BaseModel, Field
 
 from routerag.config import OMIT_AT_DEFAULT, fingerprint_dump
@@ -40,3 +41,26 @@ def test_the_graph_scale_settings_stay_out_of_index_keys_until_set():
     tuned = IndexSettings.model_validate({"graph": {"ppr": "local", "prior_topk": 200}})
     dumped = fingerprint_dump(tuned)["graph"]
     assert dumped["ppr"] == "local" and dumped["prior_topk"] == 200 and "ann" not in dumped
+
+
+def test_file_content_fields_are_fingerprinted_by_content_not_path(tmp_path):
+    from pathlib import Path
+
+    from routerag.config import FILE_CONTENT
+
+    class Params(BaseModel):
+        adapters: dict[str, Path] = Field(default_factory=dict, json_schema_extra={**OMIT_AT_DEFAULT, **FILE_CONTENT})
+        one: Path | None = Field(None, json_schema_extra=FILE_CONTENT)
+
+    a, b = tmp_path / "a.gguf", tmp_path / "copy" / "b.gguf"
+    b.parent.mkdir()
+    a.write_bytes(b"weights v1")
+    b.write_bytes(b"weights v1")
+    assert "adapters" not in fingerprint_dump(Params())  # still omitted at its default
+    first = fingerprint_dump(Params(adapters={"routerag": a}, one=a))
+    assert first["adapters"]["routerag"].startswith("sha256:") and first["one"] == first["adapters"]["routerag"]
+    assert fingerprint_dump(Params(adapters={"routerag": b}, one=b)) == first  # moved: same content, same fingerprint
+    a.write_bytes(b"weights v2, retrained")
+    assert fingerprint_dump(Params(adapters={"routerag": a}, one=a)) != first  # rewritten in place: new fingerprint
+    with pytest.raises(ValueError, match="does not exist"):
+        fingerprint_dump(Params(adapters={"routerag": tmp_path / "missing.gguf"}))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from routerag.routing import ROUTERS, RouterDeps, build_router
-from routerag.routing.features import FEATURE_NAMES, entity_count, query_features, question_form
+from routerag.routing.features import FEATURE_NAMES, FEATURES_VERSION, entity_count, query_features, question_word
 from routerag.routing.labels import LabelProvenance, RouteLabel, read_labels, write_labels
 from routerag.routing.learned import LearnedRouter, cost_aware_choice
 from routerag.routing.model import RouterManifest, RouterWeights, load_model, save_model
@@ -58,9 +58,9 @@ def test_cost_aware_choice_takes_the_cheapest_within_the_margin():
 
 
 def test_query_features():
-    assert question_form("Who directed Phoolwari?".split()) == "who"
-    assert question_form("Is Paris older than Rome?".split()) == "yes_no"
-    assert question_form("Phoolwari".split()) == "statement"
+    assert question_word("Who directed Phoolwari?".split()) == "who"
+    assert question_word("Is Paris older than Rome?".split()) == "yes_no"
+    assert question_word("Phoolwari".split()) == "statement"
     assert entity_count("Who is the mother of Lothair II of Lotharingia?") == 1
     assert entity_count('Which film came first, "Blind Shaft" or The Mask of Fu Manchu?') == 2
     feats = query_features("Who was born first, Ann Smith or Bob Jones?")
@@ -69,9 +69,59 @@ def test_query_features():
     assert named["form_who"] == 1 and named["comparison_cue"] == 1 and named["question_mark"] == 1
 
 
+def test_features_v2_add_the_answer_form_and_v1_is_still_computed():
+    from routerag.routing.features import feature_names
+
+    v1, v2 = feature_names(1), feature_names(2)
+    assert v2[: len(v1)] == v1 and v2[len(v1):] == ("answer_yes_no", "answer_choice", "answer_open")
+    named = dict(zip(v2, query_features("Was Ann Smith or Bob Jones born first?", 2)))
+    assert named["answer_choice"] == 1 and named["answer_yes_no"] == 0 and named["form_yes_no"] == 1
+    assert dict(zip(v2, query_features("Is Paris in France?", 2)))["answer_yes_no"] == 1
+    assert dict(zip(v2, query_features("Who directed Phoolwari?", 2)))["answer_open"] == 1
+    assert query_features("Who directed Phoolwari?", 1).shape == (len(v1),)
+    assert np.array_equal(query_features("Who directed Phoolwari?", 2)[: len(v1)], query_features("Who directed Phoolwari?", 1))
+    with pytest.raises(ValueError, match="unknown to this code"):
+        query_features("x", 99)
+
+
+def test_a_router_trained_on_v1_features_is_served_v1_features():
+    from routerag.routing.learned import shipped_dir
+
+    manifest, _ = load_model(shipped_dir() / "mode")
+    assert manifest.features_version == 1  # shipped before v2
+    router = LearnedRouter.load(shipped_dir() / "mode")
+    assert router.inputs(["Who directed Phoolwari?"], np.zeros((1, manifest.embed_dim), np.float32)).shape == \
+        (1, manifest.embed_dim + len(manifest.features))
+
+
+def test_a_router_on_the_features_alone_needs_no_embedder(tmp_path):
+    from routerag.routing.train import train_router
+
+    class NoEmbedder(ToyEmbedder):
+        def encode(self, texts, *, is_query=False):
+            raise AssertionError("a features-only router must not embed")
+
+    rows = [RouteLabel(qid=f"q{i}", dataset="toy", query=(f"Is item {i} red?" if i % 2 else f"Who made item {i}?"),
+                       success={"rule": i % 2 == 1, "search": i % 2 == 0}, mode_cost={"rule": 0.0, "search": 100.0})
+            for i in range(40)]
+    prov = LabelProvenance(kind="strategy", dataset="toy", k=0, choices=["rule", "search"], label_rule="toy",
+                           mode_cost={"rule": 0.0, "search": 100.0})
+    path = write_labels(tmp_path / "strategy-toy.jsonl.gz", prov, rows)
+    manifest = train_router([path], tmp_path / "router", "toy", embedder=ToyEmbedder(), folds=4,
+                            inputs=["embedding+features", "features"], c=[0.1, 1.0])
+    assert set(manifest.cv["grid"]) == {"embedding+features, C=0.1", "embedding+features, C=1", "features, C=0.1", "features, C=1"}
+    assert manifest.inputs == "features" and manifest.embed_dim == 0 and manifest.features_version == FEATURES_VERSION
+    assert manifest.cv["learned"]["0"]["accuracy"] == 1.0  # the answer form separates them
+    router = LearnedRouter.load(tmp_path / "router", embedder=NoEmbedder())
+    assert router.route("Is item 99 blue?", {"rule": "", "search": ""}).choice == "rule"
+    assert router.route("Who made item 99?", {"rule": "", "search": ""}).choice == "search"
+    with pytest.raises(ValueError, match="inputs must be among"):
+        train_router([path], tmp_path / "r2", "toy", embedder=ToyEmbedder(), inputs=["tokens"])
+
+
 def test_weights_round_trip_without_pickle_and_bad_files_are_refused(tmp_path):
     manifest = RouterManifest(name="t", kind="mode", labels=["a", "b"], embedder="toy", embed_dim=2,
-                              features=list(FEATURE_NAMES), features_version=1)
+                              features=list(FEATURE_NAMES), features_version=FEATURES_VERSION)
     d = 2 + len(FEATURE_NAMES)
     weights = RouterWeights(np.zeros(d), np.ones(d), np.arange(2 * d, dtype=np.float32).reshape(2, d), np.zeros(2))
     save_model(tmp_path / "m", manifest, weights)
@@ -232,4 +282,4 @@ def test_the_shipped_mode_router_matches_the_label_files_its_train_command_uses(
     assert sorted((p.dataset, p.rows, p.questions) for p in heads) == \
         sorted((t["dataset"], t["rows"], t["questions"]) for t in manifest.training)
     assert manifest.rows == sum(p.rows for p in heads)
-    assert weights.coef.shape == (len(manifest.labels), manifest.embed_dim + len(FEATURE_NAMES))
+    assert weights.coef.shape == (len(manifest.labels), manifest.embed_dim + len(manifest.features))

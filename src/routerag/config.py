@@ -29,26 +29,47 @@ M = TypeVar("M", bound=BaseModel)
 # ``json_schema_extra`` of a params field added after runs were stored, whose default keeps the old
 # behaviour: the evaluation fingerprint leaves it out while it has its default (eval.setup).
 OMIT_AT_DEFAULT: dict[str, Any] = {"fingerprint": "omit-at-default"}
+# ``json_schema_extra`` of a field holding file paths (a path, or a mapping or list of paths) whose
+# CONTENT decides the answers (LoRA adapters): fingerprints see each file's content hash, not its
+# path, so a file rewritten in place makes a new fingerprint and a moved one keeps it. Combine
+# with ``OMIT_AT_DEFAULT`` by merging the two dicts.
+FILE_CONTENT: dict[str, Any] = {"fingerprint_files": "content"}
 
 
 def fingerprint_dump(model: BaseModel, exclude: set[str] | None = None) -> dict[str, Any]:
     """``model.model_dump(mode="json")`` as fingerprints see it: a field marked ``OMIT_AT_DEFAULT``
     is left out while it has its default, at any depth (a setting added to a nested model, such as
-    ``index.dense.ivfpq``, orphans neither stored runs nor cached indexes)."""
+    ``index.dense.ivfpq``, orphans neither stored runs nor cached indexes); a field marked
+    ``FILE_CONTENT`` shows its files' content hashes (``sha256:<16 hex>``) instead of their paths."""
     dumped = model.model_dump(mode="json", exclude=exclude)
-    _omit_defaults(model, dumped)
+    _fingerprint_fields(model, dumped)
     return dumped
 
 
-def _omit_defaults(model: BaseModel, dumped: dict[str, Any]) -> None:
+def _fingerprint_fields(model: BaseModel, dumped: dict[str, Any]) -> None:
     for name, field in type(model).model_fields.items():
         if name not in dumped:
             continue
         value = getattr(model, name)
-        if field.json_schema_extra == OMIT_AT_DEFAULT and value == field.get_default(call_default_factory=True):
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        if extra.get("fingerprint") == "omit-at-default" and value == field.get_default(call_default_factory=True):
             dumped.pop(name)
+        elif extra.get("fingerprint_files") == "content":
+            dumped[name] = _content_hashes(value, f"{type(model).__name__}.{name}")
         elif isinstance(value, BaseModel) and isinstance(dumped[name], dict):
-            _omit_defaults(value, dumped[name])
+            _fingerprint_fields(value, dumped[name])
+
+
+def _content_hashes(value: Any, where: str) -> Any:
+    from routerag.filehash import file_sha256
+
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return {key: _content_hashes(item, f"{where}.{key}") for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_content_hashes(item, where) for item in value]
+    return "sha256:" + file_sha256(value, what=f"{where}: the file")[:16]
 
 
 class ConfigError(RouteragError, ValueError):

@@ -108,6 +108,9 @@ def train_command(
                                   "chosen by the grouped cross-validation (recorded in the manifest)"),
     folds: int = typer.Option(5, "--folds", help="cross-validation folds (grouped by question)"),
     k: int = typer.Option(None, "-k", help="mode labels: success = gold within the top k (default: the label files' k)"),
+    inputs: list[str] = typer.Option(["embedding+features"], "--inputs", help="what the classifier reads: "
+                                     "'embedding+features' (the query embedding + cheap features) or 'features' (the "
+                                     "cheap features alone, for a few dozen labels); repeat it to let the CV choose"),
 ) -> None:
     """Fit, cross-validate (grouped by question) and save learned routers."""
     from routerag.routing.learned import shipped_dir
@@ -130,15 +133,16 @@ def train_command(
             plan[name] = found
     for name, paths in plan.items():
         try:
-            manifest = train_router(paths, out / name, name, c=c, folds=folds, k=k)
+            manifest = train_router(paths, out / name, name, c=c, folds=folds, k=k, inputs=inputs)
         except RouteragError as exc:
             _fail(f"{name}: {exc}")
         cv = manifest.cv
         best = cv["learned"]["0"]
         typer.echo(f"{name}: {manifest.rows} rows, {manifest.questions} questions, labels {manifest.labels}; "
                    f"fit {manifest.train_seconds:.2f} s; CV ({cv['folds']} folds by question) accuracy {best['accuracy']:.3f} "
-                   f"vs oracle {cv['oracle']['accuracy']:.3f}; C {manifest.hyperparameters['C']:g}"
-                   + (f" of {cv['c_grid']}" if "c_grid" in cv else "") + f"; saved {out / name}")
+                   f"vs oracle {cv['oracle']['accuracy']:.3f}; inputs {manifest.inputs}, C {manifest.hyperparameters['C']:g}"
+                   + (f" of {cv['c_grid']}" if "c_grid" in cv else "") + (f" of {cv['grid']}" if "grid" in cv else "")
+                   + f"; saved {out / name}")
 
 
 @router_app.command("show")

@@ -109,9 +109,14 @@ def fingerprint_params(params: BaseModel) -> dict:
 def answer_fingerprint(config: EvalConfig, params: BaseModel, model_identity: str, revision: int = 0) -> str:
     """What decides the answers, hashed: the configuration but the limit (the sample is checked
     itself), the validated params, the model's identity and the strategy's code revision (only
-    when non-zero, so that the fingerprints of runs before revisions existed stay valid)."""
+    when non-zero, so that the fingerprints of runs before revisions existed stay valid). Params
+    with a ``fingerprint_inputs()`` method add what it returns (the content hashes of files their
+    settings resolve to, e.g. the learned router a default ``router_model`` picks), when non-empty."""
     payload = fingerprint_dump(config, exclude={"label", "limit", "model", "judge_model", "params"})
     payload.update(params=fingerprint_params(params), model=model_identity)
+    inputs = getattr(params, "fingerprint_inputs", None)
+    if callable(inputs) and (resolved := inputs()):  # files a setting names by default (a shipped router's weights)
+        payload["inputs"] = resolved
     if revision:
         payload["strategy_revision"] = revision
     if config.judge_model is not None:

@@ -8,7 +8,6 @@ name the factory by its import path, ``backend: "pkg.mod:factory"``).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,23 +38,9 @@ def model_identity(config: ModelConfig) -> str:
 
 
 def _file_sha256(path: Path) -> str:
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"LoRA adapter {path} does not exist")
-    stat = path.stat()
-    return _sha256_of(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    from routerag.filehash import file_sha256
 
-
-@functools.lru_cache(maxsize=64)
-def _sha256_of(path: str, size: int, mtime_ns: int) -> str:
-    """The file's SHA-256, cached by (path, size, mtime): an adapter rewritten in place is hashed again."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return file_sha256(path, what="LoRA adapter")
 
 
 def default_cache_path() -> Path:

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from routerag.routing.base import RouterDeps, RouteResult, RoutingError, ranked_by_score
-from routerag.routing.features import FEATURE_NAMES, FEATURES_VERSION, query_features
+from routerag.routing.features import feature_names, query_features
 from routerag.routing.model import MANIFEST, RouterManifest, RouterWeights, load_model
 
 QUERY_CHARS = 1500  # as the profile-embedding router: the gist is enough to route
@@ -55,6 +55,17 @@ def resolve_model(model: str | None, choices: Sequence[str]) -> Path:
                      f"{', '.join(shipped) or 'none'} (train one with `routerag router train`)")
 
 
+def model_fingerprint(model: str | None, choices: Sequence[str]) -> str:
+    """What a run's fingerprint holds for the learned router it would use (:func:`resolve_model`):
+    the content hash of its manifest and weights, so that a retrained shipped router (same name,
+    new weights) makes a new fingerprint and a run is never resumed across the two."""
+    from routerag.filehash import file_sha256
+
+    path = resolve_model(model, choices)
+    return "sha256:" + file_sha256(path / MANIFEST, what="router manifest")[:16] + \
+        file_sha256(path / "weights.npz", what="router weights")[:16]
+
+
 @lru_cache(maxsize=16)
 def _load(path: str) -> tuple[RouterManifest, RouterWeights]:
     return load_model(path)
@@ -73,9 +84,13 @@ class LearnedRouter:
 
     def __init__(self, manifest: RouterManifest, weights: RouterWeights, *, embedder=None, margin: float = 0.0,
                  model_path: str = "") -> None:
-        if manifest.features_version != FEATURES_VERSION or tuple(manifest.features) != FEATURE_NAMES:
+        try:
+            known = feature_names(manifest.features_version)
+        except ValueError as exc:
+            raise RoutingError(f"router {manifest.name!r}: {exc}") from None
+        if tuple(manifest.features) != known:
             raise RoutingError(f"router {manifest.name!r} was trained on features v{manifest.features_version} "
-                             f"{manifest.features}; this code computes v{FEATURES_VERSION}")
+                             f"{manifest.features}; this code's v{manifest.features_version} is {list(known)}")
         self.manifest = manifest
         self.weights = weights
         self.margin = margin
@@ -99,10 +114,15 @@ class LearnedRouter:
         return self._embedder
 
     def inputs(self, queries: Sequence[str], embeddings: np.ndarray | None = None) -> np.ndarray:
-        """The classifier's input rows: the query embedding then the cheap features."""
+        """The classifier's input rows: the query embedding (unless the model reads the features
+        alone) then the cheap features of the model's feature version."""
+        version = self.manifest.features_version
+        feats = (np.stack([query_features(q, version) for q in queries]) if queries
+                 else np.zeros((0, len(self.manifest.features)), np.float32))
+        if self.manifest.inputs == "features":
+            return feats
         if embeddings is None:
             embeddings = np.asarray(self.embedder.encode([q[:QUERY_CHARS] for q in queries], is_query=True), dtype=np.float32)
-        feats = np.stack([query_features(q) for q in queries]) if queries else np.zeros((0, len(FEATURE_NAMES)), np.float32)
         return np.hstack([np.asarray(embeddings, dtype=np.float32), feats])
 
     def predict(self, queries: Sequence[str], embeddings: np.ndarray | None = None) -> np.ndarray:

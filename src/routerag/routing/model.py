@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -23,6 +24,9 @@ class RouterManifest(BaseModel):
     name: str
     kind: str  # "mode" | "source"
     labels: list[str]  # one logistic unit per label: P(this choice succeeds)
+    # what the classifier reads: the query embedding then the cheap features, or the features alone
+    # (embed_dim 0: no embedder is loaded to route)
+    inputs: Literal["embedding+features", "features"] = "embedding+features"
     embedder: str  # the embedder identity the model expects (Embedder.identity)
     embedder_version: str = ""  # the installed package version of the embedder's weights
     embed_dim: int

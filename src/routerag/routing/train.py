@@ -1,7 +1,8 @@
 """Fit, cross-validate and save a learned router from label files (scikit-learn; the ``router`` extra).
 
 One logistic regression per label (P(this choice succeeds)) over the standardised query embedding
-+ cheap features. Cross-validation folds are grouped by question (``GroupKFold`` on the question
++ cheap features, or over the cheap features alone (``inputs="features"``: 20-odd numbers a query,
+what a label set of a few dozen questions can fit; the 384-dimensional embedding needs hundreds). Cross-validation folds are grouped by question (``GroupKFold`` on the question
 id), never by hop: hops of one question never sit on both sides of a fold. The held-out
 predictions give the decision's accuracy (the chosen choice is in the row's success set) and its
 mean cost at each cost margin, against always choosing one label and the oracle.
@@ -25,6 +26,7 @@ from routerag.routing.learned import QUERY_CHARS, cost_aware_choice
 from routerag.routing.model import RouterManifest, RouterWeights, save_model
 
 DEFAULT_MARGINS: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)
+INPUTS: tuple[str, ...] = ("embedding+features", "features")
 
 
 class TrainingSet(BaseModel):
@@ -86,8 +88,13 @@ def embed_queries(queries: Sequence[str], embedder=None) -> np.ndarray:
     return np.asarray(embedder.encode([q[:QUERY_CHARS] for q in queries], is_query=True), dtype=np.float32)
 
 
-def design_matrix(queries: Sequence[str], embeddings: np.ndarray) -> np.ndarray:
-    feats = np.stack([query_features(q) for q in queries])
+def design_matrix(queries: Sequence[str], embeddings: np.ndarray | None, inputs: str = "embedding+features") -> np.ndarray:
+    """The classifier's rows (as :meth:`LearnedRouter.inputs` builds them at routing time)."""
+    feats = np.stack([query_features(q, FEATURES_VERSION) for q in queries])
+    if inputs == "features":
+        return feats
+    if embeddings is None:
+        raise RoutingError("inputs 'embedding+features' need the query embeddings")
     return np.hstack([embeddings.astype(np.float32), feats])
 
 
@@ -148,16 +155,22 @@ def cross_validate(x: np.ndarray, y: np.ndarray, groups: np.ndarray, labels: Seq
 
 def train_router(label_paths: Sequence[str | Path], out_dir: str | Path, name: str, *, c: float | Sequence[float] = 1.0,
                  folds: int = 5, margins: Sequence[float] = DEFAULT_MARGINS, k: int | None = None,
-                 embedder=None) -> RouterManifest:
+                 inputs: str | Sequence[str] = "embedding+features", embedder=None) -> RouterManifest:
     """Fit on every row of the label files, cross-validate (grouped by question) and save the
     model (``manifest.json`` + ``weights.npz``) into ``out_dir``. ``k`` relabels mode rows from
     their recorded gold ranks (at most the label files' ``k``). Several ``c`` values: each is
     cross-validated on the same folds and the one with the best accuracy at margin 0 is fitted
     (ties: the smaller ``C``, the stronger regularisation); the grid is recorded in ``cv["c_grid"]``
-    (the chosen ``C``'s CV accuracy is then selected on those folds, so slightly optimistic)."""
+    (the chosen ``C``'s CV accuracy is then selected on those folds, so slightly optimistic).
+    Several ``inputs`` (:data:`INPUTS`) are cross-validated the same way, each with every ``C``
+    (ties: the features alone, the smaller model); the grid is then ``cv["grid"]``."""
     grid = sorted({float(c)} if isinstance(c, (int, float)) else {float(v) for v in c})
     if not grid or any(v <= 0 for v in grid):
         raise RoutingError(f"C must be one or more positive numbers, got {c!r}")
+    input_grid = [inputs] if isinstance(inputs, str) else list(dict.fromkeys(inputs))
+    unknown = [i for i in input_grid if i not in INPUTS]
+    if not input_grid or unknown:
+        raise RoutingError(f"inputs must be among {list(INPUTS)}, got {list(input_grid)}")
     if embedder is None:
         from routerag.index.embedder import build_embedder
 
@@ -167,16 +180,21 @@ def train_router(label_paths: Sequence[str | Path], out_dir: str | Path, name: s
         raise RoutingError(f"k={k} is larger than the label files' k ({sorted({p.k for p in data.provenance})})")
     queries = [r.query for r in data.rows]
     t0 = time.perf_counter()
-    embeddings = embed_queries(queries, embedder)
+    embeddings = embed_queries(queries, embedder) if "embedding+features" in input_grid else None
     embed_s = time.perf_counter() - t0
-    x, y, groups, costs = design_matrix(queries, embeddings), data.targets(k), data.groups(), data.costs()
+    matrices = {i: design_matrix(queries, embeddings, i) for i in input_grid}
+    y, groups, costs = data.targets(k), data.groups(), data.costs()
     t0 = time.perf_counter()
-    results = {v: cross_validate(x, y, groups, data.labels, costs, folds=folds, c=v, margins=margins)[0] for v in grid}
-    c = max(grid, key=lambda v: (results[v]["learned"]["0"]["accuracy"], -v))
-    cv = results[c]
-    if len(grid) > 1:
-        cv["c_grid"] = {f"{v:g}": results[v]["learned"]["0"]["accuracy"] for v in grid}
+    results = {(i, v): cross_validate(matrices[i], y, groups, data.labels, costs, folds=folds, c=v, margins=margins)[0]
+               for i in input_grid for v in grid}
+    chosen_inputs, c = max(results, key=lambda iv: (results[iv]["learned"]["0"]["accuracy"], iv[0] == "features", -iv[1]))
+    cv = results[(chosen_inputs, c)]
+    if len(input_grid) > 1:
+        cv["grid"] = {f"{i}, C={v:g}": r["learned"]["0"]["accuracy"] for (i, v), r in results.items()}
+    elif len(grid) > 1:
+        cv["c_grid"] = {f"{v:g}": results[(chosen_inputs, v)]["learned"]["0"]["accuracy"] for v in grid}
     cv_s = time.perf_counter() - t0
+    x = matrices[chosen_inputs]
     t0 = time.perf_counter()
     weights = fit(x, y, c=c)
     fit_s = time.perf_counter() - t0
@@ -187,8 +205,9 @@ def train_router(label_paths: Sequence[str | Path], out_dir: str | Path, name: s
     except metadata.PackageNotFoundError:
         embedder_version = ""
     manifest = RouterManifest(
-        name=name, kind=data.provenance[0].kind, labels=data.labels, embedder=embedder.identity,
-        embedder_version=embedder_version, embed_dim=int(embeddings.shape[1]), features=list(FEATURE_NAMES),
+        name=name, kind=data.provenance[0].kind, labels=data.labels, inputs=chosen_inputs, embedder=embedder.identity,
+        embedder_version=embedder_version, embed_dim=int(embeddings.shape[1]) if chosen_inputs != "features" else 0,
+        features=list(FEATURE_NAMES),
         features_version=FEATURES_VERSION, hyperparameters={"C": c, "penalty": "l2", "standardised": True, "k": k or max(p.k for p in data.provenance)},
         mode_cost=costs, wall_ms=data.wall_ms(), training=[p.model_dump(mode="json") for p in data.provenance],
         rows=len(data.rows), questions=len(set(groups)), cv=cv, train_seconds=round(fit_s, 3),

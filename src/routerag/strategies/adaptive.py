@@ -1,6 +1,7 @@
 """Adaptive-RAG (Jeong et al., 2024): per question, a classifier picks how much retrieval to do -
-none (``direct``), one step (``vanilla``) or the multi-step strategy (``routerag`` with the shipped
-policy, or ``ircot``) - and that strategy answers.
+no model at all (``rule``: the answer the question's own form gives, for yes/no and "X or Y?"
+questions), no retrieval (``direct``), one step (``vanilla``) or the multi-step strategy
+(``routerag`` with the shipped policy, or ``ircot``) - and that strategy answers.
 
 The classifier is a router of :mod:`routerag.routing` (default ``learned``: the strategy model
 trained on strategy labels from outcomes, :mod:`routerag.routing.strategy_labels`; cost-aware with
@@ -23,14 +24,15 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, Field, model_validator
 
-from routerag.config import OMIT_AT_DEFAULT
+from routerag.config import FILE_CONTENT, OMIT_AT_DEFAULT
 from routerag.registry import RegisteredName
 from routerag.routing import ROUTERS
 from routerag.strategies.base import STRATEGIES, Strategy, StrategyContext, registry_resolver
 from routerag.strategies.loop import LoopStrategy, add_step
 from routerag.trace import Route, Step, Trace
 
-DEFAULT_STRATEGIES = {"direct": "direct", "vanilla": "vanilla", "routerag": "routerag"}
+# revision 1 added ``rule``: on 2wiki-train it beats every model strategy on yes/no questions, at no cost
+DEFAULT_STRATEGIES = {"rule": "rule", "direct": "direct", "vanilla": "vanilla", "routerag": "routerag"}
 
 
 class AdaptiveParams(BaseModel):
@@ -53,11 +55,20 @@ class AdaptiveParams(BaseModel):
         description="learned router: the cheapest strategy whose predicted success is within this margin of the best",
     )
     adapters: dict[str, Path] = Field(
-        default_factory=dict, json_schema_extra=OMIT_AT_DEFAULT,
+        default_factory=dict, json_schema_extra={**OMIT_AT_DEFAULT, **FILE_CONTENT},
         description="per choice, a llama.cpp LoRA adapter GGUF its strategy runs with (the run's model configuration "
         "with that adapter, loaded on the first question that chooses it): e.g. routerag's trained policy beside "
         "direct and vanilla on the base model; the others run on the run's model",
     )
+
+    def fingerprint_inputs(self) -> dict[str, str]:
+        """The learned router's weights (its name alone does not decide the choices: a shipped
+        router can be retrained)."""
+        if self.router != "learned":
+            return {}
+        from routerag.routing.learned import model_fingerprint
+
+        return {"router_model": model_fingerprint(self.router_model, list(self.strategies))}
 
     @model_validator(mode="after")
     def _known(self) -> AdaptiveParams:
@@ -78,6 +89,9 @@ def _params_of(strategy: Strategy) -> dict[str, Any]:
 
 class Adaptive(LoopStrategy):
     name: ClassVar[str] = "adaptive"
+    # 1: ``rule`` among the default choices, and the shipped strategy router retrained over the four
+    # (features v2, the question's answer form); revision-0 runs are in docs/results/runs-rev0
+    revision: ClassVar[int] = 1
     Params: ClassVar[type[BaseModel]] = AdaptiveParams
     params: AdaptiveParams
 

@@ -82,6 +82,14 @@ class RouteRAGParams(RouteRAGEpisodeParams):
         "within this margin of the best", json_schema_extra=OMIT_AT_DEFAULT,
     )
 
+    def fingerprint_inputs(self) -> dict[str, str]:
+        """The learned mode router's weights, when it chooses the modes."""
+        if self.mode_router != "learned":
+            return {}
+        from routerag.routing.learned import model_fingerprint
+
+        return {"mode_router_model": model_fingerprint(self.mode_router_model, list(self.allowed_modes))}
+
     @model_validator(mode="after")
     def _mode_sources_cover(self) -> "RouteRAGParams":
         missing = [m for m in self.allowed_modes if m not in self.mode_sources]

@@ -67,6 +67,17 @@ class SieveParams(BaseModel):
         "ramble after the object, and this saves their tokens",
     )
 
+    def fingerprint_inputs(self) -> dict[str, str]:
+        """A learned router named by ``router_model``: its weights. (Without a name the router is
+        the shipped one covering the mounted sources, which are known only once they are mounted;
+        each routing step records that router's name, and a retrained shipped router is not
+        detected: name it to pin it.)"""
+        if self.router != "learned" or not self.router_model:
+            return {}
+        from routerag.routing.learned import model_fingerprint
+
+        return {"router_model": model_fingerprint(self.router_model, [])}
+
     def generation(self, flat_json: bool = False) -> GenerationParams:
         stop = ["}"] if flat_json and self.stop_after_object else []
         return GenerationParams(max_tokens=self.max_new_tokens, temperature=self.temperature, stop=stop)
