@@ -192,8 +192,13 @@ def test_strategy_labels_refuse_a_policy_trained_on_the_labelled_questions(tmp_p
     policy = tmp_path / "policy"
     policy.mkdir()
     (policy / "golden_stats.json").write_text(json.dumps({"by_source": {"hotpotqa-distractor-train": 600, "musique": 48}}))
+    (policy / "adapter.gguf").write_bytes(b"GGUF")
     routerag = _run(tmp_path / "r", "routerag", [("q1", "Who is A?", 1.0, 2000, None)])
     (routerag / "config.resolved.yaml").write_text(f"model:\n  lora_path: {policy / 'adapter.gguf'}\n")
+    lost = _run(tmp_path / "l", "routerag", [("q1", "Who is A?", 1.0, 2000, None)])
+    (lost / "config.resolved.yaml").write_text("model:\n  lora_path: runs/elsewhere/adapter.gguf\n")
+    with pytest.raises(ValueError, match="is not found from"):  # unknown provenance is not a pass
+        policy_training_sources(lost)
     assert policy_training_sources(routerag) == ["hotpotqa-distractor-train", "musique"]
     assert policy_training_sources(direct) == []  # no configuration, no adapter
     with pytest.raises(ValueError, match="trained on golden trajectories of hotpotqa-distractor-train"):

@@ -38,7 +38,9 @@ def _read_run(path: Path):
 def policy_training_sources(run_dir: Path) -> list[str]:
     """The datasets whose questions trained the policy adapter a run used: the ``by_source`` of the
     ``golden_stats.json`` beside its ``model.lora_path`` (a shipped policy's folder has one, as does
-    a ``routerag golden`` set copied there); empty when the run used no adapter or none is recorded."""
+    a ``routerag golden`` set copied there); empty when the run used no adapter or none is recorded.
+    An adapter that cannot be found (a relative path read from another directory) is an error, not
+    a pass."""
     import json
 
     import yaml
@@ -55,6 +57,9 @@ def policy_training_sources(run_dir: Path) -> list[str]:
     lora = model.get("lora_path") if isinstance(model, dict) else None
     if not lora:
         return []
+    if not Path(lora).is_file():  # a relative path is relative to where the run was made
+        raise RoutingError(f"run {run_dir}: its policy adapter {lora} is not found from {Path.cwd()}, so what it was "
+                           "trained on cannot be checked; run this where the evaluation ran, or pass --allow-trained-on")
     stats = Path(lora).parent / "golden_stats.json"
     if not stats.is_file():
         return []
