@@ -56,8 +56,8 @@ def _row(label: str, em: np.ndarray, forms: np.ndarray, tokens: np.ndarray, shar
 def replay(name: str, runs: dict[str, Path], router: LearnedRouter, margins: list[float], metric: str) -> None:
     loaded: dict[str, LoadedRun] = {c: load_run(p) for c, p in runs.items()}
     first = next(iter(loaded.values()))
-    qids = [q for q in first.header.sample_qids if all(q in {r.qid for r in run.records} for run in loaded.values())]
     records = {c: {r.qid: r for r in run.records} for c, run in loaded.items()}
+    qids = [q for q in first.header.sample_qids if all(q in recs for recs in records.values())]
     questions = [records[next(iter(records))][q].question for q in qids]
     choices = list(runs)
     em = {c: np.array([records[c][q].metrics.get(metric, 0.0) or 0.0 for q in qids]) for c in choices}

@@ -81,3 +81,16 @@ def query_features(query: str, version: int = FEATURES_VERSION) -> np.ndarray:
         answer = question_form(query)
         values += [float(answer == f) for f in ANSWER_FORMS]
     return np.asarray(values, dtype=np.float32)
+
+
+def input_rows(queries: list[str] | tuple[str, ...], embeddings: np.ndarray | None, *, inputs: str = "embedding+features",
+               version: int = FEATURES_VERSION) -> np.ndarray:
+    """A learned router's classifier rows (training and routing alike): the query embeddings
+    then the cheap features of ``version``, or the features alone (``inputs="features"``)."""
+    feats = (np.stack([query_features(q, version) for q in queries]) if len(queries)
+             else np.zeros((0, len(feature_names(version))), np.float32))
+    if inputs == "features":
+        return feats
+    if embeddings is None:
+        raise ValueError("inputs 'embedding+features' need the query embeddings")
+    return np.hstack([np.asarray(embeddings, dtype=np.float32), feats])

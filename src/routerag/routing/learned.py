@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from routerag.routing.base import RouterDeps, RouteResult, RoutingError, ranked_by_score
-from routerag.routing.features import feature_names, query_features
-from routerag.routing.model import MANIFEST, RouterManifest, RouterWeights, load_model
+from routerag.routing.features import feature_names, input_rows
+from routerag.routing.model import MANIFEST, WEIGHTS, RouterManifest, RouterWeights, load_model
 
 QUERY_CHARS = 1500  # as the profile-embedding router: the gist is enough to route
 
@@ -63,7 +63,7 @@ def model_fingerprint(model: str | None, choices: Sequence[str]) -> str:
 
     path = resolve_model(model, choices)
     return "sha256:" + file_sha256(path / MANIFEST, what="router manifest")[:16] + \
-        file_sha256(path / "weights.npz", what="router weights")[:16]
+        file_sha256(path / WEIGHTS, what="router weights")[:16]
 
 
 @lru_cache(maxsize=16)
@@ -116,14 +116,10 @@ class LearnedRouter:
     def inputs(self, queries: Sequence[str], embeddings: np.ndarray | None = None) -> np.ndarray:
         """The classifier's input rows: the query embedding (unless the model reads the features
         alone) then the cheap features of the model's feature version."""
-        version = self.manifest.features_version
-        feats = (np.stack([query_features(q, version) for q in queries]) if queries
-                 else np.zeros((0, len(self.manifest.features)), np.float32))
-        if self.manifest.inputs == "features":
-            return feats
-        if embeddings is None:
+        m = self.manifest
+        if m.inputs != "features" and embeddings is None:
             embeddings = np.asarray(self.embedder.encode([q[:QUERY_CHARS] for q in queries], is_query=True), dtype=np.float32)
-        return np.hstack([np.asarray(embeddings, dtype=np.float32), feats])
+        return input_rows(list(queries), embeddings, inputs=m.inputs, version=m.features_version)
 
     def predict(self, queries: Sequence[str], embeddings: np.ndarray | None = None) -> np.ndarray:
         """P(success) of every label (N x L, in ``manifest.labels`` order)."""

@@ -20,7 +20,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from routerag.routing.base import RoutingError
-from routerag.routing.features import FEATURE_NAMES, FEATURES_VERSION, query_features
+from routerag.routing.features import FEATURE_NAMES, FEATURES_VERSION, input_rows
 from routerag.routing.labels import LabelProvenance, RouteLabel, read_labels
 from routerag.routing.learned import QUERY_CHARS, cost_aware_choice
 from routerag.routing.model import RouterManifest, RouterWeights, save_model
@@ -90,12 +90,10 @@ def embed_queries(queries: Sequence[str], embedder=None) -> np.ndarray:
 
 def design_matrix(queries: Sequence[str], embeddings: np.ndarray | None, inputs: str = "embedding+features") -> np.ndarray:
     """The classifier's rows (as :meth:`LearnedRouter.inputs` builds them at routing time)."""
-    feats = np.stack([query_features(q, FEATURES_VERSION) for q in queries])
-    if inputs == "features":
-        return feats
-    if embeddings is None:
-        raise RoutingError("inputs 'embedding+features' need the query embeddings")
-    return np.hstack([embeddings.astype(np.float32), feats])
+    try:
+        return input_rows(list(queries), embeddings, inputs=inputs, version=FEATURES_VERSION)
+    except ValueError as exc:
+        raise RoutingError(str(exc)) from None
 
 
 def fit(x: np.ndarray, y: np.ndarray, *, c: float = 1.0, seed: int = 0) -> RouterWeights:
