@@ -257,6 +257,35 @@ def test_routerag_mode_router_learned_overrides_the_policy_tag(tmp_path, monkeyp
     assert plan.sources[0] in {"passage", "hybrid"}
 
 
+def test_hard_route_with_the_default_learned_router_fingerprints_every_shipped_router(tmp_path, monkeypatch):
+    """Without ``router_model`` the router is chosen once the sources are mounted, so the run's
+    fingerprint holds every shipped router: retraining one makes a new fingerprint."""
+    import routerag.routing.learned as learned
+    from routerag.eval.config import EvalConfig
+    from routerag.eval.setup import answer_fingerprint
+    from routerag.routing.train import train_router
+    from routerag.strategies.hard_route import HardRouteParams
+
+    rows = [RouteLabel(qid=f"q{i}", dataset="toy", query=("who is related to x" if i % 2 else "define x"),
+                       success={"films": i % 2 == 0, "people": i % 2 == 1}) for i in range(20)]
+    prov = LabelProvenance(kind="source", dataset="toy", k=5, choices=["films", "people"], label_rule="toy")
+    path = write_labels(tmp_path / "toy.jsonl.gz", prov, rows)
+    shipped = tmp_path / "routers"
+    train_router([path], shipped / "toy", "toy", embedder=ToyEmbedder(), folds=2)
+    monkeypatch.setattr(learned, "shipped_dir", lambda: shipped)
+    params = HardRouteParams(router="learned")
+    config = EvalConfig(dataset="toy", strategy="hard-route", params=params.model_dump())
+    first = answer_fingerprint(config, params, "model")
+    assert params.fingerprint_inputs()["router_models"].startswith("sha256:")
+    assert answer_fingerprint(config, params, "model") == first
+    train_router([path], shipped / "toy", "toy", embedder=ToyEmbedder(), folds=2, c=0.01)
+    assert answer_fingerprint(config, params, "model") != first
+    assert HardRouteParams().fingerprint_inputs() == {}
+    (shipped / "toy" / "manifest.json").unlink()
+    with pytest.raises(learned.RoutingError, match="no shipped router"):
+        params.fingerprint_inputs()
+
+
 def test_new_router_params_stay_out_of_the_fingerprint_at_their_defaults():
     from routerag.eval.setup import fingerprint_params
     from routerag.strategies.hard_route import HardRouteParams

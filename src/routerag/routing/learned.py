@@ -13,6 +13,7 @@ allowed modes)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -64,6 +65,18 @@ def model_fingerprint(model: str | None, choices: Sequence[str]) -> str:
     path = resolve_model(model, choices)
     return "sha256:" + file_sha256(path / MANIFEST, what="router manifest")[:16] + \
         file_sha256(path / WEIGHTS, what="router weights")[:16]
+
+
+def shipped_fingerprint() -> str:
+    """The content hash of every shipped router model (name, manifest, weights): what a run
+    fingerprints when its learned router is "the shipped one covering the mounted sources", which
+    are known only once they are mounted. Retraining any shipped router makes a new fingerprint,
+    so such a run is never resumed across two routers (conservatively also when another shipped
+    router changed)."""
+    parts = [f"{name}:{model_fingerprint(str(path), [])}" for name, path in shipped_models().items()]
+    if not parts:
+        raise RoutingError("no shipped router model (train one with `routerag router train`)")
+    return "sha256:" + hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 
 @lru_cache(maxsize=16)

@@ -68,15 +68,16 @@ class SieveParams(BaseModel):
     )
 
     def fingerprint_inputs(self) -> dict[str, str]:
-        """A learned router named by ``router_model``: its weights. (Without a name the router is
-        the shipped one covering the mounted sources, which are known only once they are mounted;
-        each routing step records that router's name, and a retrained shipped router is not
-        detected: name it to pin it.)"""
-        if self.router != "learned" or not self.router_model:
+        """The learned router's weights: the one ``router_model`` names, or, without a name, every
+        shipped router (the one covering the mounted sources is chosen only once they are
+        mounted), so that a retrained shipped router never mixes into a resumed run."""
+        if self.router != "learned":
             return {}
-        from routerag.routing.learned import model_fingerprint
+        from routerag.routing.learned import model_fingerprint, shipped_fingerprint
 
-        return {"router_model": model_fingerprint(self.router_model, [])}
+        if self.router_model:
+            return {"router_model": model_fingerprint(self.router_model, [])}
+        return {"router_models": shipped_fingerprint()}
 
     def generation(self, flat_json: bool = False) -> GenerationParams:
         stop = ["}"] if flat_json and self.stop_after_object else []
