@@ -16,7 +16,10 @@ Prints markdown tables (docs/routing.md):
    (labels from outcomes), learned vs profile-embedding vs always-one-source vs the oracle;
 4. router latency (given the query embedding, and with it; per query and per batch of 32) and
    training time;
-5. (``--parts llm``, not in the default) the LLM router (the bundled 0.5B) on the hops of part 1,
+5. (``--parts signals``, not in the default) how far post-retrieval signals go: a router that has
+   run every mode, cross-validated on the evaluation questions themselves (an upper bound), and
+   reciprocal-rank fusions of the modes;
+6. (``--parts llm``, not in the default) the LLM router (the bundled 0.5B) on the hops of part 1,
    the modes listed in both orders.
 
     python3 benchmarks/bench_router.py                       # everything (indexes are built on first use)
@@ -221,6 +224,85 @@ def part_recall(margins: list[float], datasets: list[str], models: list[str] | N
             print("\n".join(f"* {c}" for c in paired) + "\n")
 
 
+def _signal_features(lists: dict[str, list], modes: list[str]) -> list[float]:
+    """Post-retrieval signals of one question: per mode its top-1 score and the top-1 - top-2 and
+    top-1 - top-5 gaps; per pair of modes the overlap of their top 5."""
+    import itertools
+
+    out: list[float] = []
+    for m in modes:
+        s = [h.score for h in lists[m]] + [0.0] * 5
+        out += [s[0], s[0] - s[1], s[0] - s[4]]
+    for a, b in itertools.combinations(modes, 2):
+        out.append(len({h.doc_id for h in lists[a][:5]} & {h.doc_id for h in lists[b][:5]}) / 5)
+    return out
+
+
+def part_signals(datasets: list[str], folds: int = 5, repeats: int = 5) -> None:
+    """How far retrieval signals go: a router that has *run every mode* (cost 9, so no router one
+    would deploy) and reads their scores and agreements, cross-validated on the evaluation questions
+    themselves (in distribution: an upper bound for a router trained elsewhere), against the best
+    fixed mode and the oracle; and the recall@5 of reciprocal-rank fusions of the modes' top 5
+    (cost = the sum of the fused modes' costs). If this router does not come near the oracle, no
+    router reading these signals or the query alone will."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+    from sklearn.model_selection import KFold
+
+    modes = ["passage", "bm25", "graph", "hybrid"]
+    for spec in datasets:
+        name, _, n = spec.partition(":")
+        data, sources, questions, score = _recall_rows(name, int(n))
+        queries = [q.question for q in questions]
+        lists: dict[str, list] = {}
+        for m in modes:
+            res = []
+            for start in range(0, len(queries), 32):
+                res += sources.search(queries[start:start + 32], 5, [m]).results[m]
+            lists[m] = [r.hits for r in res]
+        recall = np.array([[score(q, lists[m][i]) for m in modes] for i, q in enumerate(questions)])
+        feats = np.array([_signal_features({m: lists[m][i] for m in modes}, modes) for i in range(len(questions))])
+        feats = (feats - feats.mean(0)) / (feats.std(0) + 1e-9)
+        picked = []
+        for seed in range(repeats):
+            pred = np.zeros_like(recall)
+            for train, test in KFold(folds, shuffle=True, random_state=seed).split(feats):
+                for j in range(len(modes)):
+                    y = recall[train, j] >= 0.5
+                    if y.all() or not y.any():
+                        pred[test, j] = y.mean()
+                        continue
+                    pred[test, j] = LogisticRegression(C=1.0, max_iter=2000).fit(feats[train], y).predict_proba(feats[test])[:, 1]
+            picked.append(float(recall[np.arange(len(recall)), pred.argmax(1)].mean()))
+
+        def fused(names: list[str], i: int) -> float:
+            ranks: dict[str, float] = {}
+            hits = {}
+            for m in names:
+                for r, h in enumerate(lists[m][i]):
+                    ranks[h.doc_id] = ranks.get(h.doc_id, 0.0) + 1.0 / (60 + r + 1)
+                    hits.setdefault(h.doc_id, h)
+            top = sorted(ranks, key=lambda d: -ranks[d])[:5]
+            return score(questions[i], [hits[d] for d in top])
+
+        costs = {"passage": 1.0, "bm25": 1.0, "graph": 3.0, "hybrid": 4.0}
+        print(f"## Retrieval signals on {name}-{n} ({len(questions)} questions; recall@5 as in part 2)\n")
+        rows = [[f"always {m}", f"{recall[:, j].mean():.3f}", f"{costs[m]:.0f}"] for j, m in enumerate(modes)]
+        for names in (["passage", "bm25"], ["passage", "graph"], ["passage", "bm25", "graph"]):
+            rows.append([f"RRF fusion of {' + '.join(names)}", f"{statistics.fmean(fused(names, i) for i in range(len(questions))):.3f}",
+                         f"{sum(costs[m] for m in names):.0f}"])
+        rows.append([f"router on every mode's signals ({folds}-fold CV on these questions, mean of {repeats})",
+                     f"{statistics.fmean(picked):.3f}", "9"])
+        rows.append(["oracle (best mode per question)", f"{recall.max(1).mean():.3f}", ""])
+        table(["choice", "recall@5", "mode cost"], rows)
+        aucs = []
+        for j, m in enumerate(modes):
+            y = recall[:, j] >= 0.5
+            if 0 < y.sum() < len(y):
+                aucs.append(f"{m} {roc_auc_score(y, feats[:, 3 * j]):.2f}")
+        print("AUC of a mode's own top-1 score for its success (recall >= 0.5): " + ", ".join(aucs) + "\n")
+
+
 # ---------------------------------------------------------------- 3. source routing
 
 
@@ -374,6 +456,8 @@ def main() -> None:
         part_sources(embedder, args.source_sets.split(","))
     if "latency" in parts:
         part_latency(embedder, args.model.split(",")[0])
+    if "signals" in parts:
+        part_signals(args.recall_sets.split(","))
     if "llm" in parts:
         part_llm(args.labels, args.llm_rows, args.threads)
     sys.stdout.flush()
