@@ -238,6 +238,17 @@ def _signal_features(lists: dict[str, list], modes: list[str]) -> list[float]:
     return out
 
 
+def rrf_top5(ranked: list[list]) -> list:
+    """The top 5 of a reciprocal-rank fusion (k = 60) of ranked hit lists."""
+    weight: dict[str, float] = {}
+    hits = {}
+    for hits_of_mode in ranked:
+        for r, h in enumerate(hits_of_mode):
+            weight[h.doc_id] = weight.get(h.doc_id, 0.0) + 1.0 / (60 + r + 1)
+            hits.setdefault(h.doc_id, h)
+    return [hits[d] for d in sorted(weight, key=lambda d: -weight[d])[:5]]
+
+
 def part_signals(datasets: list[str], folds: int = 5, repeats: int = 5) -> None:
     """How far retrieval signals go: a router that has *run every mode* (cost 9, so no router one
     would deploy) and reads their scores and agreements, cross-validated on the evaluation questions
@@ -275,21 +286,12 @@ def part_signals(datasets: list[str], folds: int = 5, repeats: int = 5) -> None:
                     pred[test, j] = LogisticRegression(C=1.0, max_iter=2000).fit(feats[train], y).predict_proba(feats[test])[:, 1]
             picked.append(float(recall[np.arange(len(recall)), pred.argmax(1)].mean()))
 
-        def fused(names: list[str], i: int) -> float:
-            ranks: dict[str, float] = {}
-            hits = {}
-            for m in names:
-                for r, h in enumerate(lists[m][i]):
-                    ranks[h.doc_id] = ranks.get(h.doc_id, 0.0) + 1.0 / (60 + r + 1)
-                    hits.setdefault(h.doc_id, h)
-            top = sorted(ranks, key=lambda d: -ranks[d])[:5]
-            return score(questions[i], [hits[d] for d in top])
-
         costs = {"passage": 1.0, "bm25": 1.0, "graph": 3.0, "hybrid": 4.0}
         print(f"## Retrieval signals on {name}-{n} ({len(questions)} questions; recall@5 as in part 2)\n")
         rows = [[f"always {m}", f"{recall[:, j].mean():.3f}", f"{costs[m]:.0f}"] for j, m in enumerate(modes)]
         for names in (["passage", "bm25"], ["passage", "graph"], ["passage", "bm25", "graph"]):
-            rows.append([f"RRF fusion of {' + '.join(names)}", f"{statistics.fmean(fused(names, i) for i in range(len(questions))):.3f}",
+            fused = [score(q, rrf_top5([lists[m][i] for m in names])) for i, q in enumerate(questions)]
+            rows.append([f"RRF fusion of {' + '.join(names)}", f"{statistics.fmean(fused):.3f}",
                          f"{sum(costs[m] for m in names):.0f}"])
         rows.append([f"router on every mode's signals ({folds}-fold CV on these questions, mean of {repeats})",
                      f"{statistics.fmean(picked):.3f}", "9"])
