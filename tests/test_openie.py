@@ -178,3 +178,13 @@ def test_llm_errors_do_not_stop_the_batch():
     records = extractor.extract([Document.make("A", "one"), Document.make("B", "two")])
     assert records[0].error and records[1].error is None and records[1].triples
     assert extractor.errors == 1
+
+
+def test_llm_openie_reads_python_style_replies_through_the_shared_lenient_json():
+    """The extractor's JSON parsing is routerag.jsontext's (one implementation with the strategies'):
+    single-quoted Python literals, fences with a language tag and trailing commas are read."""
+    reply = "```python\n{'triples': [['Ann', 'born in', 'Paris'],]}\n```"
+    assert [tuple(t) for t in parse_triples(reply)] == [("Ann", "born in", "Paris")]
+    assert parse_entities("{'named_entities': ['Ann', 'Paris']}") == ["Ann", "Paris"]
+    with pytest.raises(ValueError):
+        parse_entities("no entities here")

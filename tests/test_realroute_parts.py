@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from routerag.jsontext import extract_json
 from routerag.llm.scripted import ScriptedModel
 from routerag.sources.base import Hit
 from routerag.sources.sourceset import SourceSet
@@ -14,7 +15,6 @@ from routerag.strategies.adaptive_cap import CapQuota, apply_cap
 from routerag.strategies.base import StrategyContext
 from routerag.strategies.decompose import SubQuery, bind, execution_order, parse_plan
 from routerag.strategies.fusion_answer import Hop, last_hop_answer, parse_fusion
-from routerag.strategies.json_output import extract_json
 from routerag.strategies.reflection import Attempt, parse_reflection, render_history
 from routerag.strategies.selectors import SELECTORS, SelectionRequest, normalised_scores, parse_judge
 from routerag.strategies.source_routing import match_source, parse_route

@@ -20,8 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from routerag.jsontext import as_text, extract_json
 from routerag.llm.base import Message
-from routerag.strategies.json_output import as_text, extract_json
 
 
 class SubQuery(BaseModel):

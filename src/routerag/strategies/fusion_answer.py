@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
+from routerag.jsontext import as_text, extract_json, partial_object
 from routerag.llm.base import Message
-from routerag.strategies.json_output import as_text, extract_json, partial_object
 from routerag.strategies.subanswer import SubAnswer
 
 

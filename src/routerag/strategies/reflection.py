@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel
 
+from routerag.jsontext import as_text, extract_json, partial_object
 from routerag.llm.base import Message
-from routerag.strategies.json_output import as_text, extract_json, partial_object
 from routerag.strategies.source_routing import ROUTE_QUERY_CHARS, match_source, render_profiles
 from routerag.strategies.subanswer import SubAnswer
 

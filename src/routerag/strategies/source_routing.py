@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
 
+from routerag.jsontext import as_text, extract_json, partial_object
 from routerag.llm.base import Message
-from routerag.strategies.json_output import as_text, extract_json, partial_object
 
 if TYPE_CHECKING:
     from routerag.index.embedder import Embedder

@@ -6,9 +6,9 @@ import json
 
 from pydantic import BaseModel
 
+from routerag.jsontext import as_bool, as_text, extract_json, partial_object
 from routerag.llm.base import Message
 from routerag.sources.base import Hit
-from routerag.strategies.json_output import as_bool, as_text, extract_json, partial_object
 
 
 class SubAnswer(BaseModel):

@@ -17,6 +17,7 @@ from typing import Any
 
 from routerag.corpus.schema import Document
 from routerag.index.openie.base import OpenIERecord, Triple, clean_entities, clean_triples
+from routerag.jsontext import FENCE, loads_lenient
 from routerag.llm.base import ChatModel, GenerationParams, Message, ModelError
 
 NER_SYSTEM = (
@@ -80,27 +81,13 @@ def triple_messages(passage: str, entities: list[str]) -> list[Message]:
     ]
 
 
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
-_TRAILING_COMMA = re.compile(r",\s*([\]}])")
 _TRIPLE = re.compile(r'\[\s*"((?:[^"\\]|\\.)*)"\s*,\s*"((?:[^"\\]|\\.)*)"\s*,\s*"((?:[^"\\]|\\.)*)"\s*\]')
-_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
-
-
-def _loads(text: str) -> Any:
-    for candidate in (text, _TRAILING_COMMA.sub(r"\1", text)):
-        try:
-            return json.loads(candidate)
-        except json.JSONDecodeError:
-            pass
-    if "'" in text and '"' not in text:  # python-style quoting
-        return _loads(text.replace("'", '"'))
-    raise ValueError("not JSON")
 
 
 def parse_json_payload(text: str, key: str) -> Any:
     """The value under ``key`` in the first JSON object found in ``text`` (a bare JSON list counts
     as the value). Raises ``ValueError`` if there is none."""
-    fenced = _FENCE.search(text)
+    fenced = FENCE.search(text)
     candidates = [fenced.group(1)] if fenced else []
     candidates.append(text)
     for raw in candidates:
@@ -114,7 +101,7 @@ def parse_json_payload(text: str, key: str) -> Any:
             spans.append(raw[raw.index("[") : raw.rindex("]") + 1])
         for span in [raw, *spans]:
             try:
-                value = _loads(span)
+                value = loads_lenient(span)
             except ValueError:
                 continue
             if isinstance(value, dict) and key in value:

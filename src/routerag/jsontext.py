@@ -2,7 +2,8 @@
 
 Small models wrap JSON in code fences, prefix it with prose or ``<think>`` blocks, use single
 quotes, Python literals or trailing commas. :func:`extract_json` tolerates all of these and
-returns ``None`` when no JSON value can be recovered (the caller records a format error)."""
+returns ``None`` when no JSON value can be recovered (the caller records a format error). Shared
+by the strategies' JSON replies and the LLM OpenIE extractor."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ import re
 from typing import Any
 
 _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
-_FENCE = re.compile(r"```(?:json|JSON|python)?\s*(.*?)```", re.DOTALL)
+FENCE = re.compile(r"```(?:json|JSON|python)?\s*(.*?)```", re.DOTALL)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 
 
-def _loads(text: str) -> Any:
+def loads_lenient(text: str) -> Any:
     """Strict JSON, then JSON without trailing commas, then a Python literal; raises ValueError."""
     for candidate in (text, _TRAILING_COMMA.sub(r"\1", text)):
         try:
@@ -60,10 +61,10 @@ def _balanced(text: str, start: int) -> str | None:
 def extract_json(text: str, *, want: type | tuple[type, ...] = (dict, list)) -> Any | None:
     """The first JSON value of type ``want`` found in ``text``; ``None`` if there is none."""
     cleaned = _THINK.sub("", text).strip()
-    candidates = [m.group(1).strip() for m in _FENCE.finditer(cleaned)] + [cleaned]
+    candidates = [m.group(1).strip() for m in FENCE.finditer(cleaned)] + [cleaned]
     for block in candidates:
         try:
-            value = _loads(block)
+            value = loads_lenient(block)
             if isinstance(value, want):
                 return value
         except ValueError:
@@ -75,7 +76,7 @@ def extract_json(text: str, *, want: type | tuple[type, ...] = (dict, list)) -> 
             if span is None:
                 continue
             try:
-                value = _loads(span)
+                value = loads_lenient(span)
             except ValueError:
                 continue
             if isinstance(value, want):
