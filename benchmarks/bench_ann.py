@@ -38,10 +38,13 @@ PROBE_PRELUDE = textwrap.dedent(
     from pathlib import Path
     import numpy as np
 
-    def rss_anon():
+    def status_bytes(field):
         for line in open("/proc/self/status"):
-            if line.startswith("RssAnon:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
+
+    def rss_anon():
+        return status_bytes("RssAnon")
     """
 )
 

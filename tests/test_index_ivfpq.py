@@ -279,3 +279,27 @@ def test_flat_unchanged_and_configs_without_ivfpq_block_load(tmp_path, corpus):
     dense = load_index(directory).component("dense")
     assert type(dense.faiss_index).__name__ == "IndexFlatIP"
     assert dense.search(dense.vectors()[[3]], 1)[1][0, 0] == 3
+
+
+def test_the_fp16_vectors_are_mapped_with_random_access_advice(tmp_path):
+    """Re-scoring reads scattered rows: open_vectors advises the kernel not to read ahead (the
+    mapping carries the ``rr`` flag in /proc/self/smaps)."""
+    import mmap
+    import sys
+    from pathlib import Path
+
+    from routerag.index import ivfpq
+
+    path = tmp_path / "v.npy"
+    np.save(path, np.arange(24, dtype=np.float16).reshape(6, 4))
+    vectors = ivfpq.open_vectors(path)
+    assert vectors[2].tolist() == [8.0, 9.0, 10.0, 11.0]
+    if not sys.platform.startswith("linux") or not hasattr(mmap, "MADV_RANDOM"):
+        pytest.skip("smaps and MADV_RANDOM are Linux's")
+    flags, inside = None, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if not line[:1].isupper() or ":" not in line.split()[0]:  # a mapping's header line
+            inside = line.rstrip().endswith(str(path.resolve()))
+        elif inside and line.startswith("VmFlags:"):
+            flags = line.split()[1:]
+    assert flags is not None and "rr" in flags

@@ -70,7 +70,19 @@ def open_vectors(path: Path) -> np.ndarray:
     vectors = np.load(path, mmap_mode="r", allow_pickle=False)
     if vectors.dtype != np.float16 or vectors.ndim != 2:
         raise ValueError(f"{path}: {vectors.dtype} array of shape {vectors.shape}, expected float16 (n, dim)")
+    _advise_random(vectors)
     return vectors
+
+
+def _advise_random(vectors: np.ndarray) -> None:
+    """Re-scoring reads a few hundred scattered rows per query: tell the kernel not to read ahead
+    around each one (the default read-ahead pulls ~32 pages per fault into the page cache, which
+    at 21M rows turned 1,200 queries into ~10 GB of resident file pages)."""
+    import mmap
+
+    mapped = getattr(vectors, "_mmap", None)
+    if mapped is not None and hasattr(mmap, "MADV_RANDOM"):
+        mapped.madvise(mmap.MADV_RANDOM)
 
 
 def _ivf(index):
