@@ -286,7 +286,7 @@ def part_signals(datasets: list[str], folds: int = 5, repeats: int = 5) -> None:
                     pred[test, j] = LogisticRegression(C=1.0, max_iter=2000).fit(feats[train], y).predict_proba(feats[test])[:, 1]
             picked.append(float(recall[np.arange(len(recall)), pred.argmax(1)].mean()))
 
-        costs = {"passage": 1.0, "bm25": 1.0, "graph": 3.0, "hybrid": 4.0}
+        costs = LearnedRouter.load(resolve_model("mode", [])).manifest.mode_cost  # the rewards' prices, as part 2
         print(f"## Retrieval signals on {name}-{n} ({len(questions)} questions; recall@5 as in part 2)\n")
         rows = [[f"always {m}", f"{recall[:, j].mean():.3f}", f"{costs[m]:.0f}"] for j, m in enumerate(modes)]
         for names in (["passage", "bm25"], ["passage", "graph"], ["passage", "bm25", "graph"]):

@@ -75,9 +75,9 @@ def open_vectors(path: Path) -> np.ndarray:
 
 
 def _advise_random(vectors: np.ndarray) -> None:
-    """Re-scoring reads a few hundred scattered rows per query: tell the kernel not to read ahead
-    around each one (the default read-ahead pulls ~32 pages per fault into the page cache, which
-    at 21M rows turned 1,200 queries into ~10 GB of resident file pages)."""
+    """Re-scoring reads a few hundred to a few thousand scattered rows per query: tell the kernel
+    not to read ahead around each one when the file is not in the page cache (kernel behaviour;
+    not measured against the default here)."""
     import mmap
 
     mapped = getattr(vectors, "_mmap", None)
