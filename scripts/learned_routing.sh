@@ -12,6 +12,7 @@
 # Resumable, in lanes (scripts/lanes.sh: LANES, THREADS, OUT, ONLY, LOGS):
 #   bash scripts/learned_routing.sh
 #   ONLY=musique bash scripts/learned_routing.sh
+#   ONLY=2wiki-realroute bash scripts/learned_routing.sh   (the 2Wiki realroute pair, session 14)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 POLICY=${POLICY:-src/routerag/data/policies/routerag-sft-qwen2.5-coder-0.5b/adapter.gguf}
@@ -26,6 +27,8 @@ jobs() {
   echo "musique-hard-route-learned musique hard-route 50 params.router=learned params.router_margin=$MARGIN modes=[passage,bm25,graph,hybrid] label=hard-route-learned"
   echo "musique-realroute-learned musique realroute 50 params.router=learned params.router_margin=$MARGIN modes=[passage,bm25,graph,hybrid] label=realroute-learned"
   echo "musique-realroute-4modes musique realroute 50 modes=[passage,bm25,graph,hybrid] label=realroute-4modes"
+  echo "2wiki-realroute-learned 2wiki realroute 100 params.router=learned params.router_margin=$MARGIN modes=[passage,bm25,graph,hybrid] label=realroute-learned"
+  echo "2wiki-realroute-4modes 2wiki realroute 100 modes=[passage,bm25,graph,hybrid] label=realroute-4modes"
 }
 
 run_lanes

@@ -335,7 +335,7 @@ def test_results_without_a_header_are_not_adopted(tmp_path) -> None:
 
 
 def test_a_compressed_log_reads_resumes_and_retries_like_a_plain_one(tmp_path) -> None:
-    import gzip
+    import lzma
 
     from routerag.eval.runs import ResultsLog
 
@@ -346,40 +346,80 @@ def test_a_compressed_log_reads_resumes_and_retries_like_a_plain_one(tmp_path) -
     plain = (run / "results.jsonl").read_bytes()
     report = log.compress()
     assert (report.records, report.plain_bytes) == (4, len(plain)) and report.packed_bytes < len(plain)
-    assert not (run / "results.jsonl").exists() and gzip.decompress((run / "results.jsonl.gz").read_bytes()) == plain
-    assert log.location == run / "results.jsonl.gz" and [r.qid for r in log.read()] == ["q0", "q8", "q4", "q2"]
+    assert not (run / "results.jsonl").exists() and lzma.decompress((run / "results.jsonl.xz").read_bytes()) == plain
+    assert log.location == run / "results.jsonl.xz" and [r.qid for r in log.read()] == ["q0", "q8", "q4", "q2"]
     assert log.compress().already  # a second compress changes nothing
     # resume: the compressed log is unpacked, then appended to; nothing lost or twice
     outcome = run_evaluation(SPEC, questions(), factory(), run)
     assert (outcome.skipped, outcome.ran) == (4, 6) and outcome.summary.n_errors == 1
-    assert not (run / "results.jsonl.gz").exists() and sorted(r["qid"] for r in lines(run)) == sorted(f"q{i}" for i in range(10))
+    assert not (run / "results.jsonl.xz").exists() and sorted(r["qid"] for r in lines(run)) == sorted(f"q{i}" for i in range(10))
     log.compress()
     retry = run_evaluation(SPEC, questions(), factory(), run, retry_errors=True)  # rewrite of a compressed log
     assert (retry.retried_errors, retry.ran) == (1, 1) and retry.summary.n_errors == 0
-    assert not (run / "results.jsonl.gz").exists() and len(lines(run)) == 10
+    assert not (run / "results.jsonl.xz").exists() and len(lines(run)) == 10
     log.compress()
     done = run_evaluation(SPEC, questions(), factory(), run)  # a finished compressed run stays compressed
-    assert (done.ran, done.skipped) == (0, 10) and (run / "results.jsonl.gz").exists() and not (run / "results.jsonl").exists()
+    assert (done.ran, done.skipped) == (0, 10) and (run / "results.jsonl.xz").exists() and not (run / "results.jsonl").exists()
+
+
+def test_a_log_packed_as_gzip_reads_resumes_and_is_repacked_as_xz(tmp_path) -> None:
+    """Runs stored before the xz form (results.jsonl.gz) read, resume and report as before;
+    ``compress`` re-packs them as xz (verified, then the gzip removed); both packed files at once
+    (a re-pack cut between its steps) are read only when they agree."""
+    import gzip
+    import lzma
+
+    from routerag.eval.runs import ResultsLog
+
+    run = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        run_evaluation(SPEC, questions()[:4], lambda: Interrupting(factory()(), 2), run)
+    plain = (run / "results.jsonl").read_bytes()
+    (run / "results.jsonl.gz").write_bytes(gzip.compress(plain, mtime=0))
+    (run / "results.jsonl").unlink()
+    log = ResultsLog(run / "results.jsonl")
+    assert log.location == run / "results.jsonl.gz" and [r.qid for r in log.read()] == [r["qid"] for r in map(json.loads, plain.splitlines())]
+    report = log.compress()
+    assert report.repacked and not report.already and report.records == 2
+    assert not (run / "results.jsonl.gz").exists() and lzma.decompress((run / "results.jsonl.xz").read_bytes()) == plain
+    assert log.compress().already
+    # both packed forms: refused when they differ (nothing changed), the gzip dropped when they agree
+    (run / "results.jsonl.gz").write_bytes(gzip.compress(plain.splitlines(keepends=True)[0]))
+    with pytest.raises(RunError, match="both results.jsonl.xz and results.jsonl.gz exist"):
+        log.read()
+    with pytest.raises(RunError, match="hold different records"):
+        log.compress()
+    assert (run / "results.jsonl.gz").exists() and (run / "results.jsonl.xz").exists()
+    (run / "results.jsonl.gz").write_bytes(gzip.compress(plain))
+    assert log.compress().already and not (run / "results.jsonl.gz").exists()
+    # resuming unpacks the xz log and appends
+    outcome = run_evaluation(SPEC, questions()[:4], factory(), run)
+    assert (outcome.skipped, outcome.ran) == (2, 2) and not (run / "results.jsonl.xz").exists() and len(lines(run)) == 4
 
 
 def test_compressed_and_plain_logs_side_by_side(tmp_path) -> None:
     """A crash between writing one form and removing the other leaves both: read as one log when
-    they agree, refused (nothing changed) when they differ; a damaged gzip is refused."""
+    they agree, refused (nothing changed) when they differ; a damaged xz or gzip is refused."""
     import gzip
+    import lzma
 
     from routerag.eval.runs import ResultsLog
 
     run = tmp_path / "run"
     run_evaluation(SPEC, questions()[:3], factory(), run)
     plain = (run / "results.jsonl").read_bytes()
-    (run / "results.jsonl.gz").write_bytes(gzip.compress(plain))
+    (run / "results.jsonl.xz").write_bytes(lzma.compress(plain))
     log = ResultsLog(run / "results.jsonl")
     assert len(log.read()) == 3
     assert run_evaluation(SPEC, questions()[:3], factory(), run).skipped == 3
-    (run / "results.jsonl.gz").write_bytes(gzip.compress(plain.splitlines(keepends=True)[0]))
-    with pytest.raises(RunError, match="both results.jsonl and results.jsonl.gz exist and hold different records"):
+    (run / "results.jsonl.xz").write_bytes(lzma.compress(plain.splitlines(keepends=True)[0]))
+    with pytest.raises(RunError, match="both results.jsonl and results.jsonl.xz exist and hold different records"):
         log.read()
     (run / "results.jsonl").unlink()
+    (run / "results.jsonl.xz").write_bytes(lzma.compress(plain)[:-20])
+    with pytest.raises(RunError, match="damaged compressed log"):
+        run_evaluation(SPEC, questions()[:3], factory(), run)
+    (run / "results.jsonl.xz").unlink()
     (run / "results.jsonl.gz").write_bytes(gzip.compress(plain)[:-20])
     with pytest.raises(RunError, match="damaged compressed log"):
         run_evaluation(SPEC, questions()[:3], factory(), run)

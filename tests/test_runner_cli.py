@@ -204,7 +204,7 @@ def test_runs_compress_then_report_and_resume(qa_file, tmp_path) -> None:
     packed = runner.invoke(app, ["runs", "compress", str(tmp_path / "runs")])
     assert packed.exit_code == 0, packed.output
     assert f"{out}: compressed, 3 records" in packed.output
-    assert not (out / "results.jsonl").exists() and (out / "results.jsonl.gz").is_file()
+    assert not (out / "results.jsonl").exists() and (out / "results.jsonl.xz").is_file()
     after = runner.invoke(app, ["report", str(out), "--out", str(tmp_path / "r2"), "--no-plots"])
     assert after.exit_code == 0 and after.stdout == before.stdout
     assert (tmp_path / "r1" / "main_table.csv").read_bytes() == (tmp_path / "r2" / "main_table.csv").read_bytes()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import lzma
 from pathlib import Path
 
 import pytest
@@ -82,7 +83,7 @@ def test_a_new_trace_round_trips_without_the_old_reader() -> None:
 def _stored_records() -> list[tuple[Path, dict]]:
     out = []
     for path in sorted(RESULTS.rglob("results.jsonl*")):
-        opener = gzip.open if path.suffix == ".gz" else open
+        opener = {".gz": gzip.open, ".xz": lzma.open}.get(path.suffix, open)
         with opener(path, "rt", encoding="utf-8") as handle:
             out += [(path, json.loads(line)) for line in handle if line.strip()]
     return out

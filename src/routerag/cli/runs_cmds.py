@@ -1,5 +1,6 @@
 """``routerag runs compress`` / ``routerag runs uncompress``: store finished evaluation runs as
-``results.jsonl.gz`` (every reader and resume accept both forms; see :mod:`routerag.eval.runs`)."""
+``results.jsonl.xz`` (every reader and resume accept every form, the earlier ``results.jsonl.gz`` too; see
+:mod:`routerag.eval.runs`)."""
 
 from __future__ import annotations
 
@@ -36,8 +37,9 @@ def _run_dirs(paths: list[Path]) -> list[Path]:
 def compress_command(
     paths: list[Path] = typer.Argument(..., help="run directories, or folders holding them (searched recursively)"),
 ) -> None:
-    """Replace each finished run's results.jsonl by results.jsonl.gz (verified before the plain
-    file is removed). `routerag report` reads it as before; resuming the run decompresses it."""
+    """Replace each finished run's results.jsonl by results.jsonl.xz (verified before the plain
+    file is removed; a results.jsonl.gz packed earlier is re-packed as xz). `routerag report` reads
+    it as before; resuming the run decompresses it."""
     from routerag.eval.runs import RunDir, RunError
 
     failed = 0
@@ -53,7 +55,7 @@ def compress_command(
             continue
         plain_total += report.plain_bytes
         packed_total += report.packed_bytes
-        state = "already compressed" if report.already else "compressed"
+        state = "already compressed" if report.already else "re-packed gzip -> xz" if report.repacked else "compressed"
         typer.echo(f"{path}: {state}, {report.records} records, {report.plain_bytes:,} -> {report.packed_bytes:,} bytes")
     typer.echo(f"total {plain_total:,} -> {packed_total:,} bytes")
     if failed:
@@ -64,7 +66,7 @@ def compress_command(
 def uncompress_command(
     paths: list[Path] = typer.Argument(..., help="run directories, or folders holding them (searched recursively)"),
 ) -> None:
-    """Turn results.jsonl.gz back into results.jsonl (resume does this by itself; this is for
+    """Turn results.jsonl.xz (or .gz) back into results.jsonl (resume does this by itself; this is for
     reading the log with line tools)."""
     from routerag.eval.runs import RunDir, RunError
 
