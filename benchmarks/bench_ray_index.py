@@ -9,7 +9,8 @@ seeded by a hash of the passage; no model). It measures the pipeline around the 
 docs.jsonl by byte range, the actor pool, writing the fp16 vector shards, and the driver's
 memory while it runs, not embedding speed. The rows are ``ivfpq`` shards of ``add_batch``
 (65,536) rows, as in the real build. ``--ivfpq`` also trains and adds the IVF-PQ index from the
-shards (the driver side of the build).
+shards, twice: the add step in the driver and on Ray actors (``routerag index --engine ray``), the
+two indexes compared byte for byte.
 """
 
 from __future__ import annotations
@@ -87,11 +88,38 @@ class PeakRSS:
         self.peak = max(self.peak, rss_mb())
 
 
+def build_ivfpq(shards: list, rows: int, work: Path, settings, cpus: int) -> dict:
+    """The IVF-PQ build from the shards twice, in one run: the add step in this process (FAISS's
+    own threads) and on ``cpus`` Ray actors with the parts merged here (``--engine ray``); build
+    and add-step seconds, the driver's peak RSS, and whether the two indexes are the same bytes."""
+    from routerag.index.ivfpq import FAISS_NAME, IVFPQIndex, add_here
+    from routerag.index.ray_build import ray_ivfpq_adder
+
+    out: dict = {}
+    for name, adder in (("here", add_here), ("ray", ray_ivfpq_adder(work / f"parts-{rows}", actors=cpus))):
+        spent: list[float] = []
+
+        def timed(index, path, batch, adder=adder, spent=spent):
+            t = time.perf_counter()
+            adder(index, path, batch)
+            spent.append(time.perf_counter() - t)
+
+        with PeakRSS() as peak:
+            t0 = time.perf_counter()
+            IVFPQIndex.build((np.load(s.path, mmap_mode="r") for s in shards), rows, DIM, work / f"ivfpq-{rows}-{name}",
+                             settings, adder=timed)
+            out |= {f"ivfpq_{name}_build_s": round(time.perf_counter() - t0, 1), f"ivfpq_{name}_add_s": round(spent[0], 1),
+                    f"ivfpq_{name}_driver_rss_peak_mb": round(peak.peak)}
+    out["ivfpq_same_bytes"] = (work / f"ivfpq-{rows}-here" / FAISS_NAME).read_bytes() == (work / f"ivfpq-{rows}-ray" / FAISS_NAME).read_bytes()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, nargs="+", default=[500_000, 1_000_000])
     parser.add_argument("--cpus", type=int, default=2)
-    parser.add_argument("--ivfpq", action="store_true", help="also train/add the IVF-PQ index from the shards")
+    parser.add_argument("--ivfpq", action="store_true",
+                        help="also build the IVF-PQ index from the shards, the add step here and on Ray actors")
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -126,12 +154,7 @@ def main() -> None:
             "shard_bytes_mb": round(sum(Path(s.path).stat().st_size for s in shards) / 2**20),
         }
         if args.ivfpq:
-            from routerag.index.ivfpq import IVFPQIndex
-
-            with PeakRSS() as peak:
-                t0 = time.perf_counter()
-                IVFPQIndex.build((np.load(s.path, mmap_mode="r") for s in shards), rows, DIM, work / f"ivfpq-{rows}", dense.ivfpq)
-                result |= {"ivfpq_build_s": round(time.perf_counter() - t0, 1), "ivfpq_driver_rss_peak_mb": round(peak.peak)}
+            result |= build_ivfpq(shards, rows, work, dense.ivfpq, args.cpus)
         remove_shards(shards_dir)
         results.append(result)
         print(json.dumps(result), flush=True)

@@ -16,7 +16,9 @@ from routerag.index.ivfpq import (
     FAISS_NAME,
     VECTORS_NAME,
     IVFPQIndex,
+    add_in_batches,
     factory_string,
+    merge_parts,
     open_vectors,
 )
 from routerag.index.manifest import IndexLoadError
@@ -150,6 +152,58 @@ def test_opq_variant(tmp_path, data):
     index = IVFPQIndex.build([vectors], N, DIM, tmp_path / "opq", settings)
     assert _recall(index.search(queries, 10)[1], truth) >= 0.95
     assert faiss.read_index(str(tmp_path / "opq" / FAISS_NAME)).__class__.__name__ == "IndexPreTransform"
+
+
+@pytest.mark.parametrize("opq", [False, True])
+def test_an_add_step_in_parts_merged_in_row_order_gives_the_same_index(tmp_path, data, built, opq):
+    """The add step as the Ray engine runs it (each part of add_batch rows added to its own copy
+    of the trained index, merged with ids offset by the part's first row) writes the same index,
+    byte for byte, as adding in one process; parts out of order or with a gap are refused."""
+    vectors = data[0]
+    settings = SETTINGS.model_copy(update={"opq": opq})
+    seen: list[int] = []
+
+    def in_parts(index, vectors_path, batch):
+        rows = open_vectors(vectors_path)
+        trained = faiss.serialize_index(index)
+
+        def parts():
+            for start in range(0, len(rows), batch):
+                part = faiss.deserialize_index(trained)
+                add_in_batches(part, rows, batch, start, min(start + batch, len(rows)))
+                seen.append(part.ntotal)
+                yield start, part
+
+        merge_parts(index, parts())
+
+    here = tmp_path / "here"
+    reference = built if not opq else here
+    if opq:
+        IVFPQIndex.build([vectors], N, DIM, here, settings)
+    merged = IVFPQIndex.build([vectors], N, DIM, tmp_path / "parts", settings, adder=in_parts)
+    assert seen == [700] * 5 + [500]
+    assert (tmp_path / "parts" / FAISS_NAME).read_bytes() == (reference / FAISS_NAME).read_bytes()
+    assert merged.ntotal == N
+
+    trained = faiss.serialize_index(faiss.read_index(str(reference / FAISS_NAME)))
+
+    def part(start, stop):
+        index = faiss.deserialize_index(trained)
+        index.reset()
+        add_in_batches(index, vectors, 700, start, stop)
+        return index
+
+    target = faiss.deserialize_index(trained)
+    target.reset()
+    with pytest.raises(ValueError, match="starting at row 700 follows 0 rows"):
+        merge_parts(target, [(700, part(700, 1400)), (0, part(0, 700))])
+
+    def dropping(index, vectors_path, batch):  # an add step that loses rows is caught before anything is written
+        add_in_batches(index, open_vectors(vectors_path), batch, 0, N - 1)
+
+    with pytest.raises(RuntimeError, match=f"left {N - 1} vectors in the index, expected {N}"):
+        IVFPQIndex.build([vectors], N, DIM, tmp_path / "short", settings, adder=dropping)
+    assert not (tmp_path / "short" / FAISS_NAME).exists()
 
 
 # ---------------------------------------------------------------- the bundle path (real embedder)

@@ -1,5 +1,6 @@
 """``routerag index --engine ray``: a Ray Data pipeline writing the same bundle as the in-process
-build, with bit-identical vectors (real MiniLM embedder, real 2Wiki passages, Ray in local mode)."""
+build, with bit-identical vectors and IVF-PQ index (the add step on actors, its parts merged; real
+MiniLM embedder, real 2Wiki passages, Ray in local mode)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ def test_ray_build_equals_local_build(tmp_path, passages, ray_local):
     assert np.array_equal(local.component("dense").vectors(), on_ray.component("dense").vectors())
     assert np.array_equal(local.component("dense").vectors(), reloaded.component("dense").vectors())
     assert (tmp_path / "local/dense/vectors.f16.npy").read_bytes() == (tmp_path / "ray/dense/vectors.f16.npy").read_bytes()
+    # the add step ran on the actors (3 parts of add_batch rows) and was merged: the same index, byte for byte
+    assert (tmp_path / "local/dense/faiss.index").read_bytes() == (tmp_path / "ray/dense/faiss.index").read_bytes()
     query = local.component("dense").embed_queries(["Which film was released first, Aas Ka Panchhi or Phoolwari?"])
     assert np.array_equal(local.component("dense").search(query, 5)[1], reloaded.component("dense").search(query, 5)[1])
 

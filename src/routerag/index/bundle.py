@@ -157,13 +157,14 @@ ENGINES = ("local", "ray")
 
 def _build_dense_on_ray(cls: type, store: DocStore, staging: Path, settings: IndexSettings) -> IndexComponent:
     try:
-        from routerag.index.ray_build import ray_vectors, remove_shards
+        from routerag.index.ray_build import ray_ivfpq_adder, ray_vectors, remove_shards
     except ImportError as exc:
         raise IndexLoadError(f"the ray engine needs Ray Data: pip install 'routerag[scale]' ({exc})") from None
     work = staging / ".vector-shards"
     try:
         vectors = ray_vectors(staging / DOCS_NAME, len(store), settings, work)
-        return cls.build(store, staging / "dense", settings, vectors=vectors)
+        adder = ray_ivfpq_adder(work / "ivfpq-parts") if settings.dense.faiss == "ivfpq" else None
+        return cls.build(store, staging / "dense", settings, vectors=vectors, ivfpq_adder=adder)
     finally:
         remove_shards(work)
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 import numpy as np
 
 from routerag.index.embedder import Embedder, EmbedderConfig, build_embedder
-from routerag.index.ivfpq import write_index
+from routerag.index.ivfpq import Adder, add_here, write_index
 from routerag.index.manifest import IndexLoadError, Manifest, read_manifest, write_manifest
 from routerag.index.settings import DenseSettings, IndexSettings, IVFPQSettings
 
@@ -158,9 +158,10 @@ class DenseIndex:
     # ---------------------------------------------------------------- build / load
     @classmethod
     def build(cls, store: "DocStore", directory: Path, settings: IndexSettings,
-              vectors: "VectorShards | None" = None) -> "DenseIndex":
+              vectors: "VectorShards | None" = None, *, ivfpq_adder: Adder | None = None) -> "DenseIndex":
         """Embed the passages (or take ``vectors`` computed elsewhere, e.g. by the Ray engine, over
-        the row ranges of :func:`embedding_shards`) and build the FAISS index and manifest."""
+        the row ranges of :func:`embedding_shards`) and build the FAISS index and manifest;
+        ``ivfpq_adder`` runs an ivfpq index's add step elsewhere (the Ray engine's actors)."""
         if len(store) == 0:
             raise ValueError("cannot build a dense index over zero documents")
         directory = Path(directory)
@@ -170,7 +171,7 @@ class DenseIndex:
             embedder = build_embedder(settings.embedder)
             vectors = _embed_in_process(store, settings.dense, embedder)
         if settings.dense.faiss == "ivfpq":
-            index = cls._build_ivfpq(vectors, len(store), directory, settings.dense.ivfpq)
+            index = cls._build_ivfpq(vectors, len(store), directory, settings.dense.ivfpq, ivfpq_adder)
         else:
             index = _new_faiss(vectors.dim, settings.dense)
             for shard in vectors.shards:
@@ -195,7 +196,8 @@ class DenseIndex:
         return self
 
     @staticmethod
-    def _build_ivfpq(vectors: "VectorShards", n: int, directory: Path, settings: IVFPQSettings):
+    def _build_ivfpq(vectors: "VectorShards", n: int, directory: Path, settings: IVFPQSettings,
+                     adder: Adder | None = None):
         """Write the fp16 file from the vector shards, then train and add."""
         from routerag.index.ivfpq import IVFPQIndex
 
@@ -203,7 +205,7 @@ class DenseIndex:
             settings.check_for(vectors.dim, n)
         except ValueError as exc:
             raise IndexLoadError(str(exc)) from None
-        return IVFPQIndex.build(vectors.shards, n, vectors.dim, directory, settings)
+        return IVFPQIndex.build(vectors.shards, n, vectors.dim, directory, settings, adder=adder or add_here)
 
     @classmethod
     def load(cls, directory: Path, store: "DocStore", settings: IndexSettings) -> "DenseIndex":

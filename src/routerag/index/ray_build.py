@@ -6,8 +6,11 @@ into the row ranges of :func:`routerag.index.dense.embedding_shards` (byte range
 task reads only its own lines) -> a pool of embedding actors (one CPU each, or one GPU each when the
 cluster has GPUs) encodes one range per call with the index's embedder and writes it as a ``.npy``
 vector shard on disk -> the driver checks every shard and streams them, in row order, into the
-existing dense build (flat/HNSW add, or the IVF-PQ fp16 file, training and add). The driver holds
-shard descriptors only, never the passages or the vectors of the whole corpus.
+existing dense build (flat/HNSW add, or the IVF-PQ fp16 file and training). The driver holds
+shard descriptors only, never the passages or the vectors of the whole corpus. For ``ivfpq`` the
+add step (assign + encode, the longest step of a large build) runs on a second pool of actors, one
+part of ``add_batch`` rows each on a copy of the trained index, and the driver merges the parts in
+row order (:func:`ray_ivfpq_adder`): the same index, byte for byte, as the in-process add.
 
 Because every range is encoded by the same embedder with one ``encode`` call, as the in-process
 build does, the vectors are bit-identical to ``--engine local``'s. Ray is started in local mode when
@@ -28,6 +31,7 @@ from pydantic import BaseModel
 
 from routerag.index.dense import VectorShards
 from routerag.index.embedder import Embedder, EmbedderConfig, build_embedder
+from routerag.index.ivfpq import Adder
 from routerag.raycluster import ensure_ray
 
 EmbedderFactory = Callable[[EmbedderConfig], Embedder]
@@ -152,6 +156,97 @@ def embed_with_ray(
     if len({(r.identity, r.dim) for r in results}) > 1:
         raise RuntimeError("the embedding actors disagree on the embedder (identity or dimension)")
     return results
+
+
+class AddTask(BaseModel):
+    """One part of the IVF-PQ add step: rows ``[start, stop)`` of the fp16 vector file."""
+
+    part: int
+    start: int
+    stop: int
+
+
+class AddParts:
+    """The Ray Data actor of the IVF-PQ add step: a copy of the trained, empty index per part,
+    filled with the part's rows of the fp16 file (one FAISS thread: one actor per CPU) and written
+    to ``out_dir``."""
+
+    def __init__(self, trained: np.ndarray, vectors_path: str, out_dir: str, batch: int) -> None:
+        import faiss
+
+        from routerag.index.ivfpq import open_vectors
+
+        faiss.omp_set_num_threads(1)
+        self.trained = trained
+        self.vectors = open_vectors(Path(vectors_path))
+        self.out_dir = Path(out_dir)
+        self.batch = batch
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
+        import faiss
+
+        from routerag.index.ivfpq import add_in_batches, write_index
+
+        done: list[str] = []
+        for raw in batch["task"]:
+            task = AddTask.model_validate_json(str(raw))
+            index = faiss.deserialize_index(self.trained)
+            add_in_batches(index, self.vectors, self.batch, task.start, task.stop)
+            if index.ntotal != task.stop - task.start:
+                raise RuntimeError(f"IVF-PQ part {task.part}: {index.ntotal} vectors added, expected {task.stop - task.start}")
+            write_index(index, part_path(self.out_dir, task.part))
+            done.append(task.model_dump_json())
+        return {"task": done}
+
+
+def part_path(directory: Path, part: int) -> Path:
+    return directory / f"ivfpq-part-{part:06d}.index"
+
+
+def ray_ivfpq_adder(work_dir: Path, *, actors: int | None = None) -> Adder:
+    """An :class:`routerag.index.ivfpq.Adder` that runs the add step on a pool of Ray actors (one
+    CPU each), one part of ``batch`` rows per call, then merges the parts in row order in this
+    process, reading and deleting one at a time (:func:`routerag.index.ivfpq.merge_parts`). The
+    actors read the fp16 file and write the parts under ``work_dir``: on a cluster both must be on
+    storage every node sees, as for the embedding shards."""
+
+    def add(index: Any, vectors_path: Path, batch: int) -> None:
+        import faiss
+        import ray
+        import ray.data
+
+        from routerag.index.ivfpq import merge_parts, open_vectors, read_index
+
+        ensure_ray()
+        n = len(open_vectors(vectors_path))
+        tasks = [AddTask(part=i, start=a, stop=min(a + batch, n)) for i, a in enumerate(range(0, n, batch))]
+        if not tasks:
+            return
+        work_dir.mkdir(parents=True, exist_ok=True)
+        pool = max(1, min(len(tasks), actors or int(ray.cluster_resources().get("CPU", 1))))
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        dataset = ray.data.from_items([{"task": t.model_dump_json()} for t in tasks], override_num_blocks=len(tasks))
+        added = dataset.map_batches(
+            AddParts,
+            fn_constructor_kwargs={"trained": faiss.serialize_index(index), "vectors_path": str(vectors_path),
+                                   "out_dir": str(work_dir), "batch": batch},
+            batch_size=1,
+            concurrency=pool,
+            num_cpus=1,
+        )
+        finished = sorted((AddTask.model_validate_json(row["task"]) for row in added.iter_rows()), key=lambda t: t.part)
+        if finished != tasks:
+            raise RuntimeError(f"the Ray add step returned parts {[t.part for t in finished]}, expected 0..{len(tasks) - 1}")
+
+        def parts() -> Iterator[tuple[int, Any]]:
+            for task in tasks:
+                path = part_path(work_dir, task.part)
+                yield task.start, read_index(path, mmap=False)
+                path.unlink()
+
+        merge_parts(index, parts())
+
+    return add
 
 
 def ray_vectors(docs_path: Path, n_docs: int, settings: Any, work_dir: Path, **kwargs: Any) -> VectorShards:
