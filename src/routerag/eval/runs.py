@@ -175,9 +175,10 @@ class ResultsLog:
             )
         return data
 
-    def _scan(self) -> tuple[list[QuestionRecord], int, int]:
-        """(good records, byte offset after the last good line, size of the log)."""
-        data = self._data()
+    def _scan(self, data: bytes | None = None) -> tuple[list[QuestionRecord], int, int]:
+        """(good records, byte offset after the last good line, size of the log); ``data``: the
+        log's bytes when the caller has read them already."""
+        data = self._data() if data is None else data
         records: list[QuestionRecord] = []
         good_end = 0
         bad_at: int | None = None
@@ -243,8 +244,8 @@ class ResultsLog:
                                "nothing was changed. Keep the right one and move the other away.")
             self.gz_path.unlink()  # a re-pack cut between its two steps: the xz copy was verified
         if self.packed_path.exists() and not self.path.exists():
-            records = self.read()
             data = self._data()
+            records = self._scan(data)[0]
             if self.packed_path == self.gz_path:  # the earlier form: re-pack as xz (verified), then drop the gzip
                 self._write_packed(data)
                 self.gz_path.unlink()
@@ -253,10 +254,10 @@ class ResultsLog:
             return CompressReport(records=len(records), plain_bytes=len(data), packed_bytes=self.packed_path.stat().st_size, already=True)
         if not self.path.exists():
             raise RunError(f"{self.path.parent}: no {self.path.name} to compress")
-        records, good_end, size = self._scan()
+        data = self._data()  # checks that an earlier packed copy beside it, if any, holds the same
+        records, good_end, size = self._scan(data)
         if good_end != size:
             raise RunError(f"{self.path}: the last line is incomplete (a crash mid-write); resume the run before compressing it")
-        data = self.path.read_bytes()
         self.gz_path.unlink(missing_ok=True)  # _data() checked that an earlier gzip copy holds the same records
         packed = self._write_packed(data)
         self.path.unlink()

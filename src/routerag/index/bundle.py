@@ -163,8 +163,7 @@ def _build_dense_on_ray(cls: type, store: DocStore, staging: Path, settings: Ind
     work = staging / ".vector-shards"
     try:
         vectors = ray_vectors(staging / DOCS_NAME, len(store), settings, work)
-        adder = ray_ivfpq_adder(work / "ivfpq-parts") if settings.dense.faiss == "ivfpq" else None
-        return cls.build(store, staging / "dense", settings, vectors=vectors, ivfpq_adder=adder)
+        return cls.build(store, staging / "dense", settings, vectors=vectors, ivfpq_adder=ray_ivfpq_adder(work / "ivfpq-parts"))
     finally:
         remove_shards(work)
 

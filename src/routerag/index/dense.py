@@ -158,7 +158,7 @@ class DenseIndex:
     # ---------------------------------------------------------------- build / load
     @classmethod
     def build(cls, store: "DocStore", directory: Path, settings: IndexSettings,
-              vectors: "VectorShards | None" = None, *, ivfpq_adder: Adder | None = None) -> "DenseIndex":
+              vectors: "VectorShards | None" = None, *, ivfpq_adder: Adder = add_here) -> "DenseIndex":
         """Embed the passages (or take ``vectors`` computed elsewhere, e.g. by the Ray engine, over
         the row ranges of :func:`embedding_shards`) and build the FAISS index and manifest;
         ``ivfpq_adder`` runs an ivfpq index's add step elsewhere (the Ray engine's actors)."""
@@ -197,7 +197,7 @@ class DenseIndex:
 
     @staticmethod
     def _build_ivfpq(vectors: "VectorShards", n: int, directory: Path, settings: IVFPQSettings,
-                     adder: Adder | None = None):
+                     adder: Adder = add_here):
         """Write the fp16 file from the vector shards, then train and add."""
         from routerag.index.ivfpq import IVFPQIndex
 
@@ -205,7 +205,7 @@ class DenseIndex:
             settings.check_for(vectors.dim, n)
         except ValueError as exc:
             raise IndexLoadError(str(exc)) from None
-        return IVFPQIndex.build(vectors.shards, n, vectors.dim, directory, settings, adder=adder or add_here)
+        return IVFPQIndex.build(vectors.shards, n, vectors.dim, directory, settings, adder=adder)
 
     @classmethod
     def load(cls, directory: Path, store: "DocStore", settings: IndexSettings) -> "DenseIndex":

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from pydantic import BaseModel
 
 from routerag.index.dense import VectorShards
 from routerag.index.embedder import Embedder, EmbedderConfig, build_embedder
-from routerag.index.ivfpq import Adder
+from routerag.index.ivfpq import Adder, add_in_batches, merge_parts, open_vectors, read_index, write_index
 from routerag.raycluster import ensure_ray
 
 EmbedderFactory = Callable[[EmbedderConfig], Embedder]
@@ -116,6 +116,19 @@ class EmbedShards:
         return {"result": [r.model_dump_json() for r in results]}
 
 
+def on_actor_pool(tasks: Sequence[BaseModel], actor: type, kwargs: dict[str, Any], pool: int, *, gpu: bool = False) -> list[str]:
+    """Run ``tasks`` (one a call, as JSON under ``"task"``) on ``pool`` Ray Data actors of class
+    ``actor`` (built with ``kwargs``; one CPU each, or one GPU each with ``gpu``); the ``"result"``
+    strings the actors return, in no particular order."""
+    import ray.data
+
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    dataset = ray.data.from_items([{"task": t.model_dump_json()} for t in tasks], override_num_blocks=len(tasks))
+    mapped = dataset.map_batches(actor, fn_constructor_kwargs=kwargs, batch_size=1, concurrency=pool,
+                                 num_cpus=0 if gpu else 1, num_gpus=1 if gpu else 0)
+    return [str(row["result"]) for row in mapped.iter_rows()]
+
+
 def embed_with_ray(
     docs_path: Path,
     ranges: list[tuple[int, int]],
@@ -128,26 +141,16 @@ def embed_with_ray(
 ) -> list[ShardResult]:
     """Embed ``ranges`` of ``docs_path`` on a pool of Ray actors into ``out_dir``; the shard results in row order."""
     import ray
-    import ray.data
 
     ensure_ray()
     out_dir.mkdir(parents=True, exist_ok=True)
     tasks = plan_tasks(docs_path, ranges)
     gpus = int(ray.cluster_resources().get("GPU", 0))
     pool = max(1, min(len(tasks), actors or gpus or int(ray.cluster_resources().get("CPU", 1))))
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = False
-    dataset = ray.data.from_items([{"task": t.model_dump_json()} for t in tasks], override_num_blocks=len(tasks))
-    embedded = dataset.map_batches(
-        EmbedShards,
-        fn_constructor_kwargs={"config_json": config.model_dump_json(), "docs_path": str(docs_path),
-                               "out_dir": str(out_dir), "dtype": dtype, "factory": factory},
-        batch_size=1,
-        concurrency=pool,
-        num_cpus=0 if gpus else 1,
-        num_gpus=1 if gpus else 0,
-    )
-    results = sorted((ShardResult.model_validate_json(row["result"]) for row in embedded.iter_rows()), key=lambda r: r.shard)
+    embedded = on_actor_pool(tasks, EmbedShards, {"config_json": config.model_dump_json(), "docs_path": str(docs_path),
+                                                  "out_dir": str(out_dir), "dtype": dtype, "factory": factory},
+                             pool, gpu=gpus > 0)
+    results = sorted((ShardResult.model_validate_json(raw) for raw in embedded), key=lambda r: r.shard)
     if [r.shard for r in results] != [t.shard for t in tasks]:
         raise RuntimeError(f"the Ray pipeline returned shards {[r.shard for r in results]}, expected 0..{len(tasks) - 1}")
     for task, result in zip(tasks, results):
@@ -174,8 +177,6 @@ class AddParts:
     def __init__(self, trained: np.ndarray, vectors_path: str, out_dir: str, batch: int) -> None:
         import faiss
 
-        from routerag.index.ivfpq import open_vectors
-
         faiss.omp_set_num_threads(1)
         self.trained = trained
         self.vectors = open_vectors(Path(vectors_path))
@@ -184,8 +185,6 @@ class AddParts:
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
         import faiss
-
-        from routerag.index.ivfpq import add_in_batches, write_index
 
         done: list[str] = []
         for raw in batch["task"]:
@@ -196,7 +195,7 @@ class AddParts:
                 raise RuntimeError(f"IVF-PQ part {task.part}: {index.ntotal} vectors added, expected {task.stop - task.start}")
             write_index(index, part_path(self.out_dir, task.part))
             done.append(task.model_dump_json())
-        return {"task": done}
+        return {"result": done}
 
 
 def part_path(directory: Path, part: int) -> Path:
@@ -213,9 +212,6 @@ def ray_ivfpq_adder(work_dir: Path, *, actors: int | None = None) -> Adder:
     def add(index: Any, vectors_path: Path, batch: int) -> None:
         import faiss
         import ray
-        import ray.data
-
-        from routerag.index.ivfpq import merge_parts, open_vectors, read_index
 
         ensure_ray()
         n = len(open_vectors(vectors_path))
@@ -224,17 +220,9 @@ def ray_ivfpq_adder(work_dir: Path, *, actors: int | None = None) -> Adder:
             return
         work_dir.mkdir(parents=True, exist_ok=True)
         pool = max(1, min(len(tasks), actors or int(ray.cluster_resources().get("CPU", 1))))
-        ray.data.DataContext.get_current().enable_progress_bars = False
-        dataset = ray.data.from_items([{"task": t.model_dump_json()} for t in tasks], override_num_blocks=len(tasks))
-        added = dataset.map_batches(
-            AddParts,
-            fn_constructor_kwargs={"trained": faiss.serialize_index(index), "vectors_path": str(vectors_path),
-                                   "out_dir": str(work_dir), "batch": batch},
-            batch_size=1,
-            concurrency=pool,
-            num_cpus=1,
-        )
-        finished = sorted((AddTask.model_validate_json(row["task"]) for row in added.iter_rows()), key=lambda t: t.part)
+        added = on_actor_pool(tasks, AddParts, {"trained": faiss.serialize_index(index), "vectors_path": str(vectors_path),
+                                                "out_dir": str(work_dir), "batch": batch}, pool)
+        finished = sorted((AddTask.model_validate_json(raw) for raw in added), key=lambda t: t.part)
         if finished != tasks:
             raise RuntimeError(f"the Ray add step returned parts {[t.part for t in finished]}, expected 0..{len(tasks) - 1}")
 
