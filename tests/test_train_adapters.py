@@ -128,3 +128,40 @@ def test_layers_top_trains_only_the_top_layers_of_a_restored_adapter(trained):
     grads = {n: p.grad for n, p in restored.named_parameters() if "lora_" in n}
     assert all(g is None for n, g in grads.items() if f".layers.{LAYERS - 1}." not in n)
     assert any(g is not None and g.abs().sum() > 0 for n, g in grads.items() if f".layers.{LAYERS - 1}." in n)
+
+
+def test_rft_rounds_restart_from_the_configured_adapter(trained):
+    """With lora.init_from every rejection-sampling round fine-tunes that adapter restored afresh
+    (its top layers only with layers_top), not a fresh adapter and not the previous round's weights."""
+    from routerag.train.rft import round_policy
+
+    folder, original = trained
+    cfg = TrainConfig(model={"name": "tiny", "tiny_layers": LAYERS, "tiny_hidden": HIDDEN},
+                      lora={"enabled": True, "init_from": str(folder), "layers_top": 1}, grpo={"seed": 0})
+    state: dict = {}
+    first = round_policy(cfg, [None] * VOCAB, state)
+    np.testing.assert_allclose(_logits(first), _logits(original), atol=1e-6)
+    trainable = {int(n.split(".layers.", 1)[1].split(".", 1)[0]) for n, p in first.named_parameters() if p.requires_grad}
+    assert trainable == {LAYERS - 1}
+    with torch.no_grad():  # round 1 trains its copy
+        for p in first.parameters():
+            if p.requires_grad:
+                p.add_(1.0)
+    second = round_policy(cfg, [None] * VOCAB, state)
+    assert second is not first
+    want = _lora_weights(original)
+    got = _lora_weights(second)
+    assert got.keys() == want.keys()
+    for name, value in got.items():
+        np.testing.assert_allclose(value, want[name], atol=1e-6)
+    assert "model" not in state  # nothing of a restored run is shared across rounds but the frozen cache
+
+
+def test_rft_rounds_without_init_share_the_base_model():
+    from routerag.train.rft import round_policy
+
+    cfg = TrainConfig(model={"name": "tiny", "tiny_layers": LAYERS, "tiny_hidden": HIDDEN}, grpo={"seed": 0})
+    state: dict = {}
+    base = round_policy(cfg, [None] * VOCAB, state)
+    assert round_policy(cfg, [None] * VOCAB, state) is base
+    assert not any("lora_" in n for n, _ in base.named_parameters())

@@ -248,7 +248,8 @@ class RFTSpec(BaseModel):
     """Rejection-sampling fine-tuning (expert iteration, STaR / ReST-EM): per round, sample G
     episodes per training question with llama.cpp and the current adapter, score them with the
     reward schedule (the round is the schedule's step), keep per question the best correct one,
-    fine-tune a fresh adapter on the kept + golden trajectories (the SFT fast path), export it, evaluate."""
+    fine-tune an adapter on the kept + golden trajectories (the SFT fast path; a fresh one, or
+    ``lora.init_from`` restored afresh every round), export it, evaluate."""
 
     model_config = ConfigDict(extra="forbid")
     rounds: int = Field(default=3, ge=1, description="rejection-sampling rounds")

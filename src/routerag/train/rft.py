@@ -8,8 +8,9 @@ One round (``routerag train routerag-rft``)::
     score    the reward schedule at step = round (RouteRAG: EM, then accuracy–efficiency with the
              cost normalised over the round's episodes)
     keep     per question the best correct episode (highest reward, then cheapest, then shortest)
-    train    a fresh LoRA on the kept episodes (+ the golden trajectories) with the SFT fast path
-             (upper layers only; the frozen layers' output cached across rounds)
+    train    a LoRA on the kept episodes (+ the golden trajectories) with the SFT fast path
+             (upper layers only; the frozen layers' output cached across rounds): a fresh one,
+             or the ``lora.init_from`` adapter restored afresh every round
     export   the adapter as a llama.cpp adapter GGUF (the next round samples with it)
     evaluate greedy episodes on held-out questions with the exported adapter
 
@@ -386,9 +387,24 @@ def _kept_rows(out: Path, rnd: int, samples: Sequence[QuestionSamples], scored: 
     return list(rows.values())
 
 
+def round_policy(cfg: TrainConfig, tokenizer: Any, state: dict[str, Any]) -> Any:
+    """The model a round's fine-tune starts from. With ``lora.init_from``: that adapter, restored
+    afresh every round (each round restarts from the initial policy, as ReST-EM restarts from its
+    base; with ``lora.layers_top`` only its top layers train). Without: the base model, loaded once
+    and shared by the rounds, which put a fresh adapter on it."""
+    from routerag.train.policy import load_policy, load_trainable
+
+    if cfg.lora.init_from:
+        return load_trainable(cfg, tokenizer)
+    if "model" not in state:
+        state["model"] = load_policy(cfg.model, tokenizer, seed=cfg.grpo.seed)
+    return state["model"]
+
+
 def _train_round(cfg: TrainConfig, out: Path, rdir: Path, kept: list[dict[str, list[int]]], tokenizer: Any,
                  state: dict[str, Any]) -> dict[str, Any]:
-    """A fresh adapter trained on the kept + golden rows (SFT fast path), saved and exported."""
+    """An adapter trained on the kept + golden rows (SFT fast path; fresh, or from ``lora.init_from``:
+    :func:`round_policy`), saved and exported."""
     from routerag.train.export_gguf import export_adapter_gguf
     from routerag.train.runfiles import read_metrics as _read
     from routerag.train.sft import fit_rows, run_sft, sft_rows, sft_trajectories
@@ -404,17 +420,14 @@ def _train_round(cfg: TrainConfig, out: Path, rdir: Path, kept: list[dict[str, l
     if not (final / "adapter_config.json").is_file():
         if not rows:
             raise ValueError("nothing to train on: no kept episode and no golden trajectory")
-        if "model" not in state:
-            from routerag.train.policy import load_policy
-
-            state["model"] = load_policy(cfg.model, tokenizer, seed=cfg.grpo.seed)
-            state["store"] = {}
-        trainer = run_sft(cfg, state["model"], tokenizer, rows, rdir / "sft", frozen_store=state["store"])
+        trainer = run_sft(cfg, round_policy(cfg, tokenizer, state), tokenizer, rows, rdir / "sft",
+                          frozen_store=state.setdefault("store", {}))
         trainer.save_model(str(final))
         prefix = getattr(trainer, "frozen_prefix", None)
         if prefix is not None:
             prefix.remove()
-        state["model"] = trainer.model.unload()  # the base model again, for the next round's fresh adapter
+        if not cfg.lora.init_from:
+            state["model"] = trainer.model.unload()  # the base model again, for the next round's fresh adapter
     export_adapter_gguf(cfg, final, rdir)
     losses = [m["loss"] for m in _read(rdir / "sft" / METRICS_FILE) if "loss" in m]
     # no SFT metrics here: the adapter was trained elsewhere (rft.stop_after=sample) and put in place
