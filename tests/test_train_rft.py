@@ -103,3 +103,37 @@ def test_token_rows_files_are_read_and_checked(tmp_path):
     assert cfg.sft.rows_files == [str(good)] and cfg.rft.stop_after == "sample"
     with pytest.raises(ValueError, match="stop_after"):
         TrainConfig(rft={"stop_after": "train"})
+
+
+def _distinct_samples() -> list[QuestionSamples]:
+    # four episodes with distinct completions (the token counts differ), two of them the same completion
+    a = [_episode("Paris", ["passage", "graph"], tokens=12), _episode("Paris", ["passage"], tokens=9),
+         _episode("Rome", ["passage"], tokens=8), _episode("Paris", ["passage"], tokens=9)]
+    return [QuestionSamples(qid="a", question="Who founded the company that made X?", answers=["Paris"], episodes=a),
+            QuestionSamples(qid="b", question="Where is Y?", answers=["Oslo"], episodes=[_episode("Bergen", ["passage"])])]
+
+
+def test_keep_correct_trains_on_every_distinct_correct_episode(tmp_path):
+    """rft.keep=correct (ReST-EM): every correct episode once, the long one too; best: the cheapest only."""
+    from types import SimpleNamespace
+
+    from routerag.train.rft import _kept_rows
+
+    samples = _distinct_samples()
+    scored = score_round(samples, two_stage_schedule(1), step=2)
+    assert scored[0].kept == 1 and scored[0].kept_indices("best") == [1]
+    assert scored[0].kept_indices("correct") == [0, 1]  # episode 3 repeats episode 1's completion
+    assert scored[1].kept_indices("correct") == [] and scored[1].kept_indices("best") == []
+    stats = round_stats(samples, scored, "correct")
+    assert stats["kept"] == 1 and stats["kept_episodes"] == 2 and stats["kept_retrieval_turns"] == 1.5
+    assert round_stats(samples, scored)["kept_retrieval_turns"] == 1.0
+    tok = SimpleNamespace(eos_token_id=0)
+    (tmp_path / "round-1").mkdir()
+    rows = _kept_rows(tmp_path, 1, samples, scored, tok, accumulate=True, keep="correct")
+    assert [len(r["input_ids"]) for r in rows] == [3 + 14 + 1, 3 + 11 + 1]
+    assert (tmp_path / "round-1" / "kept.jsonl").read_text().count('"qid": "a"') == 2
+    # round 2 keeps nothing for "a": with accumulate both of round 1's rows for it stay
+    (tmp_path / "round-2").mkdir()
+    none = score_round(samples[1:], two_stage_schedule(1), step=2)
+    assert len(_kept_rows(tmp_path, 2, samples[1:], none, tok, accumulate=True, keep="correct")) == 2
+    assert _kept_rows(tmp_path, 2, samples[1:], none, tok, accumulate=False, keep="correct") == []

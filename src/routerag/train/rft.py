@@ -7,7 +7,8 @@ One round (``routerag train routerag-rft``)::
              one JSONL line per finished question (a restart samples only the missing ones)
     score    the reward schedule at step = round (RouteRAG: EM, then accuracy–efficiency with the
              cost normalised over the round's episodes)
-    keep     per question the best correct episode (highest reward, then cheapest, then shortest)
+    keep     per question the best correct episode (highest reward, then cheapest, then shortest;
+             ``rft.keep: best``) or every distinct correct one (``rft.keep: correct``, as ReST-EM)
     train    a LoRA on the kept episodes (+ the golden trajectories) with the SFT fast path
              (upper layers only; the frozen layers' output cached across rounds): a fresh one,
              or the ``lora.init_from`` adapter restored afresh every round
@@ -97,7 +98,16 @@ class Scored(BaseModel):
     qid: str
     rewards: list[float]
     correct: list[bool]
-    kept: int | None = Field(default=None, description="index of the kept episode (None: no correct one)")
+    kept: int | None = Field(default=None, description="index of the best correct episode (None: no correct one)")
+    correct_distinct: list[int] = Field(
+        default_factory=list, description="indices of the correct episodes, one per distinct completion (rft.keep: correct)"
+    )
+
+    def kept_indices(self, keep: str) -> list[int]:
+        """The episodes a round trains on: the best correct one (``best``) or every distinct correct one (``correct``)."""
+        if keep == "correct":
+            return list(self.correct_distinct)
+        return [] if self.kept is None else [self.kept]
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -199,11 +209,15 @@ def score_round(samples: Sequence[QuestionSamples], schedule: RewardSchedule, st
         i += n
         candidates = [j for j in range(n) if right[j]]
         kept = min(candidates, key=lambda j: (-rewards[j], qs.episodes[j].mode_cost, qs.episodes[j].model_tokens)) if candidates else None
-        out.append(Scored(qid=qs.qid, rewards=[round(r, 6) for r in rewards], correct=right, kept=kept))
+        distinct: dict[tuple[int, ...], int] = {}
+        for j in candidates:
+            distinct.setdefault(tuple(qs.episodes[j].completion_ids), j)
+        out.append(Scored(qid=qs.qid, rewards=[round(r, 6) for r in rewards], correct=right, kept=kept,
+                          correct_distinct=sorted(distinct.values())))
     return out
 
 
-def round_stats(samples: Sequence[QuestionSamples], scored: Sequence[Scored]) -> dict[str, Any]:
+def round_stats(samples: Sequence[QuestionSamples], scored: Sequence[Scored], keep: str = "best") -> dict[str, Any]:
     """pass@1 (mean fraction correct), pass@G, kept, reward, retrieval turns, mode mix per question form (yes/no, choice, open: the evaluation's classifier)."""
     n = max(len(samples), 1)
     eps = [e for qs in samples for e in qs.episodes]
@@ -226,6 +240,8 @@ def round_stats(samples: Sequence[QuestionSamples], scored: Sequence[Scored]) ->
         "pass@1": round(sum(sum(s.correct) / max(len(s.correct), 1) for s in scored) / n, 4),
         "pass@G": round(sum(any(s.correct) for s in scored) / n, 4),
         "kept": sum(s.kept is not None for s in scored),
+        "kept_episodes": sum(len(s.kept_indices(keep)) for s in scored),
+        "kept_retrieval_turns": _mean([qs.episodes[j].retrieval_turns for qs, s in zip(samples, scored) for j in s.kept_indices(keep)]),
         "reward": round(sum(rewards) / max(len(rewards), 1), 4),
         "groups_with_reward_variance": groups_with_variance,
         "retrieval_turns": round(sum(e.retrieval_turns for e in eps) / max(len(eps), 1), 3),
@@ -327,8 +343,8 @@ def run_rft(cfg: TrainConfig, out: Path) -> list[dict[str, Any]]:
         scored = score_round(samples, schedule, rnd, r.correct, r.f1_threshold)
         stage = schedule.stage_at(rnd).name
         atomic_write_text(rdir / "scored.jsonl", "".join(s.model_dump_json() + "\n" for s in scored))
-        stats = round_stats(samples, scored)
-        kept = _kept_rows(out, rnd, samples, scored, tokenizer, accumulate=r.accumulate)
+        stats = round_stats(samples, scored, r.keep)
+        kept = _kept_rows(out, rnd, samples, scored, tokenizer, accumulate=r.accumulate, keep=r.keep)
         if r.stop_after == "sample" and not (rdir / "final" / "adapter_config.json").is_file():
             # the round's whole kept training set (with accumulate: the best kept episode per question so far)
             rows_file = rdir / TRAIN_KEPT_FILE
@@ -366,25 +382,31 @@ def _append(path: Path, record: dict[str, Any]) -> None:
 
 
 def _kept_rows(out: Path, rnd: int, samples: Sequence[QuestionSamples], scored: Sequence[Scored], tokenizer: Any,
-               *, accumulate: bool) -> list[dict[str, list[int]]]:
+               *, accumulate: bool, keep: str = "best") -> list[dict[str, list[int]]]:
     """This round's kept episodes as SFT rows (written to ``kept.jsonl``), with the earlier rounds'
     for questions this round kept nothing for when ``accumulate``."""
     eos = tokenizer.eos_token_id
-    rows: dict[str, dict[str, list[int]]] = {}
+    rows: dict[str, list[dict[str, list[int]]]] = {}
     if accumulate:
         for prev in range(1, rnd):
             path = out / f"round-{prev}" / KEPT_FILE
             if path.is_file():
+                earlier: dict[str, list[dict[str, list[int]]]] = {}
                 for qid, row in read_kept_rows(path):
-                    rows[qid] = row
-    current = []
+                    earlier.setdefault(qid, []).append(row)
+                rows.update(earlier)  # a later round's rows for a question replace an earlier round's
+    current: list[dict[str, Any]] = []
     for qs, s in zip(samples, scored):
-        if s.kept is not None:
-            row = qs.episodes[s.kept].sft_row(eos)
-            rows[qs.qid] = row
-            current.append({"qid": qs.qid, **row})
+        picked = [qs.episodes[j].sft_row(eos) for j in s.kept_indices(keep)]
+        if picked:
+            rows[qs.qid] = picked
+            current.extend({"qid": qs.qid, **row} for row in picked)
     atomic_write_text(out / f"round-{rnd}" / KEPT_FILE, "".join(json.dumps(c) + "\n" for c in current))
-    return list(rows.values())
+    return [row for group in rows.values() for row in group]
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return round(sum(values) / len(values), 3) if values else None
 
 
 def round_policy(cfg: TrainConfig, tokenizer: Any, state: dict[str, Any]) -> Any:
