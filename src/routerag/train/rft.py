@@ -346,7 +346,7 @@ def run_rft(cfg: TrainConfig, out: Path) -> list[dict[str, Any]]:
         stats = round_stats(samples, scored, r.keep)
         kept = _kept_rows(out, rnd, samples, scored, tokenizer, accumulate=r.accumulate, keep=r.keep)
         if r.stop_after == "sample" and not (rdir / "final" / "adapter_config.json").is_file():
-            # the round's whole kept training set (with accumulate: the best kept episode per question so far)
+            # the round's whole kept training set (with accumulate: the latest round's kept episodes per question)
             rows_file = rdir / TRAIN_KEPT_FILE
             atomic_write_text(rows_file, "".join(json.dumps(row) + "\n" for row in kept))
             log.warning("round %d sampled, scored and kept: %d rows in %s. rft.stop_after=sample: fine-tune elsewhere "
