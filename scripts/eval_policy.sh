@@ -6,10 +6,12 @@
 # $OUT/<label>-<dataset>-routerag:
 #   POLICY=runs/train/routerag-sft-gpu/adapter.gguf LABEL=routerag-sft-gpu bash scripts/eval_policy.sh
 #   ONLY=hotpotqa-distractor POLICY=... LABEL=... bash scripts/eval_policy.sh   # one set
+#   BASE=bundled:qwen2.5-coder-1.5b POLICY=... LABEL=... bash scripts/eval_policy.sh   # a policy of another base
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${POLICY:?set POLICY to an adapter GGUF}"
 : "${LABEL:?set LABEL to the row label (e.g. routerag-sft-gpu)}"
+BASE=${BASE:-}   # the base model the adapter was trained on; empty: the default (bundled 0.5B)
 source scripts/lanes.sh
 
 jobs() {
@@ -17,7 +19,7 @@ jobs() {
   local ds
   for ds in "2wiki 100" "hotpotqa-distractor 100" "musique 50"; do
     set -- $ds
-    echo "$LABEL-$1-routerag $1 routerag $2 model.lora_path=$POLICY label=$LABEL"
+    echo "$LABEL-$1-routerag $1 routerag $2 model.lora_path=$POLICY label=$LABEL${BASE:+ model.model=$BASE}"
   done
 }
 
