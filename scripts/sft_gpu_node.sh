@@ -2,12 +2,19 @@
 # SFT of RouteRAG policies on a GPU node whose Python has torch + transformers + peft but not
 # routerag: routerag runs from this checkout's src/ (PYTHONPATH), its other needs (trl, datasets,
 # pydantic, gguf, ...) installed beside it. One run per spec NAME=GOLDEN_SET[;KEY=VALUE...] (each
-# KEY=VALUE one more --set of that run), each packed as OUT/sft-<name>.tgz (adapter.gguf, the PEFT
-# adapter, metrics, summary, curve, log) as soon as it ends.
+# KEY=VALUE one more --set of that run), each packed as OUT/sft-<name>.tgz (resolved config, adapter
+# config, metrics, summary, curve, log) as soon as it ends, with the adapter GGUF beside it as 15 MB pieces
+# OUT/sft-<name>.adapter.gguf.NN (a device returns no file over 16 MB: the 1.5B's adapter is 18.5 MB;
+# join them with `cat sft-<name>.adapter.gguf.* > adapter.gguf`) and, with PEFT=1, the PEFT weights
+# likewise (OUT/sft-<name>.peft.safetensors.NN). At most 8 files come back from a call: two runs fit
+# without PEFT=1, one with it.
 #   bash scripts/sft_gpu_node.sh GGUF OUT outcome=docs/results/golden-outcome planned=docs/results/golden-planned
 #   UNTIL_OK=1 bash scripts/sft_gpu_node.sh GGUF OUT \
 #     'outcome-fp32=docs/results/golden-outcome;sft.extra={bf16: false, tf32: true}' \
 #     'outcome-lr1e-4=docs/results/golden-outcome;sft.learning_rate=1.0e-4'
+#   PEFT=1 bash scripts/sft_gpu_node.sh QWEN-1.5B.gguf OUT \
+#     'outcome-1p5b=docs/results/golden-outcome;sft.extra={bf16: false, tf32: true};sft.per_device_train_batch_size=4;sft.gradient_accumulation_steps=2'
+#   (the 1.5B in batches of 8 would not fit in 80 GB: 4 x 2 accumulated, session 16, docs/training.md)
 # A run after the first is given at most $LATER_S seconds (default 240), so a slow node still
 # brings the first run back; with UNTIL_OK=1 the runs after the first that succeeds are skipped.
 set -uo pipefail
@@ -33,8 +40,13 @@ for spec in "$@"; do
   rc=$?
   echo "$name: rc=$rc, $(( $(date +%s) - start )) s"
   grep -E "train_runtime|trained" "/tmp/$name.log" | tail -2
-  (cd /tmp && tar czf "$out/$name.tgz" --ignore-failed-read "$name.log" "$name/adapter.gguf" "$name/final/adapter_config.json" "$name/final/adapter_model.safetensors" \
+  (cd /tmp && tar czf "$out/$name.tgz" --ignore-failed-read "$name.log" "$name/final/adapter_config.json" \
     "$name/sft_summary.json" "$name/sft_data_stats.json" "$name/sft/metrics.jsonl" "$name/config.resolved.yaml" \
     "$name/training_curves.png" 2>/dev/null)
+  [ -f "/tmp/$name/adapter.gguf" ] && split -b 15000000 -d "/tmp/$name/adapter.gguf" "$out/$name.adapter.gguf."
+  if [ "${PEFT:-0}" = 1 ] && [ -f "/tmp/$name/final/adapter_model.safetensors" ]; then
+    split -b 15000000 -d "/tmp/$name/final/adapter_model.safetensors" "$out/$name.peft.safetensors."
+  fi
+  (cd "/tmp/$name" && sha256sum adapter.gguf final/adapter_model.safetensors 2>/dev/null)
   [ "$rc" = 0 ] && [ "${UNTIL_OK:-0}" = 1 ] && break
 done
