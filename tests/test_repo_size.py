@@ -12,7 +12,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 MAX_FILE_BYTES = 5 * 1024 * 1024
 MAX_RESULTS_BYTES = 20 * 1024 * 1024  # docs/results: compressed traces (`routerag runs compress docs/results`); the whole tree must also travel to a GPU node (64 MiB a call)
-ALLOWED_LARGE = {"src/routerag/data/policies/routerag-sft-qwen2.5-coder-0.5b/adapter.gguf"}  # the shipped policy
+ALLOWED_LARGE = {  # the shipped policies
+    "src/routerag/data/policies/routerag-sft-qwen2.5-coder-0.5b/adapter.gguf",
+    "src/routerag/data/policies/routerag-sft-outcome-qwen2.5-coder-1.5b/adapter.gguf",
+}
 
 
 def _tracked() -> list[Path]:

@@ -258,3 +258,26 @@ def test_shipped_policy_is_a_valid_adapter_and_the_routerag_default_for_the_bund
         pytest.skip("bundled model parts not installed")
     info = check_lora_gguf(path, base)
     assert info.rank == 8 and info.tensors == 336
+
+
+def test_each_bundled_base_gets_its_own_shipped_policy():
+    from routerag.llm.config import BUNDLED_POLICIES, ModelConfig, bundled_policy_path, with_default_policy
+
+    assert len(BUNDLED_POLICIES) == 2
+    paths = set()
+    for model, name in BUNDLED_POLICIES.items():
+        path = bundled_policy_path(name)
+        paths.add(path)
+        assert path.stat().st_size < 20 * 2**20
+        assert with_default_policy(ModelConfig(model=model), "routerag").lora_path == path
+        assert with_default_policy(ModelConfig(model=model), "vanilla").lora_path is None
+        assert with_default_policy(ModelConfig(model=model, backend="openai", base_url="http://x"), "routerag").lora_path is None
+    assert len(paths) == 2  # the 0.5B's adapter never lands on the 1.5B, nor the other way round
+    try:
+        from routerag.llm.bundled import bundled_model_path
+
+        base = bundled_model_path("qwen2.5-coder-1.5b")
+    except Exception:  # noqa: BLE001
+        pytest.skip("bundled 1.5B model parts not installed")
+    info = check_lora_gguf(bundled_policy_path(BUNDLED_POLICIES["bundled:qwen2.5-coder-1.5b"]), base)
+    assert info.rank == 8 and info.tensors == 392

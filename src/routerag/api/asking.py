@@ -32,7 +32,7 @@ class AskParams(BaseModel):
     config: EvalConfig = Field(default_factory=EvalConfig, description="strategy, params, model, dataset, index settings")
     index_dir: Path | None = Field(None, description="a prebuilt index directory; None: index the dataset's corpus "
                                    "(components: INTERACTIVE_COMPONENTS)")
-    shipped_policy: bool = Field(True, description="routerag on the bundled 0.5B runs with the shipped policy adapter")
+    shipped_policy: bool = Field(True, description="routerag on a bundled base runs with the policy adapter shipped for it")
 
 
 @dataclass

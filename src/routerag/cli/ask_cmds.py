@@ -14,7 +14,7 @@ from routerag.cli.app import app
 
 console = Console()
 
-POLICY_HELP = ("routerag on the bundled 0.5B: apply the shipped SFT policy adapter (default) or run the untrained "
+POLICY_HELP = ("routerag on a bundled base: apply the SFT policy adapter shipped for it (default) or run the untrained "
                "model; see routerag.api")
 
 

@@ -30,7 +30,14 @@ ENV_BACKEND = "ROUTERAG_BACKEND"
 DEFAULT_MODEL = BUNDLED_PREFIX + DEFAULT_BUNDLED
 
 BUNDLED_POLICY = "routerag-sft-qwen2.5-coder-0.5b"
-"""The shipped RouteRAG policy adapter for the bundled 0.5B (``data/policies/<name>/adapter.gguf``)."""
+"""The shipped RouteRAG policy adapter for the bundled 0.5B, the default base (``data/policies/<name>/adapter.gguf``)."""
+
+BUNDLED_POLICIES: dict[str, str] = {
+    DEFAULT_MODEL: BUNDLED_POLICY,
+    BUNDLED_PREFIX + "qwen2.5-coder-1.5b": "routerag-sft-outcome-qwen2.5-coder-1.5b",
+}
+"""The shipped policy of each bundled base model (``bundled:`` name -> ``data/policies/<name>``): the
+``routerag`` strategy on that base applies it unless told otherwise (docs/training.md)."""
 
 
 class MissingPolicyError(RouteragError, FileNotFoundError):
@@ -48,12 +55,14 @@ def bundled_policy_path(name: str = BUNDLED_POLICY) -> Path:
 
 
 def with_default_policy(config: ModelConfig, strategy: str) -> ModelConfig:
-    """``config`` with the shipped RouteRAG policy adapter when it runs the ``routerag`` strategy
-    on the bundled 0.5B through llama.cpp and names no adapter of its own; else unchanged."""
+    """``config`` with the shipped RouteRAG policy adapter of its base when it runs the ``routerag``
+    strategy on a bundled model that has one (``BUNDLED_POLICIES``) through llama.cpp and names no
+    adapter of its own; else unchanged."""
     resolved = config.resolved()
-    if strategy != "routerag" or config.lora_path is not None or resolved.backend != "llamacpp" or resolved.model != DEFAULT_MODEL:
+    policy = BUNDLED_POLICIES.get(resolved.model or "")
+    if strategy != "routerag" or config.lora_path is not None or resolved.backend != "llamacpp" or policy is None:
         return config
-    return config.model_copy(update={"lora_path": bundled_policy_path()})
+    return config.model_copy(update={"lora_path": bundled_policy_path(policy)})
 
 
 _DEFAULT_CONCURRENCY: dict[str, int] = {"llamacpp": 1, "openai": 8, "transformers": 1, "scripted": 8}
