@@ -11,6 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_FILE_BYTES = 5 * 1024 * 1024
+MAX_TREE_BYTES = 56 * 1024 * 1024  # a GPU machine takes at most 64 MiB of checkout per call: leave room for what a call carries
 MAX_RESULTS_BYTES = 20 * 1024 * 1024  # docs/results: compressed traces (`routerag runs compress docs/results`); the whole tree must also travel to a GPU node (64 MiB a call)
 ALLOWED_LARGE = {  # the shipped policies
     "src/routerag/data/policies/routerag-sft-qwen2.5-coder-0.5b/adapter.gguf",
@@ -45,4 +46,12 @@ def test_stored_results_stay_under_15_mb() -> None:
     assert total < MAX_RESULTS_BYTES, (
         f"docs/results holds {total / 2**20:.1f} MB of tracked files (limit {MAX_RESULTS_BYTES // 2**20} MB); "
         "compress the finished runs: routerag runs compress docs/results"
+    )
+
+
+def test_tracked_tree_leaves_room_in_a_device_call() -> None:
+    total = sum((ROOT / p).stat().st_size for p in _tracked())
+    assert total < MAX_TREE_BYTES, (
+        f"the tracked tree is {total / 2**20:.1f} MB (limit {MAX_TREE_BYTES // 2**20} MB): a GPU machine takes at most 64 MiB "
+        "of checkout per call, carried files included; keep models, adapters beyond the shipped policies and runs out of git"
     )

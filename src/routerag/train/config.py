@@ -244,6 +244,10 @@ def check_trl_extra(extra: dict[str, Any], trl_class: str, section: str, derived
     return extra
 
 
+KeepRule = Literal["best", "correct"]
+"""What an RFT round trains on per question (``rft.keep``)."""
+
+
 class RFTSpec(BaseModel):
     """Rejection-sampling fine-tuning (expert iteration, STaR / ReST-EM): per round, sample G
     episodes per training question with llama.cpp and the current adapter, score them with the
@@ -262,7 +266,7 @@ class RFTSpec(BaseModel):
     threads_per_lane: int = Field(default=1, ge=1, description="llama.cpp threads of each lane")
     correct: Literal["em", "f1"] = Field(default="em", description="what makes an episode correct (kept): EM, or F1 >= f1_threshold")
     f1_threshold: float = Field(default=0.8, ge=0.0, le=1.0, description="F1 an episode needs to count as correct with correct: f1")
-    keep: Literal["best", "correct"] = Field(
+    keep: KeepRule = Field(
         default="best", json_schema_extra=OMIT_AT_DEFAULT,
         description="what a round trains on per question: the best correct episode (highest reward: with the efficiency "
         "stage the cheapest), or every distinct correct one (ReST-EM; the policy's own mix of short and long episodes)",

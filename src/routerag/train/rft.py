@@ -44,7 +44,7 @@ from routerag.corpus.question_types import question_form
 from routerag.corpus.schema import Question
 from routerag.sources.sourceset import SourceSet
 from routerag.trace import Trace
-from routerag.train.config import TrainConfig
+from routerag.train.config import KeepRule, TrainConfig
 from routerag.train.env import EnvConfig, HFCodec, Rollout, RouteRAGEnv
 from routerag.train.rewards import RewardSample, RewardSchedule, get_reward, trajectory_cost
 from routerag.train.runfiles import METRICS_FILE, read_metrics
@@ -103,7 +103,7 @@ class Scored(BaseModel):
         default_factory=list, description="indices of the correct episodes, one per distinct completion (rft.keep: correct)"
     )
 
-    def kept_indices(self, keep: str) -> list[int]:
+    def kept_indices(self, keep: KeepRule) -> list[int]:
         """The episodes a round trains on: the best correct one (``best``) or every distinct correct one (``correct``)."""
         if keep == "correct":
             return list(self.correct_distinct)
@@ -217,7 +217,7 @@ def score_round(samples: Sequence[QuestionSamples], schedule: RewardSchedule, st
     return out
 
 
-def round_stats(samples: Sequence[QuestionSamples], scored: Sequence[Scored], keep: str = "best") -> dict[str, Any]:
+def round_stats(samples: Sequence[QuestionSamples], scored: Sequence[Scored], keep: KeepRule = "best") -> dict[str, Any]:
     """pass@1 (mean fraction correct), pass@G, kept, reward, retrieval turns, mode mix per question form (yes/no, choice, open: the evaluation's classifier)."""
     n = max(len(samples), 1)
     eps = [e for qs in samples for e in qs.episodes]
@@ -382,7 +382,7 @@ def _append(path: Path, record: dict[str, Any]) -> None:
 
 
 def _kept_rows(out: Path, rnd: int, samples: Sequence[QuestionSamples], scored: Sequence[Scored], tokenizer: Any,
-               *, accumulate: bool, keep: str = "best") -> list[dict[str, list[int]]]:
+               *, accumulate: bool, keep: KeepRule = "best") -> list[dict[str, list[int]]]:
     """This round's kept episodes as SFT rows (written to ``kept.jsonl``), with the earlier rounds'
     for questions this round kept nothing for when ``accumulate``."""
     eos = tokenizer.eos_token_id
