@@ -104,11 +104,12 @@ class GRPOSpec(BaseModel):
         default=None, ge=1, description="torch CPU threads (1 makes tiny CPU runs ~100x faster on a loaded machine); None leaves torch's default"
     )
     use_cpu: bool = Field(default=False, description="force CPU even when a GPU is present")
-    rollout_backend: Literal["policy", "llamacpp"] = Field(
+    rollout_backend: Literal["policy", "llamacpp", "batched"] = Field(
         default="policy",
         description="who samples the rollouts: policy = the training model token by token (transformers); llamacpp = "
         "llama.cpp over the base GGUF with the current LoRA adapter, re-exported every optimiser step (GGUF base + LoRA; "
-        "several times faster on a CPU)",
+        "several times faster on a CPU); batched = the training model decoding every episode of the step as one batch "
+        "(episodes in threads, routerag.train.batched: the GPU backend)",
     )
     rollout_threads: int | None = Field(default=None, ge=1, description="llama.cpp threads of the llamacpp rollout backend (None: all cores)")
     dynamic_sampling: bool = Field(

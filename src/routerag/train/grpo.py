@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from routerag.train.rewards import (
     get_reward,
     trajectory_cost,
 )
-from routerag.train.runfiles import METRICS_FILE, ROLLOUTS_FILE, last_checkpoint, metrics_callback
+from routerag.train.runfiles import METRICS_FILE, ROLLOUT_STATS_FILE, ROLLOUTS_FILE, last_checkpoint, metrics_callback
 
 
 def samples_from(traces: Sequence[str | dict | Trace], answers: Sequence[Sequence[str]], extras: Sequence[dict] | None = None) -> list[RewardSample]:
@@ -128,7 +129,7 @@ class DynamicSampling:
 def make_rollout_func(env: RouteRAGEnv, tokenizer: Any, temperature: float, seed: int, *,
                       policy: Callable[[list[int], list[str], int], tuple[list[int], list[float]]] | None = None,
                       llamacpp: Any = None, trace_log: Path | None = None, dynamic: DynamicSampling | None = None,
-                      ) -> Callable[[list, Any], dict[str, list]]:
+                      batched: bool = False) -> Callable[[list, Any], dict[str, list]]:
     """TRL ``rollout_func``: one environment episode per prompt entry (already repeated G times).
     The trainer's current model samples the episodes unless another ``policy`` is given (a
     generation server, or a scripted policy in tests) or a :class:`~routerag.train.generation.LlamaCppSampler`
@@ -136,31 +137,57 @@ def make_rollout_func(env: RouteRAGEnv, tokenizer: Any, temperature: float, seed
     ``trace_log`` every episode's full Trace is appended to that JSONL (``{"step", "trace"}``), so
     that training rollouts can be inspected like evaluation runs. With ``dynamic``, groups (runs of
     equal prompts) without reward variance are replaced (:class:`DynamicSampling`); every entry
-    then carries its question's ``golds`` and ``extra`` with the group's skip count."""
+    then carries its question's ``golds`` and ``extra`` with the group's skip count. With
+    ``batched``, all the episodes of a call (and each round of replacement groups) are sampled
+    together by the trainer's model (:mod:`routerag.train.batched`: the GPU backend)."""
+    from routerag.train.batched import BatchSampler, batched_rollouts
     from routerag.train.generation import PolicySampler
 
     state: dict[str, Any] = {}
 
-    def rollout_func(prompts: list, trainer: Any) -> dict[str, list]:
-        sampler = policy
+    def sequential_sampler(trainer: Any) -> Any:
         if llamacpp is not None:
             step = int(trainer.state.global_step)
             if llamacpp.synced_step != step:
                 llamacpp.sync(trainer.accelerator.unwrap_model(trainer.model), step)
-            sampler = llamacpp
-        elif sampler is None:
-            model = trainer.accelerator.unwrap_model(trainer.model)
-            sampler = state.get("sampler")
-            if sampler is None or sampler.model is not model:
-                sampler = PolicySampler(model, tokenizer, temperature=temperature, seed=seed + trainer.state.global_step)
-                state["sampler"] = sampler
-            sampler.reset()  # the weights changed since the last call: no stale keys/values
+            return llamacpp
+        if policy is not None:
+            return policy
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        sampler = state.get("sampler")
+        if sampler is None or sampler.model is not model:
+            sampler = PolicySampler(model, tokenizer, temperature=temperature, seed=seed + trainer.state.global_step)
+            state["sampler"] = sampler
+        sampler.reset()  # the weights changed since the last call: no stale keys/values
+        return sampler
+
+    def rollout_func(prompts: list, trainer: Any) -> dict[str, list]:
         questions = [p if isinstance(p, str) else p[-1]["content"] for p in prompts]
-        extra: dict[str, list] = {}
-        if dynamic is None:
-            rollouts = [env.rollout(q, sampler) for q in questions]
+        batch_sizes: list[int] = []
+        if batched:
+            batch = BatchSampler(trainer.accelerator.unwrap_model(trainer.model), tokenizer, temperature=temperature,
+                                 seed=seed + int(trainer.state.global_step))
+
+            def run(qs: list[str]) -> list[Any]:
+                return batched_rollouts(env, qs, batch, batcher_log=batch_sizes)
         else:
-            rollouts, extra = _dynamic_groups(env, sampler, questions, dynamic, int(trainer.state.global_step) + 1)
+            sampler = sequential_sampler(trainer)
+
+            def run(qs: list[str]) -> list[Any]:
+                return [env.rollout(q, sampler) for q in qs]
+        extra: dict[str, list] = {}
+        t0 = time.perf_counter()
+        if dynamic is None:
+            rollouts = run(questions)
+        else:
+            rollouts, extra = _dynamic_groups(run, questions, dynamic, int(trainer.state.global_step) + 1)
+        seconds = time.perf_counter() - t0
+        if trace_log is not None:
+            trace_log.parent.mkdir(parents=True, exist_ok=True)
+            with (trace_log.parent / ROLLOUT_STATS_FILE).open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps({"step": int(trainer.state.global_step) + 1, "episodes_trained": len(rollouts),
+                                         "decoded_batches": len(batch_sizes), "largest_batch": max(batch_sizes, default=0),
+                                         "decoded_turns": sum(batch_sizes), "rollout_s": round(seconds, 2)}) + "\n")
         if trace_log is not None:
             trace_log.parent.mkdir(parents=True, exist_ok=True)
             step_no = int(trainer.state.global_step) + 1
@@ -179,9 +206,11 @@ def make_rollout_func(env: RouteRAGEnv, tokenizer: Any, temperature: float, seed
     return rollout_func
 
 
-def _dynamic_groups(env: RouteRAGEnv, sampler: Any, questions: list[str], dynamic: DynamicSampling,
+def _dynamic_groups(run: Callable[[list[str]], list[Any]], questions: list[str], dynamic: DynamicSampling,
                     step: int) -> tuple[list[Any], dict[str, list]]:
-    """The episodes of each group (a run of equal prompts), replaced while they have no reward variance."""
+    """The episodes of each group (a run of equal prompts), replaced while they have no reward variance.
+    ``run`` samples one episode per listed question (one by one, or all as one batch); the groups
+    still without variance are redrawn together, round after round."""
     groups: list[list[int]] = []
     for i, q in enumerate(questions):
         if groups and questions[groups[-1][0]] == q:
@@ -191,26 +220,34 @@ def _dynamic_groups(env: RouteRAGEnv, sampler: Any, questions: list[str], dynami
     rollouts: list[Any] = [None] * len(questions)
     golds: list[list[str]] = [[] for _ in questions]
     extras: list[dict[str, int]] = [{"dynamic_skipped": 0, "dynamic_unresolved": 0} for _ in questions]
-    for members in groups:
-        question = questions[members[0]]
-        answers = dynamic.golds.get(question, [])
-        skipped = 0
-        while True:
-            episodes = [env.rollout(question, sampler) for _ in members]
-            if dynamic.has_variance([r.trace for r in episodes], answers, step):
-                break
-            if skipped >= dynamic.max_tries:
+    current = {g: (questions[members[0]], dynamic.golds.get(questions[members[0]], [])) for g, members in enumerate(groups)}
+    skipped = {g: 0 for g in range(len(groups))}
+    open_groups = list(range(len(groups)))
+    while open_groups:
+        episodes = run([current[g][0] for g in open_groups for _ in groups[g]])
+        still_open: list[int] = []
+        offset = 0
+        for g in open_groups:
+            members = groups[g]
+            mine, offset = episodes[offset:offset + len(members)], offset + len(members)
+            question, answers = current[g]
+            for i, r in zip(members, mine):
+                rollouts[i] = r
+                golds[i] = list(answers)
+            if dynamic.has_variance([r.trace for r in mine], answers, step):
+                continue
+            if skipped[g] >= dynamic.max_tries:
                 dynamic.unresolved += 1
                 extras[members[0]]["dynamic_unresolved"] = 1
-                break
-            skipped += 1
+                continue
+            skipped[g] += 1
             dynamic.skipped += 1
             replacement = dynamic.draw()
-            question, answers = replacement.question, list(replacement.answers)
-        extras[members[0]]["dynamic_skipped"] = skipped
-        for i, r in zip(members, episodes):
-            rollouts[i] = r
-            golds[i] = answers
+            current[g] = (replacement.question, list(replacement.answers))
+            still_open.append(g)
+        open_groups = still_open
+    for g, members in enumerate(groups):
+        extras[members[0]]["dynamic_skipped"] = skipped[g]
     return rollouts, {"golds": golds, "extra": extras}
 
 
@@ -297,7 +334,8 @@ def run_grpo(cfg: TrainConfig, model: Any, tokenizer: Any, env: RouteRAGEnv, que
     trainer = grpo_trainer(
         cfg, model, tokenizer, rows, make_reward_funcs(schedule), out_dir,
         rollout_func=make_rollout_func(env, tokenizer, cfg.grpo.temperature, cfg.grpo.seed, llamacpp=llamacpp,
-                                       trace_log=out_dir / ROLLOUTS_FILE, dynamic=dynamic),
+                                       trace_log=out_dir / ROLLOUTS_FILE, dynamic=dynamic,
+                                       batched=cfg.grpo.rollout_backend == "batched"),
     )
     resume = last_checkpoint(out_dir) if cfg.resume else None
     trainer.train(resume_from_checkpoint=resume)
