@@ -36,7 +36,7 @@ adapter="$run/final"
 if [ ! -f "$adapter/adapter_model.safetensors" ]; then  # stopped early: the newest complete checkpoint
   adapter=$(ls -d "$run"/grpo/checkpoint-*/ 2>/dev/null | sed 's:/$::' | sort -t- -k2 -n | while read -r d; do
     [ -f "$d/adapter_model.safetensors" ] && echo "$d"; done | tail -1)
-  [ -n "$adapter" ] && routerag train export-lora-gguf "$adapter" --out "$run/adapter.gguf" --base bundled:qwen2.5-coder-0.5b
+  [ -n "$adapter" ] && routerag export-lora-gguf "$adapter" --out "$run/adapter.gguf" --base bundled:qwen2.5-coder-0.5b
 fi
 echo "adapter from: ${adapter:-none}" | tee "$run/adapter_from.txt"
 (cd /tmp && tar czf "$out/grpo-gpu.tgz" --ignore-failed-read grpo-gpu.log grpo-gpu/config.resolved.yaml \
