@@ -20,14 +20,14 @@ if ls "$kit"/whl/*.whl > /dev/null 2>&1; then
 fi
 export ROUTERAG_HOME="$kit/rh" ROUTERAG_DATA_DIR="$kit/data" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export PYTHONPATH="$PWD/src:$kit/site:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
-routerag() { python3 -c 'import sys; from routerag.cli.main import main; sys.argv[0] = "routerag"; main()' "$@"; }
+routerag=(python3 -c 'import sys; from routerag.cli.main import main; sys.argv[0] = "routerag"; main()')  # timeout runs no shell function
 run=/tmp/grpo-gpu
 mkdir -p "$run"
 (nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -l 10 > "$run/gpu.csv" 2>/dev/null &)
 start=$(date +%s)
 # data.eval_sets=[]: the evaluation sets' files are not on the node; the overlap check ran on the CPU with the
 # same questions (docs/training.md)
-timeout -s INT "${TRAIN_S:-420}" routerag train routerag-two-stage --config configs/train/routerag-grpo-gpu.yaml \
+timeout -s INT "${TRAIN_S:-420}" "${routerag[@]}" train routerag-two-stage --config configs/train/routerag-grpo-gpu.yaml \
   --set 'data.eval_sets=[]' "$@" --out "$run" > "$run.log" 2>&1
 rc=$?
 echo "train rc=$rc, $(( $(date +%s) - start )) s"
@@ -36,7 +36,7 @@ adapter="$run/final"
 if [ ! -f "$adapter/adapter_model.safetensors" ]; then  # stopped early: the newest complete checkpoint
   adapter=$(ls -d "$run"/grpo/checkpoint-*/ 2>/dev/null | sed 's:/$::' | sort -t- -k2 -n | while read -r d; do
     [ -f "$d/adapter_model.safetensors" ] && echo "$d"; done | tail -1)
-  [ -n "$adapter" ] && routerag export-lora-gguf "$adapter" --out "$run/adapter.gguf" --base bundled:qwen2.5-coder-0.5b
+  [ -n "$adapter" ] && "${routerag[@]}" export-lora-gguf "$adapter" --out "$run/adapter.gguf" --base bundled:qwen2.5-coder-0.5b
 fi
 echo "adapter from: ${adapter:-none}" | tee "$run/adapter_from.txt"
 (cd /tmp && tar czf "$out/grpo-gpu.tgz" --ignore-failed-read grpo-gpu.log grpo-gpu/config.resolved.yaml \
