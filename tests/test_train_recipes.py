@@ -33,6 +33,12 @@ def test_every_shipped_config_validates():
     s = default_schedule(two)
     assert s.stage_at(20).rewards[0].name == "em" and s.stage_at(21).rewards[0].name == "accuracy_efficiency"
     assert two.grpo.num_generations == 5 and two.grpo.max_steps == 40
+    gpu = load_config(TrainConfig, ROOT / "configs" / "train" / "routerag-grpo-gpu.yaml")  # the GPU run's settings
+    assert gpu.grpo.rollout_backend == "batched" and not gpu.grpo.use_cpu and gpu.grpo.dynamic_sampling
+    episodes = gpu.grpo.per_device_train_batch_size * gpu.grpo.gradient_accumulation_steps
+    assert episodes == 64 and episodes % gpu.grpo.num_generations == 0
+    gs = default_schedule(gpu)
+    assert gs.stage_at(6).rewards[0].name == "em" and gs.stage_at(7).rewards[0].name == "accuracy_efficiency"
     g = default_schedule(load_config(TrainConfig, ROOT / "configs" / "train" / "graphrag-r1.yaml"))
     assert [r.name for r in g.stage_at(1).rewards] == ["format", "pra"]
     assert [r.name for r in g.stage_at(51).rewards] == ["format", "caf"]
