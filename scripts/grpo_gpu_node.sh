@@ -8,9 +8,13 @@
 #   KIT/whl    wheels installed into /tmp/site (trl, datasets, pydantic, faiss-cpu, bm25s, igraph, ...)
 # Training stops after TRAIN_S seconds (default 420) if it has not finished; the last complete checkpoint is then
 # exported. OUT gets grpo-gpu.tgz (log, resolved config, metrics, rollout stats, every training episode's trace,
-# GPU memory/utilisation samples) and the adapter GGUF + PEFT weights as 15 MB pieces (grpo-gpu.adapter.gguf.NN,
-# grpo-gpu.peft.safetensors.NN; join with cat). Extra arguments are passed to `routerag train` (e.g. --set ...).
+# GPU memory/utilisation samples), the adapter GGUF as 15 MB pieces (grpo-gpu.adapter.gguf.NN) and that checkpoint
+# (PEFT weights, optimiser, scheduler, RNG and trainer state; ~47 MB) as grpo-gpu.checkpoint.tgz.NN: join the pieces
+# with cat. RESUME=CHECKPOINT.tgz (such a joined file, carried to the node) continues that run in a later session:
+# it is unpacked into the run's grpo/ folder and `routerag train` resumes from it (step count, stage, optimiser).
+# Extra arguments are passed to `routerag train` (e.g. --set ...).
 #   bash scripts/grpo_gpu_node.sh /tmp/kit "$OUT"
+#   RESUME=.xfer/grpo-gpu.checkpoint.tgz bash scripts/grpo_gpu_node.sh /tmp/kit "$OUT"
 set -uo pipefail
 cd "$(dirname "$0")/.."
 kit=$1 out=$2
@@ -22,7 +26,8 @@ export ROUTERAG_HOME="$kit/rh" ROUTERAG_DATA_DIR="$kit/data" PYTHONUNBUFFERED=1 
 export PYTHONPATH="$PWD/src:$kit/site:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 routerag=(python3 -c 'import sys; from routerag.cli.main import main; sys.argv[0] = "routerag"; main()')  # timeout runs no shell function
 run=/tmp/grpo-gpu
-mkdir -p "$run"
+mkdir -p "$run/grpo"
+if [ -n "${RESUME:-}" ]; then tar -C "$run/grpo" -xzf "$RESUME" || exit 1; ls "$run/grpo"; fi
 (nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -l 10 > "$run/gpu.csv" 2>/dev/null &)
 start=$(date +%s)
 # data.eval_sets=[]: the evaluation sets' files are not on the node; the overlap check ran on the CPU with the
@@ -43,7 +48,12 @@ echo "adapter from: ${adapter:-none}" | tee "$run/adapter_from.txt"
   grpo-gpu/grpo/metrics.jsonl grpo-gpu/grpo/rollout_stats.jsonl grpo-gpu/grpo/rollouts.jsonl grpo-gpu/gpu.csv \
   grpo-gpu/training_curves.png grpo-gpu/train_summary.json grpo-gpu/adapter_gguf.json grpo-gpu/adapter_from.txt 2>/dev/null)
 [ -f "$run/adapter.gguf" ] && split -b 15000000 -d "$run/adapter.gguf" "$out/grpo-gpu.adapter.gguf."
-[ -n "${adapter:-}" ] && split -b 15000000 -d "$adapter/adapter_model.safetensors" "$out/grpo-gpu.peft.safetensors."
-[ -n "${adapter:-}" ] && cp "$adapter/adapter_config.json" "$out/grpo-gpu.adapter_config.json"
+# the newest whole checkpoint (optimiser state saved), to resume from; the tokenizer files are left out (the kit has them)
+ckpt=$(ls -d "$run"/grpo/checkpoint-*/ 2>/dev/null | sed 's:/$::' | sort -t- -k2 -n | while read -r d; do
+  [ -f "$d/optimizer.pt" ] && [ -f "$d/trainer_state.json" ] && echo "$d"; done | tail -1)
+if [ -n "$ckpt" ]; then
+  (cd "$run/grpo" && tar czf - --exclude='tokenizer*' --exclude='*.jinja' "$(basename "$ckpt")") \
+    | split -b 15000000 -d - "$out/grpo-gpu.checkpoint.tgz."
+fi
 (cd "$run" && sha256sum adapter.gguf 2>/dev/null; sha256sum "$adapter/adapter_model.safetensors" 2>/dev/null)
 ls -la "$out"
