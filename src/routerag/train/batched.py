@@ -20,10 +20,13 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from routerag.corpus.schema import Question
 from routerag.llm.llamacpp import find_stop
+
+if TYPE_CHECKING:
+    from routerag.train.env import Rollout, RouteRAGEnv
 
 
 @dataclass
@@ -187,8 +190,8 @@ class EpisodeBatcher:
         self._cond.notify_all()
 
 
-def batched_rollouts(env: Any, questions: Sequence[str | Question], sample_batch: SampleBatch,
-                     *, batcher_log: list[int] | None = None) -> list[Any]:
+def batched_rollouts(env: RouteRAGEnv, questions: Sequence[str | Question], sample_batch: SampleBatch,
+                     *, batcher_log: list[int] | None = None) -> list[Rollout]:
     """One episode per entry of ``questions``, all sampled together; returns the
     :class:`~routerag.train.env.Rollout` list in the same order. ``batcher_log`` receives the
     size of every decoded batch."""
@@ -196,7 +199,7 @@ def batched_rollouts(env: Any, questions: Sequence[str | Question], sample_batch
         return []
     batcher = EpisodeBatcher(sample_batch, live=len(questions))
 
-    def one(question: str | Question) -> Any:
+    def one(question: str | Question) -> Rollout:
         try:
             return env.rollout(question, batcher.generate)
         finally:
