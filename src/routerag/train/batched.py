@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from routerag.corpus.schema import Question
-from routerag.llm.llamacpp import find_stop
+from routerag.train.generation import end_token_ids, turn_ended
 
 if TYPE_CHECKING:
     from routerag.train.env import Rollout, RouteRAGEnv
@@ -56,10 +56,7 @@ class BatchSampler:
         self.model = model
         self.tokenizer = tokenizer
         self.temperature = temperature
-        eos = set(eos_token_ids or [])
-        for tid in (getattr(tokenizer, "eos_token_id", None), getattr(tokenizer, "pad_token_id", None)):
-            if isinstance(tid, int):
-                eos.add(tid)
+        eos = end_token_ids(tokenizer, eos_token_ids)
         self.eos_token_ids = eos
         pad = pad_token_id if pad_token_id is not None else getattr(tokenizer, "pad_token_id", None)
         self.pad_token_id = int(pad) if isinstance(pad, int) else (min(eos) if eos else 0)
@@ -117,12 +114,10 @@ class BatchSampler:
                     for i in range(n):
                         if done[i]:
                             continue
-                        token = int(token_list[i])
-                        out_ids[i].append(token)
+                        out_ids[i].append(int(token_list[i]))
                         out_lp[i].append(float(lp_list[i]))
-                        if (token in self.eos_token_ids or len(out_ids[i]) >= limits[i]
-                                or (requests[i].stops and find_stop(self.tokenizer.decode(out_ids[i][-16:]),
-                                                                    requests[i].stops, 0) is not None)):
+                        if len(out_ids[i]) >= limits[i] or turn_ended(out_ids[i], requests[i].stops, self.eos_token_ids,
+                                                                      self.tokenizer.decode):
                             done[i] = True
                     step_in = tokens[:, None]
                     step_pos = step_pos[:, -1:] + 1

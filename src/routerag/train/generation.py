@@ -30,6 +30,23 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
+def end_token_ids(tokenizer: Any, extra: Sequence[int] | None = None) -> set[int]:
+    """The token ids that end a turn: ``extra`` plus the tokenizer's EOS and pad ids."""
+    ids = set(extra or [])
+    for tid in (getattr(tokenizer, "eos_token_id", None), getattr(tokenizer, "pad_token_id", None)):
+        if isinstance(tid, int):
+            ids.add(tid)
+    return ids
+
+
+def turn_ended(completion: Sequence[int], stop_strings: Sequence[str], end_ids: set[int], decode: Any) -> bool:
+    """Whether a turn ends with the last sampled token: an end token, or a stop string in the
+    decoded tail (the last 16 tokens). Every sampler decides it here, so they stop alike."""
+    if completion[-1] in end_ids:
+        return True
+    return bool(stop_strings) and find_stop(decode(list(completion[-16:])), list(stop_strings), 0) is not None
+
+
 class PolicySampler:
     def __init__(
         self,
@@ -47,11 +64,7 @@ class PolicySampler:
         self.tokenizer = tokenizer
         self.temperature = temperature
         self.top_p = top_p
-        eos = set(eos_token_ids or [])
-        for tid in (getattr(tokenizer, "eos_token_id", None), getattr(tokenizer, "pad_token_id", None)):
-            if isinstance(tid, int):
-                eos.add(tid)
-        self.eos_token_ids = eos
+        self.eos_token_ids = end_token_ids(tokenizer, eos_token_ids)
         self.generator = torch.Generator(device="cpu")
         self.generator.manual_seed(seed)
         self.calls = 0
@@ -106,9 +119,7 @@ class PolicySampler:
                         token = int(torch.argmax(logits))
                     completion.append(token)
                     logprobs.append(float(log_probs[token]))
-                    if token in self.eos_token_ids:
-                        break
-                    if stop_strings and find_stop(self.tokenizer.decode(completion[-16:]), stop_strings, 0) is not None:
+                    if turn_ended(completion, stop_strings, self.eos_token_ids, self.tokenizer.decode):
                         break
                     inputs = torch.tensor([[token]], device=device)
             if completion:  # at least one forward ran: the cache holds the prompt and all but the last token
