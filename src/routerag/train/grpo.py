@@ -176,24 +176,22 @@ def make_rollout_func(env: RouteRAGEnv, tokenizer: Any, temperature: float, seed
             def run(qs: list[str]) -> list[Any]:
                 return [env.rollout(q, sampler) for q in qs]
         extra: dict[str, list] = {}
+        step_no = int(trainer.state.global_step) + 1
         t0 = time.perf_counter()
         if dynamic is None:
             rollouts = run(questions)
         else:
-            rollouts, extra = _dynamic_groups(run, questions, dynamic, int(trainer.state.global_step) + 1)
+            rollouts, extra = _dynamic_groups(run, questions, dynamic, step_no)
         seconds = time.perf_counter() - t0
         if trace_log is not None:
             trace_log.parent.mkdir(parents=True, exist_ok=True)
-            with (trace_log.parent / ROLLOUT_STATS_FILE).open("a", encoding="utf-8") as handle:
-                handle.write(json.dumps({"step": int(trainer.state.global_step) + 1, "episodes_trained": len(rollouts),
-                                         "decoded_batches": len(batch_sizes), "largest_batch": max(batch_sizes, default=0),
-                                         "decoded_turns": sum(batch_sizes), "rollout_s": round(seconds, 2)}) + "\n")
-        if trace_log is not None:
-            trace_log.parent.mkdir(parents=True, exist_ok=True)
-            step_no = int(trainer.state.global_step) + 1
             with trace_log.open("a", encoding="utf-8") as handle:  # one whole line per episode
                 handle.write("".join(json.dumps({"step": step_no, "trace": r.trace.model_dump(mode="json")}) + "\n"
                                      for r in rollouts))
+            with (trace_log.parent / ROLLOUT_STATS_FILE).open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps({"step": step_no, "episodes_trained": len(rollouts),
+                                         "decoded_batches": len(batch_sizes), "largest_batch": max(batch_sizes, default=0),
+                                         "decoded_turns": sum(batch_sizes), "rollout_s": round(seconds, 2)}) + "\n")
         return {
             "prompt_ids": [r.prompt_ids for r in rollouts],
             "completion_ids": [r.completion_ids for r in rollouts],
