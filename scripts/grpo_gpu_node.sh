@@ -37,10 +37,12 @@ timeout -s INT "${TRAIN_S:-420}" "${routerag[@]}" train routerag-two-stage --con
 rc=$?
 echo "train rc=$rc, $(( $(date +%s) - start )) s"
 grep -E "'reward'|train_runtime|Error|error" "$run.log" | tail -5
+# the newest whole checkpoint (the Trainer writes trainer_state.json after the weights and the optimiser state)
+ckpt=$(ls -d "$run"/grpo/checkpoint-*/ 2>/dev/null | sed 's:/$::' | sort -t- -k2 -n | while read -r d; do
+  [ -f "$d/trainer_state.json" ] && [ -f "$d/adapter_model.safetensors" ] && echo "$d"; done | tail -1)
 adapter="$run/final"
-if [ ! -f "$adapter/adapter_model.safetensors" ]; then  # stopped early: the newest complete checkpoint
-  adapter=$(ls -d "$run"/grpo/checkpoint-*/ 2>/dev/null | sed 's:/$::' | sort -t- -k2 -n | while read -r d; do
-    [ -f "$d/adapter_model.safetensors" ] && echo "$d"; done | tail -1)
+if [ ! -f "$adapter/adapter_model.safetensors" ]; then  # stopped early: export that checkpoint
+  adapter=$ckpt
   [ -n "$adapter" ] && "${routerag[@]}" export-lora-gguf "$adapter" --out "$run/adapter.gguf" --base bundled:qwen2.5-coder-0.5b
 fi
 echo "adapter from: ${adapter:-none}" | tee "$run/adapter_from.txt"
@@ -48,10 +50,7 @@ echo "adapter from: ${adapter:-none}" | tee "$run/adapter_from.txt"
   grpo-gpu/grpo/metrics.jsonl grpo-gpu/grpo/rollout_stats.jsonl grpo-gpu/grpo/rollouts.jsonl grpo-gpu/gpu.csv \
   grpo-gpu/training_curves.png grpo-gpu/train_summary.json grpo-gpu/adapter_gguf.json grpo-gpu/adapter_from.txt 2>/dev/null)
 [ -f "$run/adapter.gguf" ] && split -b 15000000 -d "$run/adapter.gguf" "$out/grpo-gpu.adapter.gguf."
-# the newest whole checkpoint (optimiser state saved), to resume from; the tokenizer files are left out (the kit has them)
-ckpt=$(ls -d "$run"/grpo/checkpoint-*/ 2>/dev/null | sed 's:/$::' | sort -t- -k2 -n | while read -r d; do
-  [ -f "$d/optimizer.pt" ] && [ -f "$d/trainer_state.json" ] && echo "$d"; done | tail -1)
-if [ -n "$ckpt" ]; then
+if [ -n "$ckpt" ]; then  # to resume from; the tokenizer files are left out (the kit has them)
   (cd "$run/grpo" && tar czf - --exclude='tokenizer*' --exclude='*.jinja' "$(basename "$ckpt")") \
     | split -b 15000000 -d - "$out/grpo-gpu.checkpoint.tgz."
 fi
