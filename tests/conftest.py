@@ -1,5 +1,5 @@
-"""Fixtures shared by several test modules: the shared benchmark data folder, and for the service
-tests (HTTP API and browser UI) a small real BM25 source set."""
+"""Fixtures shared by several test modules: the shared benchmark data folder, the bundled 0.5B's
+tokenizer, and for the service tests (HTTP API and browser UI) a small real BM25 source set."""
 
 from __future__ import annotations
 
@@ -17,6 +17,14 @@ NOTES_CSV = (
     "Ada Quill,Ada Quill is an astronomer born in Leeds who found the moon Zorblax.\n"
     "Leeds,Leeds is a city in West Yorkshire.\n"
 )
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    """The bundled 0.5B's Hugging Face tokenizer (converted from its GGUF once, then cached, ~1 s)."""
+    from routerag.llm.hf_assets import load_tokenizer
+
+    return load_tokenizer("bundled:qwen2.5-coder-0.5b")
 
 
 @pytest.fixture(scope="module")

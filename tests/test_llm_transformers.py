@@ -19,13 +19,6 @@ Q = [Message(role="user", content="hi")]
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    from routerag.llm.hf_assets import load_tokenizer
-
-    return load_tokenizer("bundled:qwen2.5-coder-0.5b")  # converted once, then cached (~1 s)
-
-
-@pytest.fixture(scope="module")
 def tiny(tokenizer):
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM

@@ -23,13 +23,6 @@ DOCS = [
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    from routerag.llm.hf_assets import load_tokenizer
-
-    return load_tokenizer("bundled:qwen2.5-coder-0.5b")
-
-
-@pytest.fixture(scope="module")
 def sources(tmp_path_factory):
     root = tmp_path_factory.mktemp("env-sources")
     return bm25_sourceset({"passage": DOCS, "graph": DOCS[:2], "hybrid": DOCS}, root)

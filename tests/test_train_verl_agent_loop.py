@@ -37,13 +37,6 @@ Q = Question(qid="q1", question="Who is the mother of the director of film Polis
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    from routerag.llm.hf_assets import load_tokenizer
-
-    return load_tokenizer("bundled:qwen2.5-coder-0.5b")
-
-
-@pytest.fixture(scope="module")
 def server(tmp_path_factory):
     from routerag.server.retrieval_app import create_retrieval_app
     from routerag.server.serving import BackgroundServer
