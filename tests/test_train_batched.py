@@ -109,6 +109,24 @@ def test_a_left_padded_batch_decodes_what_one_at_a_time_decoding_gives(tokenizer
         assert lps == pytest.approx(ref_lps, abs=1e-4)
     assert [len(ids) for ids, _ in got] == [12, 7, 0]
     assert batch.rows == 3 and batch.decode_steps == 12
+    assert batch.row_steps == 7 * 2 + 5  # the 0-token row never enters the batch, the 7-token row leaves after 7
+
+
+def test_pruning_ended_rows_changes_no_token_and_saves_their_steps(tokenizer, tiny):
+    """Rows leave the batch (KV cache included) as they end: the same greedy tokens and log-probs as
+    a batch that keeps every row to the end, for fewer rows run through the model."""
+    texts = ["Question: where is Paris?", "Q: who wrote it?", "A longer question about the Rhone and its delta, please",
+             "Hi", "When was the Eiffel Tower built?"]
+    requests = [TurnRequest(tokenizer(t)["input_ids"], [], m) for t, m in zip(texts, [3, 9, 1, 6, 9])]
+    pruned = BatchSampler(tiny, tokenizer, temperature=0.0)
+    full = BatchSampler(tiny, tokenizer, temperature=0.0, prune_finished=False)
+    got, ref = pruned(requests), full(requests)
+    assert [ids for ids, _ in got] == [ids for ids, _ in ref]
+    for (_, lps), (_, ref_lps) in zip(got, ref):
+        assert lps == pytest.approx(ref_lps, abs=1e-4)
+    assert [len(ids) for ids, _ in got] == [3, 9, 1, 6, 9]
+    assert full.row_steps == 5 * 9 and pruned.row_steps == 3 + 9 + 1 + 6 + 9
+    assert pruned.decode_steps == full.decode_steps == 9
 
 
 def test_sampled_rows_differ_and_carry_their_sampling_logprobs(tokenizer, tiny):

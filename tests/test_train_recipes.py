@@ -68,6 +68,13 @@ def test_cli_dry_run_and_unknown_recipe():
     assert bad.exit_code != 0 and "unknown recipe" in bad.output
 
 
+def test_cli_help_names_every_registered_recipe():
+    """The help text is written out (no training import at CLI start); it must not drift from RECIPES."""
+    from routerag.cli.train_cmds import RECIPE_HELP
+
+    assert sorted(RECIPE_HELP.split(" | ")) == sorted(RECIPES.names())
+
+
 def test_export_verl_cli(tmp_path):
     import pyarrow.parquet as pq
     from typer.testing import CliRunner

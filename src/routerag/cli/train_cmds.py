@@ -11,6 +11,11 @@ import typer
 from routerag.cli.app import app
 
 
+# the recipe names, written out so that `routerag --help` does not import the training stack
+# (0.06 s -> 0.4 s); tests/test_cli_train.py checks it against the RECIPES registry
+RECIPE_HELP = "routerag-two-stage | graphrag-r1 | r1-router-step | routerag-sft | routerag-rft"
+
+
 def _fail(message: str, code: int = 1) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
@@ -18,7 +23,7 @@ def _fail(message: str, code: int = 1) -> NoReturn:
 
 @app.command("train")
 def train_command(
-    recipe: str = typer.Argument(..., help="routerag-two-stage | graphrag-r1 | r1-router-step | routerag-sft"),
+    recipe: str = typer.Argument(..., help=RECIPE_HELP),
     config: Path = typer.Option(None, "--config", help="a YAML file of TrainConfig (see configs/train/)"),
     overrides: list[str] = typer.Option(None, "--set", help="override a setting: key.path=value (repeatable), e.g. grpo.max_steps=10"),
     out: Path = typer.Option(None, "--out", "-o", help="run directory (default: the config's output_dir); an existing one is resumed"),

@@ -46,16 +46,22 @@ class BatchSampler:
 
     Prompts are left-padded; only the last position's logits are computed (``logits_to_keep=1``),
     so a batch of 64 prompts of 2,000 tokens never materialises 64 x 2,000 x vocabulary logits.
+    With ``prune_finished`` (the default) a row that has ended leaves the batch at once: its KV
+    cache, mask and position rows are dropped, so the decoding steps after it cost what the rows
+    still running cost instead of the whole batch waiting on its slowest row. ``row_steps`` counts
+    the rows run through the model, summed over decoding steps (the work pruning saves).
     ``temperature`` 0 is greedy. The generator lives on the model's device and advances from call
     to call, so the ``G`` episodes of a group differ."""
 
     def __init__(self, model: Any, tokenizer: Any, *, temperature: float = 1.0, seed: int = 0,
-                 eos_token_ids: Sequence[int] | None = None, pad_token_id: int | None = None) -> None:
+                 eos_token_ids: Sequence[int] | None = None, pad_token_id: int | None = None,
+                 prune_finished: bool = True) -> None:
         import torch
 
         self.model = model
         self.tokenizer = tokenizer
         self.temperature = temperature
+        self.prune_finished = prune_finished
         eos = end_token_ids(tokenizer, eos_token_ids)
         self.eos_token_ids = eos
         pad = pad_token_id if pad_token_id is not None else getattr(tokenizer, "pad_token_id", None)
@@ -66,6 +72,7 @@ class BatchSampler:
         self.calls = 0
         self.rows = 0
         self.decode_steps = 0
+        self.row_steps = 0
 
     def __call__(self, requests: Sequence[TurnRequest]) -> list[tuple[list[int], list[float]]]:
         import torch
@@ -91,6 +98,11 @@ class BatchSampler:
         out_ids: list[list[int]] = [[] for _ in requests]
         out_lp: list[list[float]] = [[] for _ in requests]
         done = [limit == 0 for limit in limits]
+        # live[j] is the request index of batch row j; rows leave the batch when they end
+        live = [i for i in range(n) if not done[i]] if self.prune_finished else list(range(n))
+        if len(live) < n and live:
+            keep = torch.tensor(live, device=device)
+            ids, mask, positions = ids[keep], mask[keep], positions[keep]
         was_training = model.training
         model.eval()
         try:
@@ -101,6 +113,7 @@ class BatchSampler:
                                 use_cache=True, logits_to_keep=1)
                     cache = out.past_key_values
                     self.decode_steps += 1
+                    self.row_steps += len(live)
                     logits = out.logits[:, -1].float()
                     if self.temperature > 0:
                         logits = logits / self.temperature
@@ -111,17 +124,23 @@ class BatchSampler:
                         tokens = torch.argmax(log_probs, dim=-1)
                     chosen = log_probs.gather(1, tokens[:, None])[:, 0]
                     token_list, lp_list = tokens.tolist(), chosen.tolist()
-                    for i in range(n):
+                    for j, i in enumerate(live):
                         if done[i]:
                             continue
-                        out_ids[i].append(int(token_list[i]))
-                        out_lp[i].append(float(lp_list[i]))
+                        out_ids[i].append(int(token_list[j]))
+                        out_lp[i].append(float(lp_list[j]))
                         if len(out_ids[i]) >= limits[i] or turn_ended(out_ids[i], requests[i].stops, self.eos_token_ids,
                                                                       self.tokenizer.decode):
                             done[i] = True
                     step_in = tokens[:, None]
                     step_pos = step_pos[:, -1:] + 1
-                    mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype, device=device)], dim=1)
+                    mask = torch.cat([mask, torch.ones((len(live), 1), dtype=mask.dtype, device=device)], dim=1)
+                    if self.prune_finished and any(done[i] for i in live) and not all(done):
+                        rows = [j for j, i in enumerate(live) if not done[i]]
+                        keep = torch.tensor(rows, device=device)
+                        cache.batch_select_indices(keep)  # drops the ended rows' keys and values in every layer
+                        step_in, step_pos, mask = step_in[keep], step_pos[keep], mask[keep]
+                        live = [live[j] for j in rows]
         finally:
             if was_training:
                 model.train()
