@@ -4,7 +4,9 @@
 # runs (src/ without the shipped policies, configs/, scripts/, pyproject.toml: ~2.3 MB) on a
 # temporary branch, and puts it back:
 #   bash scripts/gpu_slim_tree.sh on [POLICY...]   # branch gpu-xfer; POLICY: shipped policies to keep
-#                                                  # (e.g. routerag-sft-qwen2.5-coder-0.5b, a run's start)
+#   bash scripts/gpu_slim_tree.sh keep POLICY...   # put shipped policies back into the slim tree (e.g.
+#                                                  # routerag-sft-qwen2.5-coder-0.5b, 8.8 MB, a run's start:
+#                                                  # for the training call, after the kit's 60 MB pieces)
 #   bash scripts/gpu_slim_tree.sh off              # back to the branch it started from; gpu-xfer deleted
 # It refuses to start with uncommitted changes to tracked files (they would be lost on the way back).
 set -euo pipefail
@@ -31,7 +33,14 @@ case "${1:-}" in
     git commit -q -m "temporary: the tree a GPU node needs (scripts/gpu_slim_tree.sh)"
     echo "on branch $BRANCH: $(git ls-files | wc -l) tracked files, $(git ls-files -z | du -ch --files0-from=- | tail -1 | cut -f1)"
     ;;
+  keep)
+    shift
+    for policy in "$@"; do
+      git checkout -q "$(cat "$STATE")" -- "src/routerag/data/policies/$policy"
+    done
+    ;;
   off)
+    git reset -q --hard  # the policies `keep` put back
     from=$(cat "$STATE" 2>/dev/null || echo main)
     git checkout -q "$from"
     git branch -q -D "$BRANCH"
@@ -39,7 +48,7 @@ case "${1:-}" in
     echo "back on $from"
     ;;
   *)
-    echo "usage: bash scripts/gpu_slim_tree.sh on [POLICY...] | off" >&2
+    echo "usage: bash scripts/gpu_slim_tree.sh on [POLICY...] | keep POLICY... | off" >&2
     exit 2
     ;;
 esac
