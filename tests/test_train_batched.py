@@ -186,5 +186,7 @@ def test_grpo_trains_with_batched_rollouts_and_dynamic_sampling(tokenizer, sourc
     for s in stats:  # three rounds of 8 episodes (the step's own, then two rounds of replacements), one turn each
         assert s["episodes_trained"] == 8 and s["largest_batch"] == 8
         assert s["decoded_batches"] == 3 and s["decoded_turns"] == 24
+        # 6 tokens a turn at most; every decoding step runs at least one row, a pruned batch fewer than 8
+        assert s["decode_steps"] <= 3 * 6 and s["decode_steps"] <= s["decoded_rows"] <= 24 * 6
     traces = [json.loads(line) for line in (tmp_path / runfiles.ROLLOUTS_FILE).read_text().splitlines()]
     assert len(traces) == 16 and {t["step"] for t in traces} == {1, 2}

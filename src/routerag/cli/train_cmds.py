@@ -10,7 +10,6 @@ import typer
 
 from routerag.cli.app import app
 
-
 # the recipe names, written out so that `routerag --help` does not import the training stack
 # (0.06 s -> 0.4 s); tests/test_cli_train.py checks it against the RECIPES registry
 RECIPE_HELP = "routerag-two-stage | graphrag-r1 | r1-router-step | routerag-sft | routerag-rft"

@@ -191,7 +191,10 @@ def make_rollout_func(env: RouteRAGEnv, tokenizer: Any, temperature: float, seed
             with (trace_log.parent / ROLLOUT_STATS_FILE).open("a", encoding="utf-8") as handle:
                 handle.write(json.dumps({"step": step_no, "episodes_trained": len(rollouts),
                                          "decoded_batches": len(batch_sizes), "largest_batch": max(batch_sizes, default=0),
-                                         "decoded_turns": sum(batch_sizes), "rollout_s": round(seconds, 2)}) + "\n")
+                                         "decoded_turns": sum(batch_sizes),
+                                         "decode_steps": batch.decode_steps if batched else None,
+                                         "decoded_rows": batch.row_steps if batched else None,
+                                         "rollout_s": round(seconds, 2)}) + "\n")
         return {
             "prompt_ids": [r.prompt_ids for r in rollouts],
             "completion_ids": [r.completion_ids for r in rollouts],

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 METRICS_FILE = "metrics.jsonl"
 CURVES_FILE = "training_curves.png"
 ROLLOUTS_FILE = "rollouts.jsonl"  # every GRPO episode's Trace, with its step
-ROLLOUT_STATS_FILE = "rollout_stats.jsonl"  # per GRPO step: episodes, decoded batches, rollout seconds
+ROLLOUT_STATS_FILE = "rollout_stats.jsonl"  # per GRPO step: episodes, decoded batches and turns, decoding steps and rows (batched), rollout seconds
 
 
 def start_run(cfg: TrainConfig) -> Path:
