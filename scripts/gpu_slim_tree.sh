@@ -13,6 +13,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BRANCH=gpu-xfer
 STATE=.git/gpu-slim-from
+keep_policies() {  # shipped policies back into the slim tree, from the branch it started from
+  for policy in "$@"; do
+    git checkout -q "$(cat "$STATE")" -- "src/routerag/data/policies/$policy"
+  done
+}
 case "${1:-}" in
   on)
     shift
@@ -27,20 +32,20 @@ case "${1:-}" in
     git rev-parse --abbrev-ref HEAD > "$STATE"
     git checkout -q -b "$BRANCH"
     git rm -r -q docs tests benchmarks src/routerag/data/policies
-    for policy in "$@"; do
-      git checkout -q "$(cat "$STATE")" -- "src/routerag/data/policies/$policy"
-    done
+    keep_policies "$@"
     git commit -q -m "temporary: the tree a GPU node needs (scripts/gpu_slim_tree.sh)"
     echo "on branch $BRANCH: $(git ls-files | wc -l) tracked files, $(git ls-files -z | du -ch --files0-from=- | tail -1 | cut -f1)"
     ;;
   keep)
     shift
-    for policy in "$@"; do
-      git checkout -q "$(cat "$STATE")" -- "src/routerag/data/policies/$policy"
-    done
+    keep_policies "$@"
     ;;
   off)
-    git reset -q --hard  # the policies `keep` put back
+    if [ "$(git rev-parse --abbrev-ref HEAD)" != "$BRANCH" ]; then
+      echo "error: not on $BRANCH (no slim tree is on); nothing changed" >&2
+      exit 1
+    fi
+    git reset -q --hard  # only on the temporary branch: the policies `keep` put back
     from=$(cat "$STATE" 2>/dev/null || echo main)
     git checkout -q "$from"
     git branch -q -D "$BRANCH"
