@@ -1,14 +1,83 @@
 """Fixtures shared by several test modules: the shared benchmark data folder, the bundled 0.5B's
-tokenizer, and for the service tests (HTTP API and browser UI) a small real BM25 source set."""
+tokenizer, and for the service tests (HTTP API and browser UI) a small real BM25 source set.
+
+Markers (registered in pyproject.toml; docs/guides/testing.md): every test gets a kind, ``unit``
+when nothing else applies, and the fixtures a test uses add the resources it needs (``shared`` ->
+``data``, ``tokenizer`` -> ``model``, ``retrieval`` -> ``service``, ``ray_local`` -> ``ray``).
+Without the benchmark folder the ``data`` tests are skipped with one reason; every other test runs
+as it would on such a clone (``ROUTERAG_DATA_DIR`` points nowhere while it runs), so a test that
+reads the folder without the marker fails here even where the folder exists."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from routerag.corpus.datasets import DataNotFoundError, data_root
+
+NO_DATA = (
+    "needs the benchmark data folder: set ROUTERAG_DATA_DIR to it "
+    "(or place it at shared/data in a folder above the checkout)"
+)
+# the kinds of test: each test has at least one (when none is set: ``integration`` for a test that
+# needs the data folder or Ray, else ``unit``)
+KINDS = ("unit", "integration", "service", "browser", "model")
+# fixture -> the markers a test using it (directly or through another fixture) gets
+FIXTURE_MARKS = {
+    "shared": ("data",),
+    "tokenizer": ("model",),
+    "retrieval": ("service",),
+    "ray_local": ("ray",),
+}
+# what ROUTERAG_DATA_DIR is while a test without the ``data`` marker runs
+NOWHERE = "/nonexistent/routerag-tests-without-data"
+
+
+def _data_missing() -> bool:
+    try:
+        data_root()
+    except DataNotFoundError:
+        return True
+    return False
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects: the markers given here count
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    missing = _data_missing()
+    for item in items:
+        for fixture in getattr(item, "fixturenames", ()):
+            for name in FIXTURE_MARKS.get(fixture, ()):
+                item.add_marker(name)
+        if not any(item.get_closest_marker(kind) for kind in KINDS):
+            heavy = item.get_closest_marker("data") or item.get_closest_marker("ray")
+            item.add_marker("integration" if heavy else "unit")
+        if missing and item.get_closest_marker("data"):
+            item.add_marker(pytest.mark.skip(reason=NO_DATA))
+    if "slow" not in (config.option.markexpr or ""):  # `-m unit`, `-m "not model"`: still without `slow`
+        slow = [item for item in items if item.get_closest_marker("slow")]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if not item.get_closest_marker("slow")]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """A test without the ``data`` marker runs as on a clone without the folder."""
+    if item.get_closest_marker("data"):
+        return (yield)
+    before = os.environ.get("ROUTERAG_DATA_DIR")
+    os.environ["ROUTERAG_DATA_DIR"] = NOWHERE
+    try:
+        return (yield)
+    finally:
+        if before is None:
+            os.environ.pop("ROUTERAG_DATA_DIR", None)
+        else:
+            os.environ["ROUTERAG_DATA_DIR"] = before
+
 
 # a tiny custom source that the 2Wiki slice knows nothing about, uploaded by the service tests
 NOTES_CSV = (
@@ -27,23 +96,24 @@ def tokenizer():
     return load_tokenizer("bundled:qwen2.5-coder-0.5b")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def shared() -> Path:
-    """The shared benchmark data folder (``data_root()``); tests that need it skip without it."""
+    """The shared benchmark data folder (``data_root()``); a test using it is marked ``data`` and
+    skipped without the folder."""
     try:
         return data_root()
     except DataNotFoundError:
-        pytest.skip("shared benchmark data not available")
+        pytest.skip(NO_DATA)
 
 
 @pytest.fixture(scope="module")
-def sources(tmp_path_factory):
+def sources(tmp_path_factory, shared):
     """BM25 over the first 50 real 2Wiki passages: one fresh SourceSet per test module (the
     service tests mount uploaded sources into it)."""
     from routerag.corpus.schema import Document
     from routerag.index.bundle import build_index, load_index
 
-    corpus = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
+    corpus = shared / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
     rows = json.loads(corpus.read_text(encoding="utf-8"))[:50]
     directory = tmp_path_factory.mktemp("svc-idx") / "bundle"
     build_index([Document.make(r["title"], r["text"]) for r in rows], directory, components=("bm25",))

@@ -13,16 +13,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from routerag.corpus.datasets import data_root
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
 from routerag.server.serving import BackgroundServer, bind_socket
 from routerag.server.settings import ServiceSettings
 from routerag.trace import Trace
 
-CORPUS = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
-if not CORPUS.is_file():
-    CORPUS = Path(__file__).resolve().parents[2] / "shared/data/2wikimultihopqa/2wikimultihopqa_corpus.json"
+pytestmark = pytest.mark.service
+CORPUS = Path("2wikimultihopqa") / "2wikimultihopqa_corpus.json"  # in the benchmark data folder
 KEY = "ask-key"
 VANILLA = {"strategy": "vanilla", "params": {"source": "bm25", "k": 2}}
 
@@ -35,11 +33,11 @@ def answer_from_context(messages, params, continue_final) -> str:
 
 
 @pytest.fixture(scope="module")
-def index_dir(tmp_path_factory) -> Path:
+def index_dir(tmp_path_factory, shared: Path) -> Path:
     from routerag.corpus.schema import Document
     from routerag.index.bundle import build_index
 
-    rows = json.loads(CORPUS.read_text(encoding="utf-8"))[:50]
+    rows = json.loads((shared / CORPUS).read_text(encoding="utf-8"))[:50]
     directory = tmp_path_factory.mktemp("ask-idx") / "bundle"
     build_index([Document.make(r["title"], r["text"]) for r in rows], directory, components=("bm25",))
     return directory

@@ -28,6 +28,7 @@ def _ids(dataset: Dataset) -> set[str]:
     return {d.doc_id for d in dataset.documents()}
 
 
+@pytest.mark.data
 def test_names_and_unknown_name() -> None:
     assert {"2wiki", "musique", "hotpotqa", "hotpotqa-distractor", "hotpotqa-distractor-train", "law-med",
             "2wiki-multisource", "demo", "tables"} <= set(dataset_names())
@@ -37,6 +38,7 @@ def test_names_and_unknown_name() -> None:
     assert "'2wikii'" in message and "2wiki-multisource" in message and "law-med" in message and "file:<path>" in message
 
 
+@pytest.mark.data
 def test_2wiki(shared: Path) -> None:
     data = load_dataset("2wiki")
     assert (len(data.questions), len(data.corpus), data.multisource) == (1000, 6119, False)
@@ -44,6 +46,7 @@ def test_2wiki(shared: Path) -> None:
     assert data.reports[0].loaded == 6119 and data.reports[0].duplicates == 0
 
 
+@pytest.mark.data
 def test_musique_supporting_ids_are_corpus_ids(shared: Path) -> None:
     data = load_dataset("musique")
     assert (len(data.questions), len(data.corpus)) == (100, 1890)
@@ -55,12 +58,14 @@ def test_musique_supporting_ids_are_corpus_ids(shared: Path) -> None:
         assert 2 <= len(q.decomposition) <= 4
 
 
+@pytest.mark.data
 def test_hotpotqa(shared: Path) -> None:
     data = load_dataset("hotpotqa")
     assert (len(data.questions), len(data.corpus)) == (100, 994)
     assert all(len(q.supporting_doc_ids) == 2 and set(q.supporting_doc_ids) <= _ids(data) for q in data.questions)
 
 
+@pytest.mark.data
 def test_hotpotqa_distractor_held_out_and_training_corpora(shared: Path) -> None:
     test, train = load_dataset("hotpotqa-distractor"), load_dataset("hotpotqa-distractor-train")
     assert (len(test.questions), len(train.questions)) == (500, 600)
@@ -80,6 +85,7 @@ def test_hotpotqa_distractor_held_out_and_training_corpora(shared: Path) -> None
         test.questions[0].qid, test.questions[5].qid]
 
 
+@pytest.mark.data
 def test_hotpotqa_distractor_is_disjoint_from_the_evaluation_sets(shared: Path) -> None:
     from routerag.train.golden import check_overlap
 
@@ -87,6 +93,7 @@ def test_hotpotqa_distractor_is_disjoint_from_the_evaluation_sets(shared: Path) 
     assert check_overlap(train, ["hotpotqa-distractor", "hotpotqa", "2wiki", "musique"]).clean
 
 
+@pytest.mark.data
 def test_2wiki_train_is_2wiki_without_its_evaluation_sample_on_the_same_index(shared: Path) -> None:
     from routerag.eval.config import EvalConfig
     from routerag.eval.setup import _index_root
@@ -101,6 +108,7 @@ def test_2wiki_train_is_2wiki_without_its_evaluation_sample_on_the_same_index(sh
     assert _index_root(train, config) == _index_root(full, config.model_copy(update={"dataset": "2wiki"}))
 
 
+@pytest.mark.data
 def test_law_med_sources_profiles_and_gold(shared: Path) -> None:
     data = load_dataset("law-med")
     assert data.multisource and list(data.sources) == ["law", "med"]
@@ -117,6 +125,7 @@ def test_law_med_sources_profiles_and_gold(shared: Path) -> None:
     assert not any(q.answer.endswith('"') and q.answer.count('"') % 2 for q in data.questions)
 
 
+@pytest.mark.data
 def test_r1router_steps_one_question_per_released_retrieval_step(shared: Path) -> None:
     data = load_dataset("r1router-steps")
     assert data.documents() == [] and len(data.questions) == 346  # the 346 ret steps of 119 trajectories
@@ -126,6 +135,7 @@ def test_r1router_steps_one_question_per_released_retrieval_step(shared: Path) -
     assert first.question.startswith("Origin question: ") and first.answers[0] and first.metadata["step"] == 0
 
 
+@pytest.mark.data
 def test_2wiki_multisource_partitions_the_2wiki_corpus(shared: Path) -> None:
     multi, single = load_dataset("2wiki-multisource"), load_dataset("2wiki")
     assert {n: len(s.docs) for n, s in multi.sources.items()} == {"local": 699, "global": 5420}
@@ -134,6 +144,7 @@ def test_2wiki_multisource_partitions_the_2wiki_corpus(shared: Path) -> None:
     assert [q.qid for q in multi.questions] == [q.qid for q in single.questions]
 
 
+@pytest.mark.data
 def test_sampling_is_evenly_spaced(shared: Path) -> None:
     data = load_dataset("2wiki", n_questions=4)
     assert [q.qid for q in data.questions] == ["2wiki-0", "2wiki-250", "2wiki-500", "2wiki-750"]

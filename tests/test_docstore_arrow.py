@@ -129,11 +129,10 @@ QUESTION = "Which film was released first, Aas Ka Panchhi or Phoolwari?"
 
 
 @pytest.fixture(scope="module")
-def corpus():
-    from routerag.corpus.datasets import data_root
+def corpus(shared):
     from routerag.corpus.loaders import load_corpus
 
-    return load_corpus(data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json").docs[:200]
+    return load_corpus(shared / "2wikimultihopqa" / "2wikimultihopqa_corpus.json").docs[:200]
 
 
 def _hits(bundle):

@@ -15,22 +15,19 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from routerag.corpus.datasets import data_root
 from routerag.llm.config import ENV_BACKEND, ENV_BASE_URL, ENV_MODEL, ModelConfig, bundled_policy_path
 from routerag.llm.scripted import ScriptedModel
 
-CORPUS = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
-if not CORPUS.is_file():
-    CORPUS = Path(__file__).resolve().parents[2] / "shared/data/2wikimultihopqa/2wikimultihopqa_corpus.json"
+CORPUS = Path("2wikimultihopqa") / "2wikimultihopqa_corpus.json"  # in the benchmark data folder
 QUESTION = "Who was Teutberga married to?"
 
 
 @pytest.fixture(scope="module")
-def index_dir(tmp_path_factory) -> Path:
+def index_dir(tmp_path_factory, shared: Path) -> Path:
     from routerag.corpus.schema import Document
     from routerag.index.bundle import build_index
 
-    rows = json.loads(CORPUS.read_text(encoding="utf-8"))[:30]
+    rows = json.loads((shared / CORPUS).read_text(encoding="utf-8"))[:30]
     directory = tmp_path_factory.mktemp("front-door-idx") / "bundle"
     build_index([Document.make(r["title"], r["text"]) for r in rows], directory, components=("bm25",))
     return directory
@@ -261,12 +258,12 @@ def test_api_ask_reports_each_step_as_it_is_appended(index_dir: Path) -> None:
     assert seen == trace.steps and [s.kind for s in seen] == ["search", "answer"]
 
 
-def test_api_build_index_and_its_refusals(tmp_path: Path) -> None:
+def test_api_build_index_and_its_refusals(tmp_path: Path, shared: Path) -> None:
     from routerag.api import IndexParams, IndexRequestError, build_index
     from routerag.errors import RouteragError
 
     corpus = tmp_path / "corpus.jsonl"
-    rows = json.loads(CORPUS.read_text(encoding="utf-8"))[:5]
+    rows = json.loads((shared / CORPUS).read_text(encoding="utf-8"))[:5]
     corpus.write_text("".join(json.dumps({"title": r["title"], "text": r["text"]}) + "\n" for r in rows), encoding="utf-8")
     params = IndexParams(corpus=str(corpus), out=tmp_path / "idx", components=["bm25"])
     built = build_index(params)

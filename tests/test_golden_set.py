@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import json
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from routerag.train.golden import GOLDEN_SOURCES, golden_trajectories
 from routerag.train.golden_set import STATS_FILE, TRAJECTORIES_FILE, build_golden_set, read_golden_set, search_modes
 
 
+@pytest.mark.data
 def test_every_distractor_training_question_gives_a_trajectory(shared: Path) -> None:
     assert "hotpotqa-distractor-train" in GOLDEN_SOURCES
     built = golden_trajectories(["hotpotqa-distractor-train"], exclude_eval=["hotpotqa-distractor"])

@@ -37,9 +37,9 @@ def home(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def musique(home, tmp_path_factory):
-    raw = json.loads((data_root() / MUSIQUE / "musique_train.json").read_text())
-    questions = load_questions(data_root() / MUSIQUE / "musique_train.json")
+def musique(home, tmp_path_factory, shared):
+    raw = json.loads((shared / MUSIQUE / "musique_train.json").read_text())
+    questions = load_questions(shared / MUSIQUE / "musique_train.json")
     docs: list[Document] = []
     for qi in QUESTIONS:
         paragraphs = raw[qi]["paragraphs"]
@@ -250,6 +250,7 @@ def test_no_facts_falls_back_to_dense(home, tmp_path):
     assert TriplesSource(graph).search(["Which mountain?"], 2)[0].hits == []
 
 
+@pytest.mark.data
 def test_bundle_with_a_spacy_graph_mounts_graph_hybrid_and_triples(home, tmp_path):
     from routerag.corpus.loaders import load_corpus
     from routerag.index.bundle import build_index, load_index

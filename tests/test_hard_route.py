@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import json
 from collections.abc import Sequence
 
@@ -121,6 +122,7 @@ def test_hard_route_stops_after_max_reflections_with_fallback_answer():
     assert trace.format_errors >= 3  # bare route, reflection source, empty fusion
 
 
+@pytest.mark.data
 def test_misrouted_real_questions_recover_by_reflection(tmp_path):
     """Real law-med passages under real BM25: the router always picks the wrong source; the
     answerer succeeds only when the question's own gold passage is shown; reflection switches."""
@@ -205,6 +207,7 @@ def test_hard_route_with_the_embedding_router_makes_no_routing_call(monkeypatch)
     assert people.queries and not films.queries
 
 
+@pytest.mark.data
 def test_embedding_router_on_law_med_profiles_with_the_bundled_embedder():
     """The real embedder on the released law-med profiles and two real-style questions."""
     import pytest

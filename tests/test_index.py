@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from routerag.corpus.datasets import data_root
 from routerag.corpus.loaders import load_corpus
 from routerag.corpus.schema import Document
 from routerag.index.bm25 import BM25Index
@@ -24,8 +23,8 @@ QUESTION = "Which film was released first, Aas Ka Panchhi or Phoolwari?"
 
 
 @pytest.fixture(scope="module")
-def corpus() -> list[Document]:
-    return load_corpus(data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json").docs
+def corpus(shared) -> list[Document]:
+    return load_corpus(shared / "2wikimultihopqa" / "2wikimultihopqa_corpus.json").docs
 
 
 @pytest.fixture(scope="module")

@@ -10,15 +10,14 @@ from typer.testing import CliRunner
 
 from routerag.cli.app import app
 from routerag.cli.main import _load
-from routerag.corpus.datasets import data_root
 
 _load()
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def corpus_files(tmp_path_factory) -> tuple[Path, Path, list[dict]]:
-    records = json.loads((data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json").read_text())
+def corpus_files(tmp_path_factory, shared) -> tuple[Path, Path, list[dict]]:
+    records = json.loads((shared / "2wikimultihopqa" / "2wikimultihopqa_corpus.json").read_text())
     folder = tmp_path_factory.mktemp("corpus")
     first, second = folder / "first.json", folder / "second.json"
     first.write_text(json.dumps(records[:40]))

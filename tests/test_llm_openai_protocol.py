@@ -14,6 +14,7 @@ import pytest
 from routerag.llm.base import GenerationParams, Message
 from routerag.llm.template import ChatTemplate
 
+pytestmark = pytest.mark.service
 fastapi = pytest.importorskip("fastapi")
 uvicorn = pytest.importorskip("uvicorn")
 Request = fastapi.Request  # module level: FastAPI resolves the handler's string annotations here

@@ -15,6 +15,7 @@ import pytest
 from routerag.llm.base import GenerationParams, Message
 from routerag.llm.config import ModelConfig
 
+pytestmark = pytest.mark.service
 fastapi = pytest.importorskip("fastapi")
 Request = fastapi.Request  # module level: FastAPI resolves the handler's string annotations here
 BASE, LORA = "Qwen/Qwen2.5-Coder-0.5B-Instruct", "routerag-policy"

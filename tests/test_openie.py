@@ -20,8 +20,8 @@ OPENIE_FILE = "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
 
 
 @pytest.fixture(scope="module")
-def musique_docs() -> list[Document]:
-    return load_corpus(data_root() / MUSIQUE / "musique_train_corpus.json").docs[:5]
+def musique_docs(shared) -> list[Document]:
+    return load_corpus(shared / MUSIQUE / "musique_train_corpus.json").docs[:5]
 
 
 # ------------------------------------------------------------------ precomputed
@@ -97,6 +97,7 @@ def test_cache_serves_known_passages_and_writes_hipporag_format(tmp_path):
 
 
 # ------------------------------------------------------------------ spaCy
+@pytest.mark.data
 def test_spacy_extractor_yields_sensible_triples_on_real_passages():
     corpus = load_corpus(data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json").docs
     by_title = {d.title: d for d in corpus}

@@ -43,6 +43,7 @@ def test_dataset_type() -> None:
     assert dataset_type("2wiki-0") is None
 
 
+@pytest.mark.data
 def test_forms_agree_with_the_gold_answers(shared: Path) -> None:
     """On every question of the sets: a yes/no question has a yes/no gold (and nearly every yes/no
     gold belongs to a yes/no question); a choice question's gold is mostly one of its options."""

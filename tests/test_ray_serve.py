@@ -10,7 +10,7 @@ import socket
 import httpx
 import pytest
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.service]
 
 QUESTION = "Who was Teutberga married to?"
 

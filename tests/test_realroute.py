@@ -238,7 +238,7 @@ def test_registration():
 
 
 @pytest.fixture(scope="module")
-def law_med(tmp_path_factory):
+def law_med(tmp_path_factory, shared):
     from routerag.corpus.datasets import load_dataset
     from routerag.index.bm25 import BM25Index
     from routerag.index.docstore import DocStore

@@ -8,13 +8,13 @@ import pytest
 from routerag.strategies import STRATEGIES
 from routerag.strategies.base import StrategyContext
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.model]
 
 KINDS = {"decompose", "route", "search", "select", "answer", "reflect", "fuse"}
 
 
 @pytest.fixture(scope="module")
-def context(tmp_path_factory):
+def context(tmp_path_factory, shared):
     pytest.importorskip("llama_cpp")
     from routerag.corpus.datasets import load_dataset
     from routerag.index.bm25 import BM25Index

@@ -14,7 +14,6 @@ import pytest
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from routerag.corpus.datasets import data_root
 from routerag.server.retrieval_app import create_retrieval_app
 from routerag.server.serving import BackgroundServer, bind_socket
 from routerag.server.settings import ServerSettings
@@ -28,19 +27,18 @@ from routerag.sources.remote import (
 )
 from routerag.sources.sourceset import SourceSet
 
-CORPUS = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
-if not CORPUS.is_file():
-    CORPUS = Path(__file__).resolve().parents[2] / "shared/data/2wikimultihopqa/2wikimultihopqa_corpus.json"
+pytestmark = pytest.mark.service
+CORPUS = Path("2wikimultihopqa") / "2wikimultihopqa_corpus.json"  # in the benchmark data folder
 KEY = "remote-test-key"
 QUERIES = ["Who was Teutberga married to?", "Bishop of Elmham", "Lothair II of Lotharingia", "margrave Tuscany", "abbey"]
 
 
 @pytest.fixture(scope="module")
-def index_dir(tmp_path_factory) -> Path:
+def index_dir(tmp_path_factory, shared: Path) -> Path:
     from routerag.corpus.schema import Document
     from routerag.index.bundle import build_index
 
-    rows = json.loads(CORPUS.read_text(encoding="utf-8"))[:50]
+    rows = json.loads((shared / CORPUS).read_text(encoding="utf-8"))[:50]
     docs = [Document.make(r["title"], r["text"]) for r in rows]
     directory = tmp_path_factory.mktemp("remote-idx") / "bundle"
     build_index(docs, directory, components=("bm25",))  # BM25 only: no model to load

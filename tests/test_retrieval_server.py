@@ -12,7 +12,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from routerag.corpus.datasets import data_root
 from routerag.server.retrieval_app import create_retrieval_app
 from routerag.server.searchr1_adapter import TagRouter, parse_mode_tags
 from routerag.server.serving import BackgroundServer
@@ -20,9 +19,8 @@ from routerag.server.settings import SearchR1Settings, ServerSettings
 from routerag.sources.base import MAX_BATCH, MAX_K, MAX_QUERY_CHARS, QueryResult, RetrievalResponse, rank_hits
 from routerag.sources.sourceset import SourceSet
 
-CORPUS = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
-if not CORPUS.is_file():  # the shared data lives next to the repository on our machines
-    CORPUS = Path(__file__).resolve().parents[2] / "shared/data/2wikimultihopqa/2wikimultihopqa_corpus.json"
+pytestmark = pytest.mark.service
+CORPUS = Path("2wikimultihopqa") / "2wikimultihopqa_corpus.json"  # in the benchmark data folder
 API_KEY = "test-key-123"
 
 
@@ -53,11 +51,11 @@ class FusedSource:
 
 
 @pytest.fixture(scope="session")
-def sources(tmp_path_factory) -> SourceSet:
+def sources(tmp_path_factory, shared: Path) -> SourceSet:
     from routerag.corpus.schema import Document
     from routerag.index.bundle import build_index, load_index
 
-    rows = json.loads(CORPUS.read_text(encoding="utf-8"))[:50]
+    rows = json.loads((shared / CORPUS).read_text(encoding="utf-8"))[:50]
     docs = [Document.make(r["title"], r["text"]) for r in rows]
     directory = tmp_path_factory.mktemp("idx") / "bundle"
     build_index(docs, directory, components=("dense", "bm25"))

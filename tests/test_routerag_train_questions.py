@@ -17,6 +17,7 @@ from routerag.corpus.loaders import (
 pq = pytest.importorskip("pyarrow.parquet")
 
 
+@pytest.mark.data
 def test_the_released_questions_load(shared: Path) -> None:
     data = load_dataset("routerag-train")
     assert len(data.questions) == 10_000 and data.documents() == []
@@ -45,6 +46,7 @@ def test_bad_parquet_rows_are_named(shared: Path, tmp_path: Path) -> None:
         load_questions(tmp_path / "junk.parquet")
 
 
+@pytest.mark.data
 def test_export_verl_drops_the_evaluation_overlap(shared: Path, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

@@ -306,6 +306,7 @@ def test_judge_metric_is_recorded(tmp_path) -> None:
     assert all(r["metrics"]["judge"] == 1.0 and r["judge_raw"] == "yes" for r in recs)
 
 
+@pytest.mark.data
 def test_a_dataset_with_released_openie_builds_its_graph_from_it():
     from routerag.corpus.datasets import load_dataset
     from routerag.eval.config import EvalConfig

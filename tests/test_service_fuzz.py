@@ -41,6 +41,7 @@ from routerag.server.settings import SearchR1Settings, ServerSettings, ServiceSe
 from routerag.server.upload_parse import NAME_PATTERN
 from routerag.strategies import STRATEGIES
 
+pytestmark = pytest.mark.service
 FUZZ = settings(max_examples=int(os.environ.get("ROUTERAG_FUZZ_EXAMPLES", "40")), deadline=None, database=None,
                 print_blob=True, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                                         HealthCheck.data_too_large])

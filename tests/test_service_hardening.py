@@ -15,6 +15,7 @@ from routerag.server.app import create_app
 from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServiceSettings
 
+pytestmark = pytest.mark.service
 VANILLA = {"strategy": "vanilla", "params": {"source": "bm25", "k": 2}}
 LONE = "\ud800"  # a lone surrogate: valid JSON escape, not encodable as UTF-8
 

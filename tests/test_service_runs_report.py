@@ -16,6 +16,7 @@ from routerag.server.app import create_app
 from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServiceSettings
 
+pytestmark = pytest.mark.service
 QUESTIONS = [
     {"question": "Who was Teutberga married to?", "answers": ["Lothair II"], "qid": "teutberga"},
     {"question": "Who is the spouse of Lothair II?", "answers": ["Teutberga"], "qid": "lothair"},

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.model
 pytest.importorskip("llama_cpp")
 
 

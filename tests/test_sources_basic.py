@@ -113,6 +113,7 @@ def test_table_source(tmp_path):
     assert "London" in result.hits[0].text and result.hits[0].mode == "table"
 
 
+@pytest.mark.data
 def test_mount_bundle_reports_missing(tmp_path):
     docs = load_corpus(data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json").docs[:30]
     bundle = build_index(docs, tmp_path / "b", components=["bm25"])

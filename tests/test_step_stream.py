@@ -19,6 +19,7 @@ from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServiceSettings
 from routerag.trace import Step, Trace
 
+pytestmark = pytest.mark.service
 QUESTION = "Who was Teutberga married to?"
 
 

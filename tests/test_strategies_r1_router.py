@@ -120,6 +120,7 @@ def _scripted_outputs(steps: list[dict]) -> list[str]:
     return outputs
 
 
+@pytest.mark.data
 def test_replay_of_released_trajectories_sends_the_same_prompts():
     rows = _trajectories()
     assert len(rows) >= 80

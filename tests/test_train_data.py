@@ -23,7 +23,7 @@ from routerag.train.golden import (
 
 
 @pytest.fixture(scope="module")
-def musique():
+def musique(shared):
     return load_dataset("musique")
 
 
@@ -45,6 +45,7 @@ def test_musique_trajectory_follows_the_decomposition(musique):
     assert "[graph]" not in plain.completion
 
 
+@pytest.mark.data
 def test_hotpotqa_and_r1router_trajectories():
     data = load_dataset("hotpotqa")
     docs = {d.doc_id: d for d in data.documents()}

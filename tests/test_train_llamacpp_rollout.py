@@ -14,6 +14,7 @@ import pytest
 from routerag.train.config import TrainConfig
 
 
+pytestmark = pytest.mark.model
 def _bundled():
     pytest.importorskip("llama_cpp")
     pytest.importorskip("gguf")

@@ -34,6 +34,7 @@ def test_masked_loss_equals_the_full_logits_loss():
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
 
 
+@pytest.mark.data
 def test_eval_samples_are_excluded_like_routerag_eval_samples_them():
     musique = load_dataset("musique")
     sample = eval_set_questions(["musique:50"])
@@ -46,6 +47,7 @@ def test_eval_samples_are_excluded_like_routerag_eval_samples_them():
         eval_set_questions(["musique:x"])
 
 
+@pytest.mark.data
 def test_grpo_training_questions_drop_the_evaluated_ones(tmp_path, caplog):
     from routerag.train.config import TrainConfig
     from routerag.train.data import load_training_questions
@@ -63,7 +65,7 @@ def test_grpo_training_questions_drop_the_evaluated_ones(tmp_path, caplog):
 
 
 @pytest.fixture(scope="module")
-def musique_bm25(tmp_path_factory):
+def musique_bm25(tmp_path_factory, shared):
     """BM25 over 60 real MuSiQue passages, the first question's gold paragraphs among them."""
     from routerag.index.bundle import build_index, load_index
 

@@ -28,6 +28,7 @@ from routerag.train.verl.agent_loop import (
 )
 from routerag.train.verl.reward import trace_of_response
 
+pytestmark = pytest.mark.service
 DOCS = [
     Document.make("Polish-Russian War (film)", "Polish-Russian War is a 2009 Polish film directed by Xawery Zulawski."),
     Document.make("Xawery Zulawski", "Xawery Zulawski is the son of actress Malgorzata Braunek and director Andrzej Zulawski."),

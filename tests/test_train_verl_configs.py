@@ -24,6 +24,7 @@ def load(name: str) -> dict:
     return yaml.safe_load((CONFIGS / name).read_text(encoding="utf-8"))
 
 
+@pytest.mark.data
 def test_export_verl_writes_verl_parquet_for_routerag_train(shared: Path, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

@@ -18,6 +18,7 @@ from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServiceSettings
 from routerag.server.upload_parse import UploadSettings
 
+pytestmark = pytest.mark.service
 KEY = "upload-key"
 
 

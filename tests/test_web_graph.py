@@ -17,7 +17,8 @@ from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServiceSettings
 
 CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="no Chromium at /usr/bin/chromium for the browser tests")
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not CHROMIUM.exists(), reason="no Chromium at /usr/bin/chromium for the browser tests")]
 playwright_api = pytest.importorskip("playwright.sync_api", reason="the playwright python package is not installed")
 
 # screenshots go to a scratch folder; ROUTERAG_SCREENSHOT_DIR=docs/img refreshes the docs' images
@@ -30,8 +31,7 @@ OPENIE = f"{MUSIQUE}/openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.js
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    from routerag.corpus.datasets import data_root
+def server(tmp_path_factory, shared):
     from routerag.corpus.schema import Document
     from routerag.index.docstore import DocStore
     from routerag.index.graph import GraphIndex
@@ -41,7 +41,7 @@ def server(tmp_path_factory):
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ROUTERAG_HOME", str(tmp_path_factory.mktemp("home")))
-        raw = json.loads((data_root() / MUSIQUE / "musique_train.json").read_text())
+        raw = json.loads((shared / MUSIQUE / "musique_train.json").read_text())
         paragraphs = raw[0]["paragraphs"]
         chosen = [p for p in paragraphs if p["is_supporting"]] + [p for p in paragraphs if not p["is_supporting"]][:6]
         store = DocStore([Document.make(p["title"], p["paragraph_text"]) for p in chosen])

@@ -20,7 +20,8 @@ from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServiceSettings
 
 CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="no Chromium at /usr/bin/chromium for the browser tests")
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not CHROMIUM.exists(), reason="no Chromium at /usr/bin/chromium for the browser tests")]
 playwright_api = pytest.importorskip("playwright.sync_api", reason="the playwright python package is not installed")
 
 ROOT = Path(__file__).resolve().parents[1]
