@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
 import json
 from pathlib import Path
+
+import pytest
 
 from routerag.corpus.datasets import load_dataset
 from routerag.train.golden import GOLDEN_SOURCES, golden_trajectories

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
 import json
 from collections.abc import Sequence
+
+import pytest
 
 from routerag.llm.base import GenerationParams, Message
 from routerag.llm.scripted import ScriptedModel

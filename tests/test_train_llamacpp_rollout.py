@@ -13,7 +13,6 @@ import pytest
 
 from routerag.train.config import TrainConfig
 
-
 pytestmark = pytest.mark.model
 def _bundled():
     pytest.importorskip("llama_cpp")
