@@ -19,7 +19,7 @@ from routerag.index.manifest import IndexLoadError  # noqa: E402
 from routerag.index.settings import IndexSettings  # noqa: E402
 from routerag.index.stores import open_docstore  # noqa: E402
 
-
+pytestmark = pytest.mark.integration
 def _docs(n: int, start: int = 0) -> list[Document]:
     return [
         Document.make(

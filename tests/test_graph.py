@@ -23,6 +23,7 @@ from routerag.sources.graph import GraphPassageSource, GraphSource
 from routerag.sources.hybrid import HybridSource
 from routerag.sources.triples import TriplesSource
 
+pytestmark = pytest.mark.integration
 MUSIQUE = "musique_train100"
 OPENIE = f"{MUSIQUE}/openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
 QUESTIONS = (0, 3)  # 2-hop questions; their paragraphs (supporting + distractors) form the corpus

@@ -19,6 +19,7 @@ from routerag.index.manifest import IndexLoadError
 from routerag.index.settings import IndexSettings
 from routerag.sources.base import RetrievalError
 
+pytestmark = pytest.mark.integration
 QUESTION = "Which film was released first, Aas Ka Panchhi or Phoolwari?"
 
 

@@ -24,6 +24,7 @@ from routerag.index.ivfpq import (
 from routerag.index.manifest import IndexLoadError
 from routerag.index.settings import IndexSettings, IVFPQSettings
 
+pytestmark = pytest.mark.integration
 faiss = pytest.importorskip("faiss")
 
 DIM = 64

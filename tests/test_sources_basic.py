@@ -32,6 +32,7 @@ def test_registry_names():
     assert set(BUNDLE_MODES) == {"passage", "bm25", "graph", "hybrid", "triples"}
 
 
+@pytest.mark.data
 def test_realroute_corpora_read_profiles():
     corpora = realroute_corpora("law-med")
     assert [c.name for c in corpora] == ["local", "global"]

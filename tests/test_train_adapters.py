@@ -19,7 +19,7 @@ from routerag.train.adapters import fresh_lora_config, resolve_adapter, restore_
 from routerag.train.config import LoraSpec, TrainConfig
 from routerag.train.export_gguf import export_lora_gguf
 
-
+pytestmark = pytest.mark.integration
 def _tiny(seed: int = 0):
     from routerag.train.fixtures import tiny_qwen2
 

@@ -19,6 +19,7 @@ from routerag.train.env import EnvConfig, HFCodec, RouteRAGEnv
 from routerag.train.fixtures import bm25_sourceset, tiny_qwen2
 from routerag.train.generation import PolicySampler
 
+pytestmark = pytest.mark.integration
 DOCS = [
     Document.make("Paris", "Paris is the capital of France."),
     Document.make("Lyon", "Lyon is a city of France on the Rhone."),

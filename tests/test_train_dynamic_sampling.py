@@ -17,6 +17,7 @@ from routerag.train.env import EnvConfig, HFCodec, RouteRAGEnv  # noqa: E402
 from routerag.train.fixtures import bm25_sourceset, tiny_qwen2  # noqa: E402
 from routerag.train.rewards import RewardSchedule, Stage, WeightedReward  # noqa: E402
 
+pytestmark = pytest.mark.integration
 DOCS = [Document.make("Paris", "Paris is the capital of France."), Document.make("Lyon", "Lyon is a city of France.")]
 EASY = Question(qid="easy", question="What is the capital of France?", answers=["Paris"])  # always right: no variance
 MIXED = Question(qid="mixed", question="Which other city is in France?", answers=["Lyon"])  # right half the time

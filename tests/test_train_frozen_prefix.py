@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.integration
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 

@@ -17,6 +17,7 @@ from routerag.train.data import default_schedule  # noqa: E402
 from routerag.train.recipes import RECIPES, train  # noqa: E402
 from routerag.train.runfiles import read_metrics  # noqa: E402
 
+pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]
 TOY = ROOT / "configs" / "train" / "toy-cpu.yaml"
 

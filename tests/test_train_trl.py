@@ -20,6 +20,7 @@ from routerag.train.env import EnvConfig, HFCodec, RouteRAGEnv  # noqa: E402
 from routerag.train.fixtures import bm25_sourceset, tiny_qwen2  # noqa: E402
 from routerag.train.rewards import REWARDS, RewardSchedule, RewardSpec, Stage, WeightedReward, two_stage_schedule  # noqa: E402
 
+pytestmark = pytest.mark.integration
 DOCS = [
     Document.make("Paris", "Paris is the capital and largest city of France."),
     Document.make("Lyon", "Lyon is the third-largest city of France."),
