@@ -21,7 +21,7 @@ from routerag.sources.table import TableSource
 
 
 @pytest.fixture(scope="module")
-def law_med() -> list[NamedCorpus]:
+def law_med(shared) -> list[NamedCorpus]:
     full = realroute_corpora("law-med")
     return [c.model_copy(update={"docs": c.docs[:25]}) for c in full]
 

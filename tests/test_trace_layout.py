@@ -94,6 +94,7 @@ def _old_first_decision(steps: list[dict]) -> list[str]:
     return next((list(s["sources"]) for s in steps if s["kind"] in ("route", "search") and s.get("sources")), [])
 
 
+@pytest.mark.integration  # reads every stored run under docs/results
 def test_every_stored_trace_reads_into_the_new_layout() -> None:
     records = _stored_records()
     assert len(records) > 3000

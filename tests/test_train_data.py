@@ -61,6 +61,7 @@ def test_hotpotqa_and_r1router_trajectories():
     assert r.completion.rstrip().endswith("<answer> 9 December 1899 </answer>")
 
 
+@pytest.mark.data
 def test_r1_router_step_rows():
     rows = r1_router_step_rows(limit=5)
     assert len(rows) == 5
@@ -74,6 +75,7 @@ def test_r1_router_step_rows():
     assert kinds == {"ret", "ans", "final"} and len(all_rows) == 758
 
 
+@pytest.mark.data
 def test_overlap_check_detects_eval_questions():
     demo = load_dataset("demo").questions  # a slice of the 2Wiki evaluation set
     report = check_overlap(demo, ["2wiki"])

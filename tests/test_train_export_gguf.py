@@ -202,6 +202,7 @@ def _logits(model, prompt: str) -> np.ndarray:
     return model.next_token_logits(prompt)
 
 
+@pytest.mark.model
 def test_llamacpp_loads_an_exported_adapter(tmp_path):
     from routerag.llm.base import ModelError
     from routerag.llm.llamacpp import LlamaCppModel
@@ -236,6 +237,7 @@ def _tiny_adapter_gguf(tmp_path: Path, tiny_base: Path) -> str:
     return export_lora_gguf(folder, tiny_base, tmp_path / "tiny-adapter.gguf").path
 
 
+@pytest.mark.model
 def test_shipped_policy_is_a_valid_adapter_and_the_routerag_default_for_the_bundled_model():
     from routerag.llm.config import (
         ModelConfig,
@@ -260,6 +262,7 @@ def test_shipped_policy_is_a_valid_adapter_and_the_routerag_default_for_the_bund
     assert info.rank == 8 and info.tensors == 336
 
 
+@pytest.mark.model
 def test_each_bundled_base_gets_its_own_shipped_policy():
     from routerag.llm.config import BUNDLED_POLICIES, ModelConfig, bundled_policy_path, with_default_policy
 

@@ -206,6 +206,7 @@ def test_outcome_grounding_takes_the_cheapest_mode_that_finds_the_gold_and_skips
     assert [h.mode for h in cheap_graph(question, hops)] == ["graph", "graph"]
 
 
+@pytest.mark.data
 def test_sft_trains_on_a_stored_golden_set_checked_against_the_evaluation_sets(tmp_path):
     import json
 
