@@ -76,6 +76,7 @@ def test_cli_help_names_every_registered_recipe():
     assert sorted(RECIPE_HELP.split(" | ")) == sorted(RECIPES.names())
 
 
+@pytest.mark.data
 def test_export_verl_cli(tmp_path):
     import pyarrow.parquet as pq
     from typer.testing import CliRunner
@@ -116,6 +117,7 @@ def test_toy_recipe_writes_the_run_directory_and_resumes(tmp_path):
     assert json.dumps(last)  # plain JSON numbers
 
 
+@pytest.mark.data
 def test_r1_router_step_recipe_runs(tmp_path):
     cfg = TrainConfig(
         recipe="r1-router-step", output_dir=str(tmp_path), model={"name": "tiny"}, data={"n_questions": 4, "eval_sets": []},
