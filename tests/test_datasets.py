@@ -206,7 +206,7 @@ def test_bundled_attribution_files() -> None:
 
 
 def test_demo_data_regenerates_identically(shared: Path) -> None:
-    spec = importlib.util.spec_from_file_location("make_demo_data", PROJECT / "scripts" / "make_demo_data.py")
+    spec = importlib.util.spec_from_file_location("make_demo_data", PROJECT / "docs" / "experiments" / "scripts" / "make_demo_data.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     files = module.build(shared)

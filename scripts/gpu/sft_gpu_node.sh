@@ -8,17 +8,17 @@
 # join them with `cat sft-<name>.adapter.gguf.* > adapter.gguf`) and, with PEFT=1, the PEFT weights
 # likewise (OUT/sft-<name>.peft.safetensors.NN). At most 8 files come back from a call: two runs fit
 # without PEFT=1, one with it.
-#   bash scripts/sft_gpu_node.sh GGUF OUT outcome=docs/results/golden-outcome planned=docs/results/golden-planned
-#   UNTIL_OK=1 bash scripts/sft_gpu_node.sh GGUF OUT \
+#   bash scripts/gpu/sft_gpu_node.sh GGUF OUT outcome=docs/results/golden-outcome planned=docs/results/golden-planned
+#   UNTIL_OK=1 bash scripts/gpu/sft_gpu_node.sh GGUF OUT \
 #     'outcome-fp32=docs/results/golden-outcome;sft.extra={bf16: false, tf32: true}' \
 #     'outcome-lr1e-4=docs/results/golden-outcome;sft.learning_rate=1.0e-4'
-#   PEFT=1 bash scripts/sft_gpu_node.sh QWEN-1.5B.gguf OUT \
+#   PEFT=1 bash scripts/gpu/sft_gpu_node.sh QWEN-1.5B.gguf OUT \
 #     'outcome-1p5b=docs/results/golden-outcome;sft.extra={bf16: false, tf32: true};sft.per_device_train_batch_size=4;sft.gradient_accumulation_steps=2'
-#   (the 1.5B in batches of 8 would not fit in 80 GB: 4 x 2 accumulated, session 16, docs/training.md)
+#   (the 1.5B in batches of 8 would not fit in 80 GB: 4 x 2 accumulated, docs/experiments/2026-11-27-sft-outcome-1p5b.md)
 # A run after the first is given at most $LATER_S seconds (default 240), so a slow node still
 # brings the first run back; with UNTIL_OK=1 the runs after the first that succeeds are skipped.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 gguf=$1 out=$2
 shift 2
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1

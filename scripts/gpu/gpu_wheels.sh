@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # Downloads the wheels a GPU node without network lacks (it has PyTorch, and its own transformers and
 # peft, which these replace so that the node runs the versions this machine tested), for its Python,
-# at the versions installed here, into DIR. The lent nodes have pandas and pyarrow (session 17's H200 ran
+# at the versions installed here, into DIR. The lent nodes have pandas and pyarrow (the H200 of 2026-11-27 ran
 # datasets, which imports both, from a kit that carried neither);
 # a node without them needs EXTRA="pandas pyarrow python-dateutil six" (+55 MB). A rehearsal here in
 # a Python 3.12.1 venv holding only torch, transformers and peft got past the imports with EXTRA, then
 # failed in datasets' fingerprinting ("Can't pickle <class 'MonthDayNano'>", pyarrow 21 and 26 alike):
 # that Python differs from the node's, on which these versions ran.
-#   bash scripts/gpu_wheels.sh DIR [PYTHON_VERSION]        # default 3.12, the lent nodes' Python
-# then: bash scripts/gpu_kit.sh KIT_DIR 60000000 DIR     (scripts/grpo_gpu_node.sh installs them with
+#   bash scripts/gpu/gpu_wheels.sh DIR [PYTHON_VERSION]        # default 3.12, the lent nodes' Python
+# then: bash scripts/gpu/gpu_kit.sh KIT_DIR 60000000 DIR     (scripts/gpu/grpo_gpu_node.sh installs them with
 # pip --no-index --no-deps into /tmp/site, so the list must hold every dependency the node lacks).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 dest=$1 py=${2:-3.12}
 PACKAGES=(
   trl datasets peft transformers tokenizers huggingface_hub safetensors hf-xet accelerate  # training stack

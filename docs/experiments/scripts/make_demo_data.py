@@ -4,8 +4,8 @@
 Deterministic: the same shared files always give byte-identical output (no randomness, every
 choice ordered by file position). Run from the project root::
 
-    python scripts/make_demo_data.py            # rewrite src/routerag/data/demo/
-    python scripts/make_demo_data.py --check    # exit 1 if the committed files differ
+    python docs/experiments/scripts/make_demo_data.py            # rewrite src/routerag/data/demo/
+    python docs/experiments/scripts/make_demo_data.py --check    # exit 1 if the committed files differ
 
 Two slices, each in its source's own published format (so the demo exercises the real loaders):
 

@@ -2,7 +2,7 @@
 tokens and latency against the baseline's on the same questions, with the paired bootstrap CI
 and the exact sign test that `routerag report` uses for accuracy.
 
-    python3 scripts/paired_cost.py BASELINE_RUN SYSTEM_RUN [SYSTEM_RUN ...]
+    python3 docs/experiments/scripts/paired_cost.py BASELINE_RUN SYSTEM_RUN [SYSTEM_RUN ...]
 """
 
 from __future__ import annotations

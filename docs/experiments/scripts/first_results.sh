@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# The first results table (issue 5): every run of docs/results, resumable, in parallel lanes.
-#   LANES=2 THREADS=1 bash scripts/first_results.sh          # run (or resume) everything, then report
-#   ONLY=law-med bash scripts/first_results.sh               # only the jobs whose run name contains it
+# The first results table (docs/experiments/2026-11-22-first-results.md): every run of docs/results, resumable, in parallel lanes.
+#   LANES=2 THREADS=1 bash docs/experiments/scripts/first_results.sh          # run (or resume) everything, then report
+#   ONLY=law-med bash docs/experiments/scripts/first_results.sh               # only the jobs whose run name contains it
 # Each job is `routerag eval` into runs/results/<dataset>-<strategy>; an interrupted job resumes
 # where it stopped. With the embedded 0.5B model on 2 CPU cores a lane answers a multi-turn
 # question in 10-40 s, so the whole table takes many hours: stop it any time and run it again.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."
 source scripts/lanes.sh
 
 jobs() {
-  # Cheapest whole rows first, so that an interrupted session leaves whole rows rather than many
+  # Cheapest whole rows first, so that an interrupted run leaves whole rows rather than many
   # partial ones; MuSiQue (50 questions) before 2Wiki (100) for each strategy group.
   # 2Wiki: 100 evenly spaced of the 1,000; MuSiQue-100: 50 evenly spaced, released OpenIE graph.
   local s

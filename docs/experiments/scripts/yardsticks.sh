@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Issue 14's yardstick rows: the no-model rule (both option positions), direct revision 1 (short
+# The yardstick rows: the no-model rule (both option positions), direct revision 1 (short
 # answers) on 2Wiki-100 and MuSiQue-50, and the held-out hotpotqa-distractor test-100 (rule,
 # direct, vanilla, routerag untrained, routerag + the shipped SFT policy). Resumable, in lanes:
-#   LANES=2 THREADS=1 bash scripts/yardsticks.sh        # run (or resume) everything
-#   ONLY=hotpotqa-distractor bash scripts/yardsticks.sh  # only the jobs whose run name contains it
+#   LANES=2 THREADS=1 bash docs/experiments/scripts/yardsticks.sh        # run (or resume) everything
+#   ONLY=hotpotqa-distractor bash docs/experiments/scripts/yardsticks.sh  # only the jobs whose run name contains it
 # Each job is `routerag eval` into runs/results/<name> (scripts/lanes.sh); rule and direct build no index.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."
 POLICY=${POLICY:-src/routerag/data/policies/routerag-sft-qwen2.5-coder-0.5b/adapter.gguf}
 source scripts/lanes.sh
 

