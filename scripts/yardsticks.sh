@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14's yardstick rows: the no-model rule (both option positions), direct revision 1 (short
+# The yardstick rows: the no-model rule (both option positions), direct revision 1 (short
 # answers) on 2Wiki-100 and MuSiQue-50, and the held-out hotpotqa-distractor test-100 (rule,
 # direct, vanilla, routerag untrained, routerag + the shipped SFT policy). Resumable, in lanes:
 #   LANES=2 THREADS=1 bash scripts/yardsticks.sh        # run (or resume) everything
