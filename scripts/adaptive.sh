@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The `adaptive` strategy (Adaptive-RAG) end to end, in three resumable steps:
+# Issue 15: the `adaptive` strategy (Adaptive-RAG) end to end, in three resumable steps:
 #   STEP=label-runs bash scripts/adaptive.sh   # rule, direct, vanilla, routerag + the shipped policy on 2wiki-train (the
 #                                              # 2Wiki questions outside 2wiki:100; $LIMIT evenly spaced, default 60;
 #                                              # spread order, so a stopped run is a fair subset). Not HotpotQA train100

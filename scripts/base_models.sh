@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Choose the base by measurement: the bundled 1.5B as a vanilla reader on the three
+# Issue 14 §6 (choose the base by measurement): the bundled 1.5B as a vanilla reader on the three
 # evaluation sets and as an untrained RouteRAG policy on 2Wiki-100, with the same settings as the
 # 0.5B yardstick rows (scripts/yardsticks.sh), so that `routerag report` pairs them. Resumable, in
 # lanes (scripts/lanes.sh: LANES, THREADS, OUT, ONLY); each job is `routerag eval` into $OUT/<name>:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The first results table (2026-11-22): every run of docs/results, resumable, in parallel lanes.
+# The first results table (issue 5): every run of docs/results, resumable, in parallel lanes.
 #   LANES=2 THREADS=1 bash scripts/first_results.sh          # run (or resume) everything, then report
 #   ONLY=law-med bash scripts/first_results.sh               # only the jobs whose run name contains it
 # Each job is `routerag eval` into runs/results/<dataset>-<strategy>; an interrupted job resumes

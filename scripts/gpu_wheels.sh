@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Downloads the wheels a GPU node without network lacks (it has PyTorch, and its own transformers and
 # peft, which these replace so that the node runs the versions this machine tested), for its Python,
-# at the versions installed here, into DIR. The lent nodes have pandas and pyarrow (the 2026-11-28 H200 run ran
+# at the versions installed here, into DIR. The lent nodes have pandas and pyarrow (session 17's H200 ran
 # datasets, which imports both, from a kit that carried neither);
 # a node without them needs EXTRA="pandas pyarrow python-dateutil six" (+55 MB). A rehearsal here in
 # a Python 3.12.1 venv holding only torch, transformers and peft got past the imports with EXTRA, then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Learned routing, end to end: the learned mode router (`learned`, the shipped `mode` model) where routing
+# Issue 15, end to end: the learned mode router (`learned`, the shipped `mode` model) where routing
 # happens, against the stored rows of the same strategies (scripts/yardsticks.sh, eval_policy.sh):
 #   routerag + the shipped policy with `mode_router=learned` (the policy writes the query, the router
 #   chooses passage / bm25 / graph / hybrid), paired with `routerag-sft-gpu-<set>-routerag`;
@@ -12,7 +12,7 @@
 # Resumable, in lanes (scripts/lanes.sh: LANES, THREADS, OUT, ONLY, LOGS):
 #   bash scripts/learned_routing.sh
 #   ONLY=musique bash scripts/learned_routing.sh
-#   ONLY=2wiki-realroute bash scripts/learned_routing.sh   (the 2Wiki realroute pair)
+#   ONLY=2wiki-realroute bash scripts/learned_routing.sh   (the 2Wiki realroute pair, session 14)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 POLICY=${POLICY:-src/routerag/data/policies/routerag-sft-qwen2.5-coder-0.5b/adapter.gguf}

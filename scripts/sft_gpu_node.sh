@@ -14,7 +14,7 @@
 #     'outcome-lr1e-4=docs/results/golden-outcome;sft.learning_rate=1.0e-4'
 #   PEFT=1 bash scripts/sft_gpu_node.sh QWEN-1.5B.gguf OUT \
 #     'outcome-1p5b=docs/results/golden-outcome;sft.extra={bf16: false, tf32: true};sft.per_device_train_batch_size=4;sft.gradient_accumulation_steps=2'
-#   (the 1.5B in batches of 8 would not fit in 80 GB: 4 x 2 accumulated, docs/guides/training-gpu.md)
+#   (the 1.5B in batches of 8 would not fit in 80 GB: 4 x 2 accumulated, session 16, docs/training.md)
 # A run after the first is given at most $LATER_S seconds (default 240), so a slow node still
 # brings the first run back; with UNTIL_OK=1 the runs after the first that succeeds are skipped.
 set -uo pipefail
