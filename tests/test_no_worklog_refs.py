@@ -1,7 +1,7 @@
 """The project's text refers to features, dates and experiment records, never to numbered work
 periods or tracker numbers ("session 16", "issue 14 §7"): such numbers mean nothing to a reader of
 a clone. Scans README.md, docs/ (Markdown; the per-question run logs under docs/results are data),
-src/, configs/, scripts/ and tests/ (source and text files; bundled data sets such as the demo
+src/, configs/, scripts/, tests/ and benchmarks/ (source and text files; bundled data sets such as the demo
 corpus hold real-world text like "volume 1, issue 1" and are not scanned)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PATTERN = re.compile(r"(?i)\b(session|issue)s?\s*#?\d+")
-CODE_DIRS = ("src", "configs", "scripts", "tests")
+CODE_DIRS = ("src", "configs", "scripts", "tests", "benchmarks")
 TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".sh", ".toml", ".txt", ".cfg", ".ini", ".js", ".html", ".css", ".jinja"}
 SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".ruff_cache", ".pytest_cache", "node_modules"}
 
