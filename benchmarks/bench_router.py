@@ -1,6 +1,6 @@
 """The learned router against fixed choices, the profile-embedding router and the oracle.
 
-Prints markdown tables (docs/routing.md):
+Prints markdown tables (docs/concepts/routing.md):
 
 1. mode routing on held-out hops of the training label files (cross-validated, folds grouped by
    question): accuracy (the chosen mode ranks the hop's gold paragraph in the top k) and mean

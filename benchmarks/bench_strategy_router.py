@@ -3,7 +3,7 @@
 ``adaptive`` answers a question by running the strategy its router chooses, on the same model
 configuration as that strategy's own ``routerag eval`` run, so (greedy decoding, same index) its
 record for the question equals the chosen strategy's stored record - checked on every question
-of the stored ``adaptive`` runs (docs/routing.md). This script therefore scores a router on an
+of the stored ``adaptive`` runs (docs/concepts/routing.md). This script therefore scores a router on an
 evaluation set without running a model: per question it asks the router, looks up the chosen
 strategy's stored record, and reports, at each cost margin, EM (all and open-answer questions),
 mean tokens and the share of each choice, against always-one-strategy and the oracle, with the

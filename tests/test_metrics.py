@@ -1,5 +1,5 @@
 """Answer metrics against hand-checked values, including the cases where the reference scripts
-disagree (see docs/evaluation.md)."""
+disagree (see docs/concepts/metrics.md)."""
 
 from __future__ import annotations
 

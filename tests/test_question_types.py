@@ -74,7 +74,7 @@ def test_rule_answers_from_the_question_alone() -> None:
 
 
 def test_rule_on_2wiki_100_is_the_issue_yardstick(shared: Path) -> None:
-    """EM 22 with the first option, 28 with the second (issue 14's numbers, recomputed)."""
+    """EM 22 with the first option, 28 with the second (the stored yardstick numbers, recomputed)."""
     sample = load_dataset("2wiki", n_questions=100).questions
 
     def em(params: RuleParams) -> int:

@@ -299,7 +299,7 @@ def test_new_router_params_stay_out_of_the_fingerprint_at_their_defaults():
 def test_the_shipped_mode_router_matches_the_label_files_its_train_command_uses():
     """`routerag router train --name mode` over the shipped labels reproduces the shipped model's
     training data: the same label sets, row counts and questions (mode-hotpotqa-distractor is a
-    shipped label set the shipped model is deliberately not trained on, docs/routing.md)."""
+    shipped label set the shipped model is deliberately not trained on, docs/concepts/routing.md)."""
     from routerag.cli.router_cmds import ROUTER_LABELS, label_files
     from routerag.routing.learned import shipped_dir
 

@@ -101,7 +101,7 @@ def test_every_stored_trace_reads_into_the_new_layout() -> None:
     old_layout = 0
     for path, raw in records:
         record = QuestionRecord.model_validate(raw)
-        if "schema_version" in raw["trace"]:  # stored by the typed records (runs since session 8): read as written
+        if "schema_version" in raw["trace"]:  # stored by the typed records (runs since 2026-11-25): read as written
             assert QuestionRecord.model_validate_json(record.model_dump_json()) == record, path  # round trip
             continue
         old_layout += 1

@@ -31,7 +31,7 @@ if [ -n "${RESUME:-}" ]; then tar -C "$run/grpo" -xzf "$RESUME" || exit 1; ls "$
 (nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -l 10 > "$run/gpu.csv" 2>/dev/null &)
 start=$(date +%s)
 # data.eval_sets=[]: the evaluation sets' files are not on the node; the overlap check ran on the CPU with the
-# same questions (docs/training.md)
+# same questions (docs/guides/training-gpu.md)
 timeout -s INT "${TRAIN_S:-420}" "${routerag[@]}" train routerag-two-stage --config configs/train/routerag-grpo-gpu.yaml \
   --set 'data.eval_sets=[]' "$@" --out "$run" > "$run.log" 2>&1
 rc=$?

@@ -184,7 +184,7 @@ def render_demo_summary(rows: list[DemoRow], config: EvalConfig, index_dir: Path
     nxt.add_row(f"routerag report runs/demo-{config.strategy} --out report", "tables with EM/F1, cost and routing, plots")
     if index_dir is not None:
         nxt.add_row(f"routerag serve {index_dir}", "the web UI and HTTP API over this demo index; then open http://127.0.0.1:8700/")
-    nxt.add_row("docs/evaluation.md, docs/strategies.md", "what the numbers and the strategies mean")
+    nxt.add_row("docs/guides/evaluation.md, docs/guides/strategies.md", "what the numbers and the strategies mean")
     return Panel(
         Group(did, Text(""), table, meaning, Text(""), Text("Where to go next", style="bold"), nxt),
         title="[bold]demo summary[/]",

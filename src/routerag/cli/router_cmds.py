@@ -83,7 +83,7 @@ def strategy_labels_command(
 
 # model name -> the label files it is trained on (globs in the labels folder). The shipped `mode`
 # model is trained on mode-hotpotqa + mode-musique only: retrained with mode-hotpotqa-distractor as
-# well it was worse on the held-out recall@5 of MuSiQue-50 and 2Wiki-100 (docs/routing.md), so that
+# well it was worse on the held-out recall@5 of MuSiQue-50 and 2Wiki-100 (docs/experiments/), so that
 # set is trained on with `--file` (a test checks the shipped model matches these files).
 ROUTER_LABELS: dict[str, tuple[str, ...]] = {
     "mode": ("mode-hotpotqa.jsonl.gz", "mode-musique.jsonl.gz"),

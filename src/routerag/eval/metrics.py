@@ -7,7 +7,7 @@ embedder on first use. The LLM judge needs a model and the question, so it is a 
 (:class:`LLMJudge`) rather than a registry entry.
 
 Choices where the reference scripts disagree (details and hand-checked cases in
-``docs/evaluation.md``):
+``docs/concepts/metrics.md``):
 
 * normalisation: SQuAD's, plus NFKC and Unicode punctuation (:mod:`routerag.eval.normalize`);
 * F1 special-cases *yes/no/noanswer* as HotpotQA, 2Wiki and FlashRAG do: if either side

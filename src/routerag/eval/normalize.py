@@ -4,7 +4,7 @@ The benchmark scripts this project is compared against (SQuAD v1.1, HotpotQA, 2W
 MuSiQue, FlashRAG, Search-R1, HippoRAG) all use the SQuAD recipe: lowercase, delete the ASCII
 punctuation characters of ``string.punctuation``, delete the articles *a/an/the* as whole words,
 collapse whitespace. :func:`normalize_answer` is that recipe, with one deliberate extension
-(see ``docs/evaluation.md``): the text is first NFKC-normalised and *every* Unicode punctuation
+(see ``docs/concepts/metrics.md``): the text is first NFKC-normalised and *every* Unicode punctuation
 character (categories ``P*``) is deleted as well, so that a curly apostrophe or an en dash
 produced by a model does not break a match that the ASCII characters would make. On pure ASCII
 text the result is identical to the SQuAD function. Accents are kept (``Zürich`` != ``Zurich``):

@@ -25,7 +25,7 @@ def is_loopback(host: str) -> bool:
 
 
 class SecuritySettings(BaseModel):
-    """What the front door (:mod:`routerag.server.guard`) accepts; see docs/security.md."""
+    """What the front door (:mod:`routerag.server.guard`) accepts; see docs/concepts/security.md."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -96,7 +96,7 @@ class ServerSettings(BaseModel):
     micro_batching: bool = Field(
         False, description="serve concurrent requests for the same sources and k that wait for a thread with one "
                            "retrieval call (up to max_batch queries); no delay is added. Off by default: its "
-                           "measured gain on 2 cores was within the noise and p50 rose (docs/service.md)")
+                           "measured gain on 2 cores was within the noise and p50 rose (docs/experiments/)")
     searchr1: SearchR1Settings = Field(default_factory=SearchR1Settings)
     security: SecuritySettings = Field(default_factory=SecuritySettings)
 

@@ -12,7 +12,7 @@ Per query (all queries of a call are embedded, scored and propagated as one batc
 
 For large graphs each step has an approximation, off by default (``graph.ann=ivf``: step 1 through
 a FAISS IVF index; ``graph.prior_topk``: step 3's prior on the top passages only;
-``graph.ppr=local``: step 4 by forward push from the reset's support); see docs/scale.md.
+``graph.ppr=local``: step 4 by forward push from the reset's support); see docs/guides/scaling.md.
 
 No fact (empty graph, or the filter rejected all) -> the dense passage ranking, with
 ``QueryResult.metadata["fallback"] = "dense"``. ``QueryResult.metadata`` carries the kept facts,

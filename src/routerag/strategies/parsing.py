@@ -6,7 +6,7 @@ A protocol is a set of tags (:class:`TagProtocol`); Search-R1/RouteRAG use ``<se
 parser and the mode tags are in :mod:`routerag.protocol.routerag_tags` (the one owner of the
 RouteRAG tags); this module adds the repairs (queries, answers, names).
 
-Error codes (each has a recovery; ``docs/strategies.md`` lists them):
+Error codes (each has a recovery; ``docs/concepts/protocol.md`` lists them):
 
 ``unclosed_search``   ``<search> q`` without ``</search>`` (EOS, length) -> a search for ``q``
 ``unclosed_answer``   ``<answer> x`` without ``</answer>`` -> the answer ``x``

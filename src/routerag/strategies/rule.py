@@ -10,7 +10,7 @@ evaluation set — among the choice questions of ``hotpotqa-distractor-train`` (
 the first named option is the gold answer 30 times, the second 26 times. On 2Wiki the second
 option is gold more often (202 vs 148 of its 1,000 questions), so ``rule`` with
 ``option=second`` is reported beside it as the stronger variant: a learned policy's accuracy
-should be read against both (docs/evaluation.md).
+should be read against both (docs/guides/evaluation.md).
 
 A score of this strategy is what a system gets for free from the question's wording; a gain that
 is no larger than the rule's on the same questions shows no reading of evidence.

@@ -7,7 +7,7 @@ searched). Two routers:
   a bare name is accepted, and output naming no source falls back to the first source not yet
   tried (a format error). Small models pick by position: the bundled 0.5B chooses the first
   listed source 80-100% of the time whichever order the sources are listed in
-  (benchmarks/bench_route_prompt.py, docs/realroute.md).
+  (benchmarks/bench_route_prompt.py, docs/concepts/realroute.md).
 * ``profile-embedding``: no model call; the source whose profile is most similar to the query
   (cosine of the bundled sentence embedder), the "semantic router" baseline. Order-invariant.
 """

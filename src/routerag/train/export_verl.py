@@ -14,7 +14,7 @@
 the TRL recipes. It is :func:`routerag.train.verl.reward.compute_score` (the ``em`` reward over the
 decoded trajectory) returning a float; RouteRAG's batch-normalised accuracy–efficiency stage is
 :func:`routerag.train.verl.reward.compute_score_batch` (verl's ``batch`` reward manager; see
-``docs/training.md``).
+``docs/guides/training-gpu.md``).
 """
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ def toy_cold_start_rows(questions: list[Question], codec: Any, *, cold_start: st
     model must read the question at a `` [`` position, the token the mode follows; ``format`` teaches
     the tag alone (the hidden state at the decision then hardly depends on the question: GRPO
     drifts onto one mode); ``query`` copies the question after the tag (a tiny model memorises
-    instead of copying, so retrieval fails). See docs/training.md."""
+    instead of copying, so retrieval fails). See docs/guides/training-cpu.md."""
     from routerag.trace import Segment
     from routerag.train.golden import GoldenTrajectory
     from routerag.train.sft import sft_rows
@@ -225,7 +225,7 @@ class ToySettings(BaseModel):
     """One toy learning run (cold start + GRPO)."""
 
     model_config = ConfigDict(extra="forbid")
-    seed: int = Field(default=1, description="seed of the model initialisation, data order and sampling (seed 0: see docs/training.md)")
+    seed: int = Field(default=1, description="seed of the model initialisation, data order and sampling (seed 0: see docs/experiments/)")
     vocab: Literal["task", "full"] = Field(default="task", description="task: the tokenizer cut to the task's tokens; full: all 151,936")
     hidden: int = Field(default=64, ge=8, description="hidden size of the tiny Qwen2")
     layers: int = Field(default=2, ge=1, description="layers of the tiny Qwen2")
