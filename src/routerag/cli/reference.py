@@ -16,6 +16,7 @@ that names the models and apps: a moved or new configuration model is one line h
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import tempfile
 import types
@@ -24,8 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import click
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
@@ -66,80 +66,159 @@ def _cell(text: Any) -> str:
 # ---------------------------------------------------------------- the CLI
 
 
-def cli_command() -> click.Command:
-    """The click command behind ``routerag``, every command module loaded."""
-    import typer
-
+def cli_app() -> Any:
+    """The Typer app behind ``routerag``, every command module loaded."""
     from routerag.cli import main
 
     main._load()
-    return typer.main.get_command(main.app)
+    return main.app
 
 
-def _param_type(param: click.Parameter) -> str:
-    kind = param.type
-    if isinstance(kind, click.Choice):
-        return " \\| ".join(f"`{c}`" for c in kind.choices)
-    name = getattr(kind, "name", str(kind)).lower()
-    if isinstance(param, click.Option) and param.is_flag:
-        return "flag"
-    return name
+def cli_command() -> Any:
+    """The click command Typer builds from the app (a group; ``.commands`` maps names to commands)."""
+    import typer
+
+    return typer.main.get_command(cli_app())
 
 
-def _param_default(param: click.Parameter) -> str:
-    if param.required:
-        return "required"
-    default = param.default
-    if callable(default) or default is None or default == () or default == []:
-        return ""
-    if isinstance(param, click.Option) and param.is_flag and param.secondary_opts:
-        return param.opts[0] if default else param.secondary_opts[0]
-    return f"`{default}`"
+class CliParam(BaseModel):
+    names: list[str]  # option flags, or the argument's metavar
+    argument: bool
+    type: str
+    default: str
+    help: str
+    repeatable: bool = False
 
 
-def _command_section(cmd: click.Command, path: list[str], out: list[str]) -> None:
-    if getattr(cmd, "hidden", False):
-        return
-    name = " ".join(path)
-    out += [f"{'#' * min(len(path) + 1, 4)} `{name}`", ""]
-    if cmd.help:
-        out += [cmd.help.strip(), ""]
-    if isinstance(cmd, click.Group):
-        subs = [(n, c) for n, c in sorted(cmd.commands.items()) if not getattr(c, "hidden", False)]
-        if len(path) > 1 or not subs:
-            out += ["Commands: " + ", ".join(f"`{name} {n}`" for n, _ in subs), ""]
-        for sub_name, sub in subs:
-            _command_section(sub, [*path, sub_name], out)
-        return
-    ctx = click.Context(cmd, info_name=name)
-    out += ["```", " ".join(cmd.collect_usage_pieces(ctx)).join([f"{name} ", ""]), "```", ""]
-    rows = []
-    for param in cmd.params:
-        if getattr(param, "hidden", False) or param.name == "help":
+class CliCommand(BaseModel):
+    path: list[str]
+    help: str
+    params: list[CliParam] = Field(default_factory=list)
+    subcommands: list[CliCommand] = Field(default_factory=list)
+    group: bool = False
+
+
+def _typer_name(callback: Callable[..., Any]) -> str:
+    import typer
+
+    return typer.main.get_command_name(callback.__name__)
+
+
+def _cli_param(name: str, parameter: inspect.Parameter, hint: Any) -> CliParam | None:
+    from typer.models import ArgumentInfo, OptionInfo
+
+    info = parameter.default
+    default = getattr(info, "default", None)
+    decls = list(getattr(info, "param_decls", None) or ())
+    if typing.get_origin(hint) is typing.Annotated:
+        found = [m for m in typing.get_args(hint)[1:] if isinstance(m, ArgumentInfo | OptionInfo)]
+        hint = typing.get_args(hint)[0]
+        if found:  # Typer's Annotated form: the info's first positional is a flag, the default is the parameter's
+            info = found[0]
+            first = info.default
+            decls = ([first] if isinstance(first, str) else []) + list(info.param_decls or ())
+            default = ... if parameter.default is inspect.Parameter.empty else parameter.default
+    if not isinstance(info, ArgumentInfo | OptionInfo) or getattr(info, "hidden", False):
+        return None
+    base = hint
+    if typing.get_origin(base) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(base) if a is not type(None)]
+        base = args[0] if len(args) == 1 else base
+    repeatable = typing.get_origin(base) is list
+    type_text = _type_name(typing.get_args(base)[0] if repeatable else base) if not isinstance(hint, str) else hint
+    if isinstance(info, ArgumentInfo):
+        names = [name.upper() + (" ..." if repeatable else "")]
+    else:
+        decls = [d for decl in decls for d in decl.split("/")]
+        flag = "--" + name.replace("_", "-")
+        names = decls or ([flag, f"--no-{name.replace('_', '-')}"] if base is bool else [flag])
+    if default is ... or default is PydanticUndefined:
+        default_text = "required"
+    elif default is None or callable(default) or default in ((), []):
+        default_text = ""
+    elif base is bool and isinstance(info, OptionInfo):
+        on = [n for n in names if not n.startswith("--no-")] or names
+        off = [n for n in names if n.startswith("--no-")]
+        default_text = f"`{on[0]}`" if default else (f"`{off[0]}`" if off else "")
+    else:
+        default_text = f"`{default.value if hasattr(default, 'value') else default}`"
+    if base is bool and isinstance(info, OptionInfo):
+        type_text = "flag"
+    return CliParam(names=names, argument=isinstance(info, ArgumentInfo), type=type_text, default=default_text,
+                    help=info.help or "", repeatable=repeatable and isinstance(info, OptionInfo))
+
+
+def _help_text(*candidates: Any) -> str:
+    for text in candidates:
+        if isinstance(text, str) and text.strip():
+            return inspect.cleandoc(text)
+    return ""
+
+
+def cli_tree(app: Any, path: list[str]) -> list[CliCommand]:
+    """The commands of a Typer app (sub-apps as groups), read from its registered callbacks."""
+    out = []
+    for info in app.registered_commands:
+        if info.hidden or info.callback is None:
             continue
-        if isinstance(param, click.Argument):
-            label = f"`{param.human_readable_name}`" + (" ..." if param.nargs == -1 else "")
-        else:
-            label = ", ".join(f"`{o}`" for o in [*param.opts, *param.secondary_opts])
-            if getattr(param, "multiple", False):
-                label += " (repeatable)"
-        rows.append(f"| {label} | {_param_type(param)} | {_param_default(param)} | {_cell(getattr(param, 'help', '') or '')} |")
-    if rows:
-        out += ["| Argument / option | Type | Default | Help |", "|---|---|---|---|", *rows, ""]
+        try:
+            hints = typing.get_type_hints(info.callback, include_extras=True)
+        except (NameError, TypeError):
+            hints = {}
+        params = []
+        for name, parameter in inspect.signature(info.callback).parameters.items():
+            param = _cli_param(name, parameter, hints.get(name, parameter.annotation))
+            if param is not None:
+                params.append(param)
+        name = info.name or _typer_name(info.callback)
+        out.append(CliCommand(path=[*path, name], help=_help_text(info.help, inspect.getdoc(info.callback)), params=params))
+    for group in app.registered_groups:
+        sub = group.typer_instance
+        if sub is None or getattr(group, "hidden", False) is True:
+            continue
+        name = group.name if isinstance(group.name, str) else sub.info.name
+        out.append(CliCommand(path=[*path, name], help=_help_text(group.help, sub.info.help), group=True,
+                              subcommands=cli_tree(sub, [*path, name])))
+    return sorted(out, key=lambda c: c.path)
 
 
-def cli_markdown(command: click.Command | None = None) -> str:
-    command = command or cli_command()
+def _usage(cmd: CliCommand) -> str:
+    pieces = [" ".join(cmd.path)]
+    if any(not p.argument for p in cmd.params):
+        pieces.append("[OPTIONS]")
+    pieces += [p.names[0].replace(" ...", "...") if p.default == "required" else f"[{p.names[0].replace(' ...', '...')}]"
+               for p in cmd.params if p.argument]
+    return " ".join(pieces)
+
+
+def _command_section(cmd: CliCommand, out: list[str]) -> None:
+    name = " ".join(cmd.path)
+    out += [f"{'#' * min(len(cmd.path), 4)} `{name}`", ""]
+    if cmd.help:
+        out += [cmd.help, ""]
+    if cmd.group:
+        out += ["Commands: " + ", ".join(f"`{' '.join(c.path)}`" for c in cmd.subcommands), ""]
+        for sub in cmd.subcommands:
+            _command_section(sub, out)
+        return
+    out += ["```", _usage(cmd), "```", ""]
+    if cmd.params:
+        out += ["| Argument / option | Type | Default | Help |", "|---|---|---|---|"]
+        for p in cmd.params:
+            label = ", ".join(f"`{n}`" for n in p.names) + (" (repeatable)" if p.repeatable else "")
+            out.append(f"| {label} | {_cell(p.type)} | {p.default} | {_cell(p.help)} |")
+        out.append("")
+
+
+def cli_markdown(app: Any = None) -> str:
+    tree = cli_tree(app if app is not None else cli_app(), ["routerag"])
     out = [HEADER.format(cmd=REGENERATE) + "# Command-line reference", "",
-           "Every `routerag` command with its arguments and options (`routerag COMMAND --help` prints the same).", ""]
-    assert isinstance(command, click.Group)
-    out += ["| Command | What it does |", "|---|---|"]
-    for name, cmd in sorted(command.commands.items()):
-        if not getattr(cmd, "hidden", False):
-            out.append(f"| [`routerag {name}`](#routerag-{name}) | {_cell((cmd.help or '').strip().splitlines()[0] if cmd.help else '')} |")
+           "Every `routerag` command with its arguments and options (`routerag COMMAND --help` prints the same).", "",
+           "| Command | What it does |", "|---|---|"]
+    out += [f"| `{' '.join(c.path)}` | {_cell(c.help.splitlines()[0] if c.help else '')} |" for c in tree]
     out.append("")
-    for name, cmd in sorted(command.commands.items()):
-        _command_section(cmd, ["routerag", name], out)
+    for cmd in tree:
+        _command_section(cmd, out)
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -184,7 +263,7 @@ def _default(field: FieldInfo) -> str:
     else:
         value = field.default
     if isinstance(value, BaseModel):
-        return "(see below)"
+        return "(keys below)"
     if hasattr(value, "get_secret_value"):
         return "(secret)"
     try:
@@ -194,29 +273,42 @@ def _default(field: FieldInfo) -> str:
     return f"`{_cell(text)}`"
 
 
-def _model_rows(model: type[BaseModel], prefix: str, out: list[str], seen: tuple[type, ...]) -> None:
+def _anchor(title: str) -> str:
+    return "".join(c for c in title.lower().replace(" ", "-") if c.isalnum() or c == "-")
+
+
+def _model_rows(model: type[BaseModel], prefix: str, out: list[str], seen: tuple[type, ...],
+                sections: dict[type, str]) -> None:
+    """One row per field; a nested model's fields follow as dotted keys, unless it has its own
+    section (then the row links there)."""
     for name, field in model.model_fields.items():
         key = f"{prefix}{name}"
         help_text = field.description or ""
         nested = _model_in(field.annotation)
-        out.append(f"| `{key}` | {_type_name(field.annotation)} | {_default(field)} | {_cell(help_text)} |")
-        if nested is not None and nested not in seen:
-            _model_rows(nested, f"{key}.", out, (*seen, nested))
+        default = _default(field)
+        if nested is not None and nested in sections:
+            title = sections[nested]
+            help_text = f"{help_text}; keys: [{title}](#{_anchor(title)})" if help_text else f"keys: [{title}](#{_anchor(title)})"
+            default = "(its defaults)" if default == "(keys below)" else default
+        out.append(f"| `{key}` | {_type_name(field.annotation)} | {default} | {_cell(help_text)} |")
+        if nested is not None and nested not in seen and nested not in sections:
+            _model_rows(nested, f"{key}.", out, (*seen, nested), sections)
 
 
 def config_markdown(models: list[tuple[str, str, str]] | None = None) -> str:
     models = models or CONFIG_MODELS
+    resolved = [(title, used, target, _resolve(target)) for title, used, target in models]
+    sections = {model: title for title, _, _, model in resolved}
     out = [HEADER.format(cmd=REGENERATE) + "# Configuration reference", "",
            "Every key of the configuration files and `--set key=value` overrides, with its type, default and help; "
            "a nested section's keys are written with dots (`model.backend`).", ""]
-    for title, used, target in models:
-        model = _resolve(target)
+    for title, used, target, model in resolved:
         out += [f"## {title}", "", f"`{target.replace(':', '.')}` — {used}.", ""]
         doc = (model.__doc__ or "").strip()
         if doc and not doc.startswith(("Usage docs", "A base class")):
             out += [" ".join(doc.split("\n\n")[0].split()), ""]
         out += ["| Key | Type | Default | Help |", "|---|---|---|---|"]
-        _model_rows(model, "", out, (model,))
+        _model_rows(model, "", out, (model,), {m: t for m, t in sections.items() if m is not model})
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
