@@ -70,3 +70,36 @@ def test_a_run_on_the_wrong_dataset_is_refused(tmp_path: Path) -> None:
     bad = spec.model_copy(update={"rows": [swapped, *spec.rows[1:]]})
     with pytest.raises(ResultsTableError, match="is a run on"):
         render_table(bad, SPEC.parent)
+
+
+def test_a_stored_run_without_its_log_is_refused_with_the_reason(tmp_path: Path) -> None:
+    """docs/results keeps run.json and summary.json of runs whose per-question log left the tree;
+    a report over such a run says the log is missing instead of reporting an empty run."""
+    import shutil
+
+    from routerag.eval.report import load_run
+    from routerag.eval.runs import RunError
+
+    run = tmp_path / "run"
+    shutil.copytree(SPEC.parent / "runs" / "2wiki-rule", run)
+    assert load_run(run).summary.n_done == 100
+    (run / "results.jsonl.xz").unlink()
+    with pytest.raises(RunError, match="per-question log .* is not here"):
+        load_run(run)
+
+
+def test_the_command_writes_the_table_and_check_fails_on_a_stale_one(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from routerag.cli.main import _load, app
+
+    _load()
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{START_MARKER}\nstale\n{END_MARKER}\n", encoding="utf-8")
+    args = ["docs", "results-table", "--readme", str(readme), "--spec", str(SPEC)]
+    checked = CliRunner().invoke(app, [*args, "--check"])
+    assert checked.exit_code == 1 and "routerag docs results-table" in checked.output
+    assert "stale" in readme.read_text(encoding="utf-8")
+    assert CliRunner().invoke(app, args).exit_code == 0
+    assert current_block(readme.read_text(encoding="utf-8")) == render_table(load_spec(SPEC), SPEC.parent).strip("\n")
+    assert CliRunner().invoke(app, [*args, "--check"]).exit_code == 0
