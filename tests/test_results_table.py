@@ -103,3 +103,15 @@ def test_the_command_writes_the_table_and_check_fails_on_a_stale_one(tmp_path: P
     assert CliRunner().invoke(app, args).exit_code == 0
     assert current_block(readme.read_text(encoding="utf-8")) == render_table(load_spec(SPEC), SPEC.parent).strip("\n")
     assert CliRunner().invoke(app, [*args, "--check"]).exit_code == 0
+
+
+def test_a_policy_row_must_be_runs_of_the_shipped_adapter() -> None:
+    """The policy rows are evaluations of the adapters in src/routerag/data/policies as they are now:
+    naming the other base's policy (another sha256) is refused."""
+    spec = load_spec(SPEC)
+    rows = {r.id: r for r in spec.rows}
+    assert rows["policy-0p5b"].policy and rows["policy-1p5b"].policy
+    wrong = rows["policy-1p5b"].model_copy(update={"policy": rows["policy-0p5b"].policy, "model": None})
+    bad = spec.model_copy(update={"rows": [wrong if r.id == "policy-1p5b" else r for r in spec.rows]})
+    with pytest.raises(ResultsTableError, match="names the shipped policy"):
+        render_table(bad, SPEC.parent)

@@ -46,6 +46,9 @@ class TableRowSpec(BaseModel):
     base: str = Field(description="the base model column (\"none\" for a rule without a model)")
     runs: dict[str, str] = Field(description="dataset name -> run folder, relative to the spec file")
     baseline: str | None = Field(None, description="the row this one is compared with on open-answer EM")
+    model: str | None = Field(None, description="the model every run of the row used (its identity's model part), checked")
+    policy: str | None = Field(None, description="the shipped policy (data/policies/NAME) whose adapter every run "
+                                                "of the row applied, checked against the adapter's sha256")
 
 
 class ResultsTableSpec(BaseModel):
@@ -82,6 +85,23 @@ def load_spec(path: str | Path) -> ResultsTableSpec:
         raise ResultsTableError(f"{path}: {exc}") from None
 
 
+def _check_model(row: TableRowSpec, run: LoadedRun) -> None:
+    """The run used the row's model and, for a policy row, the shipped adapter as it is now."""
+    identity = run.header.versions.model or ""
+    parts = identity.split("|")
+    if row.model is not None and (len(parts) < 2 or parts[1] != row.model):
+        raise ResultsTableError(f"{run.path}: row {row.id!r} names model {row.model!r}, the run used {identity!r}")
+    if row.policy is not None:
+        from routerag.filehash import file_sha256
+        from routerag.llm.config import bundled_policy_path
+
+        adapter = bundled_policy_path(row.policy)
+        expected = f"lora={file_sha256(adapter, what='LoRA adapter')[:16]}@1"
+        if expected not in parts:
+            raise ResultsTableError(f"{run.path}: row {row.id!r} names the shipped policy {row.policy!r} ({expected}), "
+                                    f"the run used {identity!r}; evaluate the shipped adapter and list that run")
+
+
 def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value:.1f}"
 
@@ -108,6 +128,7 @@ def render_table(spec: ResultsTableSpec, root: str | Path) -> str:
                 raise ResultsTableError(f"{run.path} is a run on {run.header.dataset!r}, not {d.name!r} (row {row.id!r})")
             if not run.summary.complete:
                 raise ResultsTableError(f"{run.path} is incomplete ({run.summary.n_done}/{run.summary.n_questions})")
+            _check_model(row, run)
             run.header.label = run.summary.label = row.id  # main_table groups by label: one row per spec row
             by_cell[(row.id, d.name)] = run
     table = {r.label: r for r in main_table(runs, [METRIC]).rows}
