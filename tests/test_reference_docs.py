@@ -57,7 +57,12 @@ def test_the_config_page_has_every_key_of_every_model(pages: dict[str, str]) -> 
         for name in model.model_fields:
             assert f"| `{name}` |" in text, (target, name)
     assert "| `dense.ivfpq.nprobe` | int | `32` |" in text  # a nested key (Index section), its type and default
-    assert "keys: [Model](#model)" in text  # a model with its own section is linked, not repeated
+    assert "keys: [Model](#model)" in text
+    from routerag.strategies import STRATEGIES
+
+    for name in STRATEGIES.names():  # every registered strategy's params
+        assert f"### `{name}`" in text, name
+    assert "| `max_turns` | int | `4` |" in text  # a model with its own section is linked, not repeated
 
 
 def test_the_http_page_has_every_endpoint(pages: dict[str, str]) -> None:

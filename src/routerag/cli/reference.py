@@ -3,7 +3,8 @@
 * ``cli.md``: every command of the Typer app (:data:`routerag.cli.app.app`, with every command
   module loaded), its help, arguments and options with their types and defaults;
 * ``config.md``: every key of the configuration models listed in :data:`CONFIG_MODELS` (nested
-  models as dotted keys), with its type, default and help, from the pydantic fields;
+  models as dotted keys) and of every registered strategy's ``Params``, with its type, default and
+  help, from the pydantic fields;
 * ``http-api.md``: every endpoint and schema of the two HTTP apps, from their OpenAPI documents
   (:data:`HTTP_APPS`: the apps are built over a scripted model and no sources; nothing is served
   and no model is loaded).
@@ -310,7 +311,32 @@ def config_markdown(models: list[tuple[str, str, str]] | None = None) -> str:
         out += ["| Key | Type | Default | Help |", "|---|---|---|---|"]
         _model_rows(model, "", out, (model,), {m: t for m, t in sections.items() if m is not model})
         out.append("")
+    out += strategy_params_markdown(sections)
     return "\n".join(out).rstrip() + "\n"
+
+
+def strategy_params_markdown(sections: dict[type, str]) -> list[str]:
+    """The ``params`` keys of every registered strategy (its ``Params`` model), from the registry."""
+    from routerag.strategies import STRATEGIES
+
+    out = ["## Strategy parameters", "",
+           "The `params:` section of an evaluation (`--set params.KEY=VALUE`), the `params` of a `POST /v1/ask` "
+           "request: each registered strategy's `Params` model.", ""]
+    for name in sorted(STRATEGIES.names()):
+        out += [f"### `{name}`", ""]
+        try:
+            params = STRATEGIES.get(name).Params
+        except ImportError as exc:  # a strategy whose optional dependency is not installed
+            out += [f"Needs an optional dependency ({exc.name or exc}).", ""]
+            continue
+        out += [f"`{params.__module__}.{params.__qualname__}`", ""]
+        if not params.model_fields:
+            out += ["No parameters.", ""]
+            continue
+        out += ["| Key | Type | Default | Help |", "|---|---|---|---|"]
+        _model_rows(params, "", out, (params,), sections)
+        out.append("")
+    return out
 
 
 # ---------------------------------------------------------------- HTTP APIs
