@@ -86,6 +86,9 @@ def demo(
     set_: Annotated[list[str], typer.Option("--set", help="override: key.path=value (repeatable)")] = [],
     as_json: Annotated[bool, typer.Option("--json", help="print one Trace JSON per line")] = False,
     policy: Annotated[bool, typer.Option("--policy/--untrained", help=POLICY_HELP)] = True,
+    compare: Annotated[Optional[str], typer.Option(
+        "--compare", help="also answer each question with this strategy (e.g. vanilla) on the same model and index, "
+        "and show what the policy changes: answers, searches, sources, tokens, seconds")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="also show llama.cpp's own log and routerag's info log")] = False,
 ) -> None:
     """Answer a handful of real multi-hop questions from the bundled demo data with the bundled
@@ -94,28 +97,35 @@ def demo(
     from routerag import progress
     from routerag.api import open_asker
     from routerag.cli.progress import RichProgress
-    from routerag.cli.render import DemoRow, render_demo_summary, render_trace
+    from routerag.cli.render import DemoRow, render_demo_compare, render_demo_summary, render_trace
     from routerag.corpus.datasets import load_dataset
-    from routerag.eval.metrics import exact_match, token_f1
 
     _quiet_native_logs(verbose)
     params = _ask_params(config, set_, None, policy, strategy=strategy, dataset="demo")
+    other = _ask_params(config, set_, None, policy, strategy=compare, dataset="demo") if compare else None
     data = load_dataset(params.config.dataset, n_questions=questions)
     rows: list[DemoRow] = []
+    other_rows: list[DemoRow] = []
     with progress.reporting(RichProgress(Console(stderr=True))):
         asker = open_asker(params)
+        other_asker = open_asker(other) if other is not None else None
         for i, q in enumerate(data.questions, start=1):
-            with progress.step(f"question {i}/{len(data.questions)}: {_clip(q.question, 60)}"):
-                trace = asker.ask(q)
-            row = DemoRow(question=q, trace=trace, em=exact_match(trace.answer, q.answers), f1=token_f1(trace.answer, q.answers))
-            rows.append(row)
-            if as_json:
-                typer.echo(json.dumps({"qid": q.qid, "gold": q.answers, "em": row.em, "f1": row.f1, "trace": trace.model_dump(mode="json")}))
-            else:
-                console.print(render_trace(trace, gold=q.answers))
+            for who, rows_of in ((asker, rows), (other_asker, other_rows)):
+                if who is None:
+                    continue
+                with progress.step(f"question {i}/{len(data.questions)} with {who.config.strategy}: {_clip(q.question, 60)}"):
+                    row = DemoRow.of(q, who.ask(q))
+                rows_of.append(row)
+                if as_json:
+                    typer.echo(json.dumps({"qid": q.qid, "strategy": who.config.strategy, "gold": q.answers, "em": row.em,
+                                           "f1": row.f1, "trace": row.trace.model_dump(mode="json")}))
+                else:
+                    console.print(render_trace(row.trace, gold=q.answers))
     if as_json:
         return
     console.print(render_demo_summary(rows, asker.config, asker.index_dir))
+    if other_asker is not None:
+        console.print(render_demo_compare(rows, other_rows, asker.config, other_asker.config))
 
 
 def _clip(text: str, limit: int) -> str:
