@@ -11,15 +11,15 @@ import yaml
 
 pytest.importorskip("trl")
 
-from routerag.config import ConfigError, load_config  # noqa: E402
-from routerag.train.config import GRPO_DERIVED, SFT_DERIVED, TrainConfig  # noqa: E402
+from routerag.config import ConfigError  # noqa: E402
+from routerag.train.config import GRPO_DERIVED, SFT_DERIVED, RouteRAGTwoStageConfig, TrainConfig, load_train_config  # noqa: E402
 from routerag.train.grpo import grpo_arguments  # noqa: E402
 
 
 def _load(tmp_path: Path, data: dict) -> TrainConfig:
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return load_config(TrainConfig, path)
+    return load_train_config(path)
 
 
 def test_extra_trl_arguments_are_checked_at_load_and_passed_through(tmp_path: Path) -> None:
@@ -46,7 +46,7 @@ def test_the_derived_names_are_what_routerag_passes(tmp_path: Path) -> None:
 
     from trl import GRPOConfig, SFTConfig
 
-    passed = set(grpo_arguments(TrainConfig(), tmp_path, cpu=True))
+    passed = set(grpo_arguments(RouteRAGTwoStageConfig(), tmp_path, cpu=True))
     assert passed - set(GRPO_DERIVED) == {"bf16", "report_to", "disable_tqdm", "mask_truncated_completions"}
     assert passed <= {f.name for f in dataclasses.fields(GRPOConfig)}
     sft_fields = {f.name for f in dataclasses.fields(SFTConfig)}
