@@ -76,7 +76,7 @@ function stepView(step, kept) {
       `selector ${selection.selector || ""} kept ${selection.kept.length} of ${selection.candidates ?? "?"}: `,
       countBy(selection.kept_sources)) : null,
     step.hits.length ? hitTable(step.hits, kept) : null,
-    ...graphMetas(step).map(([source, m]) => graphView(source, m, new Map(step.hits.map((x) => [x.doc_id, x.title])))),
+    ...graphMetas(step).map(([source, graph]) => graphView(source, graph, new Map(step.hits.map((x) => [x.doc_id, x.title])))),
     step.answer !== null && step.answer !== undefined ? h("div", { class: "answer" }, h("i", { text: "answer " }), step.answer) : null,
     step.format_error ? h("div", { class: "format-error", text: `format error: ${step.format_error}` }) : null);
   return h("li", { class: `step step-${step.kind}`, "data-kind": step.kind }, head, body);
