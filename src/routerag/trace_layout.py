@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-SCHEMA_VERSION = 2  # 1 (implicit): the metadata layout; 2: typed Route/Selection/ForcedAnswer/SubQueryRef
+SCHEMA_VERSION = 3  # 1 (implicit): the metadata layout; 2: typed Route/Selection/ForcedAnswer/SubQueryRef;
+# 3: no step metadata (typed fields), source reports typed by kind (2 is read by upgrade_step_extras / upgrade_source_details)
 
 
 def upgrade_trace(data: Any) -> Any:
