@@ -38,7 +38,7 @@ def test_old_route_select_answer_reflect_steps_map_to_records() -> None:
     ])
     route, search, select, answer, reflect = trace.steps
     assert route.route == Route(choice="b", chosen_by="profile-embedding", reason="b fits") and route.sources == []
-    assert route.subquery == SubQueryRef(id="1", preferred_source="b") 
+    assert route.subquery == SubQueryRef(id="1", preferred_source="b")
     assert search.route is None and search.source_details == {"a": GraphRetrieval()}
     assert select.selection == Selection(selector="llm", candidates=7, kept=["x:1", "y"], kept_sources=["a", "b"],
                                          fallback="judge said nothing")

@@ -29,7 +29,7 @@ from routerag.registry import RegisteredName
 from routerag.routing import ROUTERS
 from routerag.strategies.base import STRATEGIES, Strategy, StrategyContext, registry_resolver
 from routerag.strategies.loop import LoopStrategy, add_step
-from routerag.trace import Route, Step, Trace
+from routerag.trace import Step, Trace
 
 # revision 1 added ``rule``: on 2wiki-train it beats every model strategy on yes/no questions, at no cost
 DEFAULT_STRATEGIES = {"rule": "rule", "direct": "direct", "vanilla": "vanilla", "routerag": "routerag"}

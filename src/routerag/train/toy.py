@@ -256,9 +256,9 @@ def run_toy_learning(out_dir: str | Path, settings: ToySettings | None = None, *
     from routerag.train import data, grpo, policy, runfiles
     from routerag.train import sft as sft_mod
     from routerag.train.config import GraphRAGR1Config
-    from routerag.train.rewards import two_stage_schedule
     from routerag.train.env import HFCodec, RouteRAGEnv
     from routerag.train.generation import PolicySampler
+    from routerag.train.rewards import two_stage_schedule
 
     s = (settings or ToySettings()).model_copy(update=overrides)
     s = ToySettings.model_validate(s.model_dump())
