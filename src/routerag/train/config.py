@@ -306,7 +306,7 @@ one drops it when it holds the default (what the run used), so old run records l
 
 def _is_flat_default(name: str, value: Any) -> bool:
     default = FLAT_DEFAULTS[name]
-    if not isinstance(default, type):
+    if not (isinstance(default, type) and issubclass(default, BaseModel)):
         return bool(value == default)
     try:
         return bool(default.model_validate(value) == default())
