@@ -471,18 +471,20 @@ RECIPE_CONFIGS: dict[str, type[TrainConfig]] = {
 }
 """recipe name -> its configuration class (tests/test_train_recipes.py checks it against RECIPES)."""
 
+DEFAULT_RECIPE = "routerag-two-stage"
+"""The recipe of a configuration that names none (as when one class served every recipe)."""
+
 _ADAPTER: TypeAdapter[TrainConfig] = TypeAdapter(AnyTrainConfig)
 
 
 def train_config(data: Mapping[str, Any], where: str = "") -> TrainConfig:
     """The recipe configuration of ``data`` (its ``recipe`` picks the class); a
     :class:`~routerag.config.ConfigError` of one line per problem when it is not valid."""
-    recipe = data.get("recipe")
+    recipe = data.get("recipe", DEFAULT_RECIPE)
     if recipe not in RECIPE_CONFIGS:
-        said = "no recipe" if recipe is None else f"unknown recipe {recipe!r}"
-        raise ConfigError(f"{where}{said}; valid: {', '.join(RECIPE_CONFIGS)}")
+        raise ConfigError(f"{where}unknown recipe {recipe!r}; valid: {', '.join(RECIPE_CONFIGS)}")
     try:
-        return _ADAPTER.validate_python(dict(data))
+        return _ADAPTER.validate_python({**data, "recipe": recipe})
     except ValidationError as exc:
         raise ConfigError(f"{where}invalid {recipe} configuration: {_problems(exc, str(recipe))}") from None
     except UnknownNameError as exc:  # a reward name of the schedule
