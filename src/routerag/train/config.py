@@ -340,7 +340,7 @@ class TrainConfig(BaseModel):
         return {k: v for k, v in data.items() if k not in unused} if unused else data
 
     @model_validator(mode="after")
-    def _check_adapter_start(self) -> TrainConfig:
+    def _shared_invariants(self) -> TrainConfig:
         if type(self) is TrainConfig:
             raise ValueError("TrainConfig holds what every recipe shares: build a recipe's configuration "
                              "(train_config / load_train_config, or its class in RECIPE_CONFIGS)")
@@ -381,6 +381,15 @@ class WithSFT(TrainConfig):
     def export_gguf(self) -> bool:
         return self.lora.enabled and self.sft.export_gguf
 
+    def _refuse_unread(self, *names: str) -> None:
+        """Settings of ``sft`` this recipe does not read, refused when set (instead of silently ignored)."""
+        defaults = SFTSpec()
+        unread = [f"sft.{name}" for name in names if getattr(self.sft, name) != getattr(defaults, name)]
+        if unread:
+            raise ValueError(f"{', '.join(unread)}: not read by recipe {self.recipe}")
+        if self.sft.golden_set is not None and self.sft.ground:
+            raise ValueError("sft.ground grounds trajectories built from sft.sources; a stored sft.golden_set is grounded already")
+
 
 class RouteRAGTwoStageConfig(TrainConfig):
     """RouteRAG: GRPO, EM through ``switch_step``, then accuracy–efficiency."""
@@ -407,6 +416,7 @@ class GraphRAGR1Config(WithSFT):
     @model_validator(mode="after")
     def _invariants(self) -> GraphRAGR1Config:
         self._check_groups()
+        self._refuse_unread("golden_set", "rows_files", "ground", "max_examples", "max_observation_tokens", "drop_longer")
         return self
 
     def default_schedule(self) -> RewardSchedule:
@@ -434,8 +444,7 @@ class RouteRAGSFTConfig(WithSFT):
 
     @model_validator(mode="after")
     def _invariants(self) -> RouteRAGSFTConfig:
-        if self.sft.golden_set is not None and self.sft.ground:
-            raise ValueError("sft.ground grounds trajectories built from sft.sources; a stored sft.golden_set is grounded already")
+        self._refuse_unread()
         return self
 
     def default_schedule(self) -> RewardSchedule:
@@ -451,8 +460,7 @@ class RouteRAGRFTConfig(WithSFT):
 
     @model_validator(mode="after")
     def _invariants(self) -> RouteRAGRFTConfig:
-        if self.rft.stop_after == "sample" and self.rft.rounds < 1:
-            raise ValueError("rft.stop_after: sample needs a round to sample")
+        self._refuse_unread("rows_files", "drop_longer")  # a round trains on its own kept rows (+ the golden ones), longer ones dropped
         return self
 
     def default_schedule(self) -> RewardSchedule:
