@@ -190,7 +190,8 @@ def test_web_js_reads_only_fields_of_the_published_trace_schema(checker) -> None
 def test_the_checker_sees_the_trace_reads_of_the_ui(checker) -> None:
     """It is not vacuous: the chains of trace.js reach the typed records."""
     code = _strip((JS_DIR / "trace.js").read_text(encoding="utf-8"))
-    for read in ("step.route", "route.reason", "selection.kept_sources", "step.subquery.preferred_source", "step.forced.reader"):
+    for read in ("step.route", "route.reason", "selection.kept_sources", "step.subquery.preferred_source", "step.forced.reader",
+                 "step.plan", "sub.depends_on", "step.intermediate", "step.iteration"):
         assert read in code
     assert checker.check("const f = (step) => step.route.reason + step.selection.kept.length;", "ok.js") == []
 
@@ -210,6 +211,7 @@ def test_the_checker_sees_the_source_reports_the_graph_view_reads(checker) -> No
         ("const f = (step) => step.kept_doc_ids.length;", "'kept_doc_ids', not a field of Step"),
         ("const f = (step) => step.routing_reason;", "'routing_reason', not a field of Step"),
         ("const f = (step) => step.metadata;", "'metadata', not a field of Step"),
+        ("const f = (step) => step.plan.map((sub) => sub.text);", "'text', not a field of PlannedSubQuery"),
         ("const f = (trace) => trace.params.k;", "key 'k' of a free-form object"),
         ("const f = (details) => details.seedz;", "'seedz', not a field of GraphRetrieval"),
         ("const f = (graph) => graph.top_nodes.map((top) => top.weight);", "'weight', not a field of GraphNode"),
