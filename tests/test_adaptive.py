@@ -53,9 +53,9 @@ def test_adaptive_is_registered_and_runs_the_chosen_strategy_with_the_choice_in_
     assert [s.kind for s in trace.steps] == ["route", "search", "answer"]
     assert [s.index for s in trace.steps] == [0, 1, 2]
     route = trace.steps[0]
-    assert route.decision() == ["vanilla"] and route.route.choice == "vanilla" and route.metadata["strategy"] == "vanilla"
+    assert route.decision() == ["vanilla"] and route.route.choice == "vanilla" and trace.params["strategies"]["vanilla"] == "vanilla"
     assert route.route.scores == {"vanilla": 0.9, "routerag": 0.5, "direct": 0.2, "rule": 0.1}
-    assert route.metadata["strategy_params"]["k"] == 2
+    assert trace.params["strategy_params"]["vanilla"]["k"] == 2
     assert sources["passage"].queries == [Q] and len(trace.steps[1].hits) == 2  # vanilla with its params
     assert trace.segments and trace.segments[0].kind == "prompt"
 
@@ -112,7 +112,7 @@ def test_adaptive_maps_choices_to_other_strategies():
     params = {"router": "scripted-strategy", "strategies": {"direct": "direct", "vanilla": "iter-retgen"},
               "strategy_params": {"vanilla": {"iterations": 1}}}
     trace = STRATEGIES.get("adaptive")(ctx, params).run(Q)
-    assert trace.steps[0].metadata["strategy"] == "iter-retgen" and trace.answer == "Paris"
+    assert trace.params["strategies"][trace.steps[0].route.choice] == "iter-retgen" and trace.answer == "Paris"
     assert ScriptedRouter.asked[0][1] == {"direct": "", "vanilla": ""}
 
 

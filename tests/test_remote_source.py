@@ -27,6 +27,7 @@ from routerag.sources.remote import (
     remote_sources,
 )
 from routerag.sources.sourceset import SourceSet
+from routerag.trace import RemoteRetrieval, read_source_details
 
 CORPUS = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
 if not CORPUS.is_file():
@@ -80,7 +81,8 @@ def test_metadata_is_fetched_and_results_match_local(local, server):
     for got, want in zip(results, expected):
         assert [h.doc_id for h in got.hits] == [h.doc_id for h in want.hits]
         assert [h.score for h in got.hits] == pytest.approx([h.score for h in want.hits])
-        assert got.metadata["remote_url"] == server.url and got.latency_ms > 0
+        assert got.metadata["kind"] == "remote" and got.metadata["url"] == server.url and got.latency_ms > 0
+        assert read_source_details(got.metadata) == RemoteRetrieval(url=server.url, server_latency_ms=got.metadata["server_latency_ms"])
     remote.close()
 
 

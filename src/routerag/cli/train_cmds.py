@@ -23,7 +23,7 @@ def _fail(message: str, code: int = 1) -> NoReturn:
 @app.command("train")
 def train_command(
     recipe: str = typer.Argument(..., help=RECIPE_HELP),
-    config: Path = typer.Option(None, "--config", help="a YAML file of TrainConfig (see configs/train/)"),
+    config: Path = typer.Option(None, "--config", help="a YAML file of the recipe's configuration (see configs/train/; base: FILE layers one on another)"),
     overrides: list[str] = typer.Option(None, "--set", help="override a setting: key.path=value (repeatable), e.g. grpo.max_steps=10"),
     out: Path = typer.Option(None, "--out", "-o", help="run directory (default: the config's output_dir); an existing one is resumed"),
     dry_run: bool = typer.Option(False, "--dry-run", help="validate and print the resolved configuration, train nothing"),
@@ -32,9 +32,9 @@ def train_command(
     import yaml
 
     from routerag.api import train
-    from routerag.config import ConfigError, load_config
+    from routerag.config import ConfigError
     from routerag.registry import UnknownNameError
-    from routerag.train.config import TrainConfig
+    from routerag.train.config import load_train_config
     from routerag.train.recipes import RECIPES
 
     if recipe not in RECIPES:
@@ -43,7 +43,7 @@ def train_command(
     if out is not None:
         items.append(f"output_dir={out}")
     try:
-        cfg = load_config(TrainConfig, config, items)  # reward names and params are checked here
+        cfg = load_train_config(config, items)  # reward names and params are checked here
     except (ConfigError, UnknownNameError) as exc:  # a usage error: exit 2
         _fail(str(exc), 2)
     if dry_run:

@@ -161,7 +161,7 @@ class Episode:
             self.ctx, self.trace, plan.query, plan.sources, plan.k, rules.render,
             route=plan.route, format_error="; ".join(errors) or None,
             retrieval_cost=rules.search_cost(plan) if rules.search_cost is not None else None,
-            metadata={"tags": plan.tags, "raw_query": action.query}, **self._common(turn, action),
+            **self._common(turn, action),
         )
         step.latency_ms = turn.latency_ms + step.retrieval_ms
         self.searches.append((plan, step))

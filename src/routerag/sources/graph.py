@@ -16,7 +16,8 @@ a FAISS IVF index; ``graph.prior_topk``: step 3's prior on the top passages only
 
 No fact (empty graph, or the filter rejected all) -> the dense passage ranking, with
 ``QueryResult.metadata["fallback"] = "dense"``. ``QueryResult.metadata`` carries the kept facts,
-the seed entities and the top PPR nodes for display.
+the seed entities and the top PPR nodes for display (a search step records them as
+:class:`routerag.trace.GraphRetrieval`).
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ class GraphSource(SourceIdentity):
         seeds_of: list[tuple[np.ndarray, np.ndarray]] = []
         pending: list[tuple[int, dict[str, Any]]] = []
         for i, query in enumerate(queries):
-            meta: dict[str, Any] = {"fallback": None}
+            meta: dict[str, Any] = {"kind": "graph", "fallback": None}  # a trace.GraphRetrieval
             candidates, raw, low, span = facts[i]
             if self.recognition is not None and len(candidates):
                 result = self.recognition(query, [g.data.facts[f] for f in candidates])

@@ -29,7 +29,7 @@ from routerag.registry import RegisteredName
 from routerag.routing import ROUTERS
 from routerag.strategies.base import STRATEGIES, Strategy, StrategyContext, registry_resolver
 from routerag.strategies.loop import LoopStrategy, add_step
-from routerag.trace import Route, Step, Trace
+from routerag.trace import Step, Trace
 
 # revision 1 added ``rule``: on 2wiki-train it beats every model strategy on yes/no questions, at no cost
 DEFAULT_STRATEGIES = {"rule": "rule", "direct": "direct", "vanilla": "vanilla", "routerag": "routerag"}
@@ -82,11 +82,6 @@ class AdaptiveParams(BaseModel):
         return self
 
 
-def _params_of(strategy: Strategy) -> dict[str, Any]:
-    params = getattr(strategy, "params", None)
-    return params.model_dump(mode="json") if isinstance(params, BaseModel) else {}
-
-
 class Adaptive(LoopStrategy):
     name: ClassVar[str] = "adaptive"
     # 1: ``rule`` among the default choices, and the shipped strategy router retrained over the four
@@ -128,10 +123,10 @@ class Adaptive(LoopStrategy):
         if choice not in self.runners:
             raise ValueError(f"router {p.router!r} chose {choice!r}, not one of {sorted(self.runners)}")
         latency = sum(c.latency_ms for c in result.model_calls)
-        add_step(trace, "route", route=Route(choice=choice, chosen_by=self.router.name, reason=result.reason, scores=result.scores),
+        # the label's strategy and its params are the run's (trace.params: strategies, strategy_params)
+        add_step(trace, "route", route=result.as_route(self.router.name),
                  model_calls=result.model_calls, latency_ms=latency, format_error=result.format_error,
-                 raw_output=result.raw_output or "",
-                 metadata={"strategy": p.strategies[choice], **result.extras(), "strategy_params": _params_of(self.runners[choice])})
+                 raw_output=result.raw_output or "")
         before = len(trace.steps)
         self._filling.trace = trace
         try:

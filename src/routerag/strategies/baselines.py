@@ -167,7 +167,7 @@ class IRCoT(LoopStrategy):
                     _finish(trace, answer, response.text, call, reasoning=" ".join(thoughts))
                     return
                 add_step(trace, "answer", answer=answer, raw_output=response.text, model_calls=[call], latency_ms=call.latency_ms,
-                         reasoning=" ".join(thoughts), metadata={"intermediate": True, "chain_answer": True})
+                         reasoning=" ".join(thoughts), intermediate=True)  # the chain's own answer
                 marked = True
                 break
             query, errors = clean_query(thought, trace.question, p.max_query_chars)
@@ -177,7 +177,7 @@ class IRCoT(LoopStrategy):
         # the QA reader over every gathered document; without the mark it is forced (a format error)
         answer, raw, call = _answer(self, trace, pool, p.model_copy(update={"max_tokens": 64}))
         if marked:
-            _finish(trace, answer, raw, call, metadata={"reader": "direct"})
+            _finish(trace, answer, raw, call)
         else:
             _finish(trace, answer, raw, call, format_error="no_answer_within_budget", forced=ForcedAnswer())
 
@@ -192,8 +192,8 @@ class IterRetGen(LoopStrategy):
         generation = ""
         for iteration in range(p.iterations):
             query, _ = clean_query(f"{trace.question} {generation}", trace.question, p.max_query_chars)
-            step = retrieve_step(self.context, trace, query, [p.source], p.k, format_docs, metadata={"iteration": iteration})
+            step = retrieve_step(self.context, trace, query, [p.source], p.k, format_docs, iteration=iteration)
             generation, raw, call = _answer(self, trace, step.hits, p)
             add_step(trace, "answer", answer=generation, raw_output=raw, model_calls=[call], latency_ms=call.latency_ms,
-                     metadata={"iteration": iteration, "intermediate": iteration < p.iterations - 1})
+                     iteration=iteration, intermediate=iteration < p.iterations - 1)
         trace.answer = generation

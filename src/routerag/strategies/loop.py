@@ -20,7 +20,7 @@ from routerag.corpus.schema import Question
 from routerag.llm.base import ChatResponse, GenerationParams, Message
 from routerag.sources.base import Hit, Stopwatch
 from routerag.strategies.base import StrategyContext
-from routerag.trace import ModelCall, Segment, Step, StepKind, StepObserver, Trace
+from routerag.trace import ModelCall, Segment, SourceDetails, Step, StepKind, StepObserver, Trace, read_source_details
 
 Render = Callable[[list[Hit]], str]
 
@@ -95,14 +95,15 @@ def retrieve_step(
         if n > 0:
             by_k.setdefault(n, []).append(name)
     results: dict[str, list[Hit]] = {}
-    details: dict[str, dict[str, Any]] = {}
+    details: dict[str, SourceDetails] = {}
     with Stopwatch() as sw:
         for n, names in by_k.items():
             response = ctx.sources.search([query], n, names)
             for name, per_query in response.results.items():
                 results[name] = per_query[0].hits
-                if per_query[0].metadata:
-                    details[name] = per_query[0].metadata
+                report = read_source_details(per_query[0].metadata) if per_query[0].metadata else None
+                if report is not None:
+                    details[name] = report
     hits = [hit for name in sources for hit in results.get(name, [])]
     return add_step(
         trace,

@@ -56,5 +56,4 @@ class Rule(LoopStrategy):
         answer, form = rule_answer(trace.question, self.params)
         trace.segments.append(Segment(kind="prompt", text=trace.question))
         trace.answer = answer
-        add_step(trace, "answer", answer=answer, raw_output=answer, reasoning=f"question form: {form}",
-                 metadata={"form": form})
+        add_step(trace, "answer", answer=answer, raw_output=answer, reasoning=f"question form: {form}")

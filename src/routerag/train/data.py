@@ -11,13 +11,7 @@ from pathlib import Path
 from routerag.corpus.schema import Question
 from routerag.sources.sourceset import SourceSet
 from routerag.train.config import TrainConfig
-from routerag.train.rewards import (
-    RewardSchedule,
-    Stage,
-    WeightedReward,
-    graphrag_r1_schedule,
-    two_stage_schedule,
-)
+from routerag.train.rewards import RewardSchedule
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +69,5 @@ def grounding_sources(dataset: str, components: Sequence[str], modes: Sequence[s
 
 
 def default_schedule(cfg: TrainConfig) -> RewardSchedule:
-    if cfg.schedule is not None:
-        return cfg.schedule
-    if cfg.recipe == "graphrag-r1":
-        return graphrag_r1_schedule(cfg.pra_until)
-    if cfg.recipe == "r1-router-step":
-        return RewardSchedule(stages=[Stage(name="step", rewards=[WeightedReward(name="r1_router_step")])])
-    return two_stage_schedule(cfg.switch_step)
+    """The configured reward schedule, else the recipe's own."""
+    return cfg.schedule if cfg.schedule is not None else cfg.default_schedule()

@@ -255,15 +255,16 @@ def run_toy_learning(out_dir: str | Path, settings: ToySettings | None = None, *
     after GRPO, the metrics file of the GRPO phase and the timings."""
     from routerag.train import data, grpo, policy, runfiles
     from routerag.train import sft as sft_mod
-    from routerag.train.config import TrainConfig
+    from routerag.train.config import GraphRAGR1Config
     from routerag.train.env import HFCodec, RouteRAGEnv
     from routerag.train.generation import PolicySampler
+    from routerag.train.rewards import two_stage_schedule
 
     s = (settings or ToySettings()).model_copy(update=overrides)
     s = ToySettings.model_validate(s.model_dump())
     out = Path(out_dir)
     max_tokens = {"query": 24, "think": 16, "format": 6}[s.cold_start]
-    cfg = TrainConfig(
+    cfg = GraphRAGR1Config(  # an SFT cold start, then GRPO
         output_dir=str(out), model={"name": "tiny", "chat_template": False, "tiny_layers": s.layers, "tiny_hidden": s.hidden},
         data={"dataset": "toy", "eval_sets": []}, sources={"toy": True},
         env=toy_env_config(max_new_tokens_per_turn=max_tokens, max_completion_tokens=max_tokens + 64,
@@ -273,7 +274,7 @@ def run_toy_learning(out_dir: str | Path, settings: ToySettings | None = None, *
               "save_steps": s.grpo_steps, "seed": s.seed, "torch_threads": s.threads, "loss_type": s.loss_type,
               "scale_rewards": s.scale_rewards, "temperature": s.temperature},
         sft={"per_device_train_batch_size": s.sft_batch, "max_steps": s.sft_steps, "learning_rate": s.sft_lr},
-        switch_step=10_000,  # EM only: the task is about routing, not cost
+        schedule=two_stage_schedule(10_000),  # EM only: the task is about routing, not cost
     )
     runfiles.start_run(cfg)
     tokenizer = policy.load_tokenizer_for(cfg.model)

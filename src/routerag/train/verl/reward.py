@@ -84,7 +84,7 @@ def trace_of_response(response: str, question: str = "", env: EnvConfig | None =
         route = plan.route or Route(choice=plan.sources[0] if plan.sources else mode, chosen_by="default")
         trace.add(Step(index=len(trace.steps), kind="search", query=plan.query, sources=list(plan.sources),
                        route=route.model_copy(update={"mode": mode}),
-                       retrieval_cost=env.mode_cost.get(mode, UNLISTED_PRICE), metadata={"tags": plan.tags}))
+                       retrieval_cost=env.mode_cost.get(mode, UNLISTED_PRICE)))
     answer = extract_tag(response[start:], ANSWER_OPEN, ANSWER_CLOSE, last=True)
     trace.answer = (answer or "").strip()
     trace.add(Step(index=len(trace.steps), kind="answer", answer=trace.answer))
