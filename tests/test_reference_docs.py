@@ -82,3 +82,11 @@ def test_write_pages_checks_without_writing(tmp_path: Path) -> None:
     assert (tmp_path / "cli.md").read_text(encoding="utf-8") == "stale\n" and not (tmp_path / "config.md").exists()
     reference.write_pages(tmp_path)
     assert reference.write_pages(tmp_path, check=True) == []
+
+
+def test_every_recipe_configuration_has_a_reference_section():
+    from routerag.cli.reference import CONFIG_MODELS
+    from routerag.train.config import RECIPE_CONFIGS
+
+    listed = {path.split(":")[1] for _, _, path in CONFIG_MODELS}
+    assert {cls.__name__ for cls in RECIPE_CONFIGS.values()} <= listed

@@ -45,7 +45,12 @@ CONFIG_MODELS: list[tuple[str, str, str]] = [
      "routerag.index.settings:IndexSettings"),
     ("Ask service", "`routerag serve --set key=value`", "routerag.server.settings:ServiceSettings"),
     ("Retrieval server", "`routerag serve-retrieval --set key=value`", "routerag.server.settings:ServerSettings"),
-    ("Training", "`routerag train --config FILE`, `--set key=value`", "routerag.train.config:TrainConfig"),
+    ("Training: routerag-two-stage", "`routerag train routerag-two-stage --config FILE`, `--set key=value`",
+     "routerag.train.config:RouteRAGTwoStageConfig"),
+    ("Training: routerag-sft", "`routerag train routerag-sft --config FILE`", "routerag.train.config:RouteRAGSFTConfig"),
+    ("Training: routerag-rft", "`routerag train routerag-rft --config FILE`", "routerag.train.config:RouteRAGRFTConfig"),
+    ("Training: graphrag-r1", "`routerag train graphrag-r1 --config FILE`", "routerag.train.config:GraphRAGR1Config"),
+    ("Training: r1-router-step", "`routerag train r1-router-step --config FILE`", "routerag.train.config:R1RouterStepConfig"),
 ]
 
 # (title, "module:function" returning the app's OpenAPI document, built without serving or loading a model)
