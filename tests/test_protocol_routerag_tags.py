@@ -21,7 +21,7 @@ from routerag.protocol.routerag_tags import (
     routerag_grammar,
     split_mode_tags,
 )
-from routerag.sources.base import Hit
+from routerag.trace import Hit
 
 
 @pytest.mark.parametrize("mode", MODES)

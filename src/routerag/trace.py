@@ -18,13 +18,25 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from routerag.sources.base import Hit
 from routerag.trace_layout import SCHEMA_VERSION, upgrade_trace
 
 __all__ = ["SCHEMA_VERSION", "ForcedAnswer", "Hit", "ModelCall", "Route", "Segment", "Selection", "Step",
            "StepKind", "SubQueryRef", "Trace", "trace_json_schema"]
 
 log = logging.getLogger(__name__)
+
+class Hit(BaseModel):
+    """One retrieved passage (or graph node, table row, ...) as a source returned it."""
+
+    doc_id: str
+    title: str
+    text: str
+    score: float
+    source: str  # the mounted source that returned it ("passage", "graph", "law", ...)
+    mode: str  # the retrieval kind that scored it ("passage", "bm25", "graph", "hybrid", ...)
+    rank: int  # 1-based rank within its result list
+    metadata: dict[str, Any] = Field(default_factory=dict)  # e.g. triples, PPR seeds
+
 
 StepKind = Literal[
     "think",  # reasoning only

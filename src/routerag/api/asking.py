@@ -1,27 +1,29 @@
 """``ask``: one question (or a handful over one loaded strategy, :func:`open_asker`) answered by a
 strategy over an index — the job of ``routerag ask`` and ``routerag demo``. The service brings its
-own model (a pool) and mounted sources: :func:`answer` and :func:`strategy_factory` build its
-strategies from a :class:`~routerag.api.strategy.ResolvedStrategy`.
+own model (a pool) and mounted sources and builds its strategies with
+:func:`~routerag.strategies.resolve.answer` and :func:`~routerag.strategies.resolve.strategy_factory`.
 
 ``on_step`` (everywhere here): called with each step as the strategy appends it to the trace
 (``StrategyContext.on_step``), e.g. to stream it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from routerag.api.strategy import INTERACTIVE_COMPONENTS, ResolvedStrategy, resolve_strategy
 from routerag.corpus.schema import Question
 from routerag.eval.config import EvalConfig
-from routerag.llm.base import ChatModel
+from routerag.runtime.base import Strategy, StrategyContext
+from routerag.sources.registry import bundle_sources
 from routerag.sources.sourceset import SourceSet
-from routerag.strategies.base import Strategy, StrategyContext
+from routerag.strategies.resolve import resolve_strategy
 from routerag.trace import StepObserver, Trace
 
+INTERACTIVE_COMPONENTS: tuple[str, ...] = ("dense", "bm25", "graph")
+"""The index components ``routerag ask``/``demo`` build over a dataset's corpus (every mode the
+routerag strategy can route to)."""
 
 class AskParams(BaseModel):
     """What to answer with: the strategy, its params, the model and the dataset (an
@@ -49,6 +51,21 @@ class Asker:
         return self.strategy.run(question)
 
 
+def ask_questions(params: AskParams, n: int) -> list[Question]:
+    """The first ``n`` questions (evenly spaced) of the configuration's dataset, gold answers
+    included (``routerag demo``)."""
+    from routerag.corpus.datasets import load_dataset
+
+    return load_dataset(params.config.dataset, n_questions=n).questions
+
+
+def answer_scores(answer: str, gold: list[str]) -> tuple[float, float]:
+    """Exact match and token F1 of ``answer`` against the ``gold`` answers (the evaluation's metrics)."""
+    from routerag.eval.metrics import exact_match, token_f1
+
+    return exact_match(answer, gold), token_f1(answer, gold)
+
+
 def open_asker(params: AskParams, *, on_step: StepObserver | None = None) -> Asker:
     """Resolve the strategy (the shipped policy unless ``shipped_policy=False``), load or build the
     index, build the model. Raises a ``RouteragError`` for an unknown name or bad params before
@@ -74,7 +91,7 @@ def _sources(cfg: EvalConfig, index_dir: Path | None) -> tuple[SourceSet, Path |
     if index_dir is not None:
         from routerag.index.bundle import load_index
 
-        return load_index(index_dir).sources(cfg.modes), index_dir
+        return bundle_sources(load_index(index_dir), cfg.modes), index_dir
     from routerag.corpus.datasets import load_dataset
     from routerag.eval.setup import build_sources
 
@@ -82,18 +99,3 @@ def _sources(cfg: EvalConfig, index_dir: Path | None) -> tuple[SourceSet, Path |
     return sources, manifests[0].parent if manifests else None
 
 
-def strategy_factory(resolved: ResolvedStrategy, model: ChatModel, sources: SourceSet, *,
-                     on_step: StepObserver | None = None) -> Callable[[], Strategy]:
-    """A fresh strategy per call over ``model`` and ``sources`` (the service's runs: one per answer)."""
-
-    def make() -> Strategy:
-        return resolved.build(StrategyContext(model=model, sources=sources, on_step=on_step))
-
-    return make
-
-
-def answer(resolved: ResolvedStrategy, model: ChatModel, sources: SourceSet, question: str | Question, *,
-           on_step: StepObserver | None = None) -> Trace:
-    """One question with a resolved strategy over the caller's model and sources (the service's
-    ``/v1/ask`` and ``/v1/ask/stream``)."""
-    return strategy_factory(resolved, model, sources, on_step=on_step)().run(question)

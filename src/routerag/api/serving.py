@@ -39,10 +39,10 @@ class ServeParams(BaseModel):
 def mounted_sources(index_dir: Path, modes: list[str] | None, announce: Announce) -> SourceSet:
     """The index's sources (``modes``, or all); each one that cannot be mounted is announced."""
     from routerag.index.bundle import load_index
+    from routerag.sources.registry import mount_bundle
 
-    bundle = load_index(index_dir)
-    sources = bundle.sources(modes or None)
-    for mode, why in bundle.unmounted.items():
+    sources, unmounted = mount_bundle(load_index(index_dir), modes or None)
+    for mode, why in unmounted.items():
         announce(f"not serving {mode}: {why}")
     if not sources.names():
         raise ServeRequestError(f"{index_dir}: no source could be mounted")

@@ -93,21 +93,21 @@ def demo(
     what the policy did, what it cost and how the answers compare with the gold ones."""
     from routerag import progress
     from routerag.api import open_asker
+    from routerag.api.asking import answer_scores, ask_questions
     from routerag.cli.progress import RichProgress
     from routerag.cli.render import DemoRow, render_demo_summary, render_trace
-    from routerag.corpus.datasets import load_dataset
-    from routerag.eval.metrics import exact_match, token_f1
 
     _quiet_native_logs(verbose)
     params = _ask_params(config, set_, None, policy, strategy=strategy, dataset="demo")
-    data = load_dataset(params.config.dataset, n_questions=questions)
+    picked = ask_questions(params, questions)
     rows: list[DemoRow] = []
     with progress.reporting(RichProgress(Console(stderr=True))):
         asker = open_asker(params)
-        for i, q in enumerate(data.questions, start=1):
-            with progress.step(f"question {i}/{len(data.questions)}: {_clip(q.question, 60)}"):
+        for i, q in enumerate(picked, start=1):
+            with progress.step(f"question {i}/{len(picked)}: {_clip(q.question, 60)}"):
                 trace = asker.ask(q)
-            row = DemoRow(question=q, trace=trace, em=exact_match(trace.answer, q.answers), f1=token_f1(trace.answer, q.answers))
+            em, f1 = answer_scores(trace.answer, q.answers)
+            row = DemoRow(question=q, trace=trace, em=em, f1=f1)
             rows.append(row)
             if as_json:
                 typer.echo(json.dumps({"qid": q.qid, "gold": q.answers, "em": row.em, "f1": row.f1, "trace": trace.model_dump(mode="json")}))

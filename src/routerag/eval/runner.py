@@ -1,7 +1,7 @@
 """The evaluation runner: answer every sampled question once, score it, append it to the run's
 log, and survive crashes.
 
-It takes already-built objects — a factory of :class:`~routerag.strategies.base.Strategy`
+It takes already-built objects — a factory of :class:`~routerag.runtime.base.Strategy`
 instances and the list of :class:`~routerag.corpus.schema.Question` — so it is testable without a
 model or an index; the ``routerag eval`` command builds those from the configuration.
 
@@ -42,7 +42,7 @@ from routerag.eval.provenance import collect_versions, fingerprint
 from routerag.eval.routing import routing_outcome
 from routerag.eval.runs import QuestionRecord, RecoveryReport, RunDir, RunError, RunHeader, Versions
 from routerag.eval.summary import RunSummary, summarize
-from routerag.strategies.base import Strategy
+from routerag.runtime.base import Strategy
 from routerag.trace import Trace
 
 log = logging.getLogger(__name__)

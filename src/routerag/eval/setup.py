@@ -10,7 +10,6 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from routerag.api.strategy import ResolvedStrategy, resolve_strategy
 from routerag.config import fingerprint_dump
 from routerag.corpus.datasets import Dataset, load_dataset
 from routerag.corpus.schema import Question
@@ -21,8 +20,10 @@ from routerag.eval.runner import Engine, RunSpec, StrategyFactory
 from routerag.index.settings import IndexSettings
 from routerag.paths import cache_dir
 from routerag.process_local import ProcessLocal
+from routerag.runtime.base import Strategy
+from routerag.sources.registry import bundle_sources
 from routerag.strategies import STRATEGIES, StrategyContext
-from routerag.strategies.base import Strategy
+from routerag.strategies.resolve import ResolvedStrategy, resolve_strategy
 
 
 @dataclass
@@ -96,7 +97,7 @@ def build_sources(dataset: Dataset, config: EvalConfig):
 
     settings = index_settings_for(dataset, config)
     bundle = cached_index(dataset.corpus, root, settings, config.components)
-    return bundle.sources(config.modes), [root / "manifest.json"]
+    return bundle_sources(bundle, config.modes), [root / "manifest.json"]
 
 
 def fingerprint_params(params: BaseModel) -> dict:

@@ -34,13 +34,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from routerag import __version__
 from routerag.config import atomic_write_text
+from routerag.corpus.normalize import normalize_answer
 from routerag.corpus.schema import Question
 from routerag.eval.metrics import DEFAULT_METRICS
-from routerag.eval.normalize import normalize_answer
 from routerag.eval.runner import evaluate_question
 from routerag.eval.runs import QuestionRecord, RunDir, RunError, RunHeader, Versions
 from routerag.eval.summary import RunSummary, summarize
-from routerag.strategies.base import Strategy
+from routerag.runtime.base import Strategy
 from routerag.trace import Trace
 
 log = logging.getLogger(__name__)
