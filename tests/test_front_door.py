@@ -173,7 +173,7 @@ def test_ask_and_demo_index_the_corpus_with_the_interactive_components(recorder:
         asked.append(list(config.components))
         return SourceSet(), []
 
-    monkeypatch.setattr("routerag.eval.setup.build_sources", build_sources)
+    monkeypatch.setattr("routerag.run.assemble.build_sources", build_sources)
     result = CliRunner().invoke(_cli(), [*command, "--json"])
     assert asked == [list(INTERACTIVE_COMPONENTS)], result.output
     assert recorder.adapters() == {bundled_policy_path()}

@@ -309,7 +309,7 @@ def test_judge_metric_is_recorded(tmp_path) -> None:
 def test_a_dataset_with_released_openie_builds_its_graph_from_it():
     from routerag.corpus.datasets import load_dataset
     from routerag.eval.config import EvalConfig
-    from routerag.eval.setup import index_settings_for
+    from routerag.run.assemble import index_settings_for
 
     musique = load_dataset("musique")
     assert musique.openie_path is not None

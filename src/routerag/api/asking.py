@@ -14,24 +14,22 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from routerag.corpus.schema import Question
-from routerag.eval.config import EvalConfig
-from routerag.runtime.base import Strategy, StrategyContext
-from routerag.sources.registry import bundle_sources
-from routerag.sources.sourceset import SourceSet
-from routerag.strategies.resolve import resolve_strategy
+from routerag.run.config import RunConfig
+from routerag.runtime.base import Strategy
 from routerag.trace import StepObserver, Trace
 
 INTERACTIVE_COMPONENTS: tuple[str, ...] = ("dense", "bm25", "graph")
 """The index components ``routerag ask``/``demo`` build over a dataset's corpus (every mode the
 routerag strategy can route to)."""
 
+
 class AskParams(BaseModel):
-    """What to answer with: the strategy, its params, the model and the dataset (an
-    ``EvalConfig``), over a prebuilt index or one built over the dataset's corpus."""
+    """What to answer with: the strategy, its params, the model and the dataset (a ``RunConfig``;
+    an ``EvalConfig`` is one), over a prebuilt index or one built over the dataset's corpus."""
 
     model_config = ConfigDict(extra="forbid")
 
-    config: EvalConfig = Field(default_factory=EvalConfig, description="strategy, params, model, dataset, index settings")
+    config: RunConfig = Field(default_factory=RunConfig, description="strategy, params, model, dataset, index settings")
     index_dir: Path | None = Field(None, description="a prebuilt index directory; None: index the dataset's corpus "
                                    "(components: INTERACTIVE_COMPONENTS)")
     shipped_policy: bool = Field(True, description="routerag on a bundled base runs with the policy adapter shipped for it")
@@ -42,7 +40,7 @@ class Asker:
     """A loaded strategy, ready for questions."""
 
     strategy: Strategy
-    config: EvalConfig
+    config: RunConfig
     """The configuration it runs: the model configuration with the front door's defaults applied."""
     index_dir: Path | None
     """The index it searches (None: the dataset has no corpus)."""
@@ -70,32 +68,18 @@ def open_asker(params: AskParams, *, on_step: StepObserver | None = None) -> Ask
     """Resolve the strategy (the shipped policy unless ``shipped_policy=False``), load or build the
     index, build the model. Raises a ``RouteragError`` for an unknown name or bad params before
     anything is loaded."""
-    from routerag.llm.factory import build_model
+    from routerag.run.assemble import open_run
 
     cfg = params.config
     if params.index_dir is None:
         cfg = cfg.model_copy(update={"components": list(INTERACTIVE_COMPONENTS)})
-    resolved = resolve_strategy(cfg.strategy, cfg.params, cfg.model, shipped_policy=params.shipped_policy)
-    sources, index_dir = _sources(cfg, params.index_dir)
-    assert resolved.model is not None
-    context = StrategyContext(model=build_model(resolved.model), sources=sources, on_step=on_step)
-    return Asker(resolved.build(context), cfg.model_copy(update={"model": resolved.model}), index_dir)
+    run = open_run(cfg, shipped_policy=params.shipped_policy, index_dir=params.index_dir, on_step=on_step)
+    return Asker(run.resolved.build(run.context), cfg.model_copy(update={"model": run.resolved.model}), run.index_dir)
 
 
 def ask(question: str | Question, params: AskParams, *, on_step: StepObserver | None = None) -> Trace:
     """One question: :func:`open_asker` then :meth:`Asker.ask`."""
     return open_asker(params, on_step=on_step).ask(question)
 
-
-def _sources(cfg: EvalConfig, index_dir: Path | None) -> tuple[SourceSet, Path | None]:
-    if index_dir is not None:
-        from routerag.index.bundle import load_index
-
-        return bundle_sources(load_index(index_dir), cfg.modes), index_dir
-    from routerag.corpus.datasets import load_dataset
-    from routerag.eval.setup import build_sources
-
-    sources, manifests = build_sources(load_dataset(cfg.dataset), cfg)
-    return sources, manifests[0].parent if manifests else None
 
 

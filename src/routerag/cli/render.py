@@ -12,8 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from routerag.corpus.schema import Question
-from routerag.eval.config import EvalConfig
 from routerag.llm.config import ModelConfig
+from routerag.run.config import RunConfig
 from routerag.trace import Step, Trace
 
 _STYLE = {
@@ -113,7 +113,7 @@ def _model_words(model: ModelConfig) -> str:
     return words
 
 
-def render_demo_summary(rows: list[DemoRow], config: EvalConfig, index_dir: Path | None) -> RenderableType:
+def render_demo_summary(rows: list[DemoRow], config: RunConfig, index_dir: Path | None) -> RenderableType:
     """What a newcomer needs after the traces: what the policy did, what it cost, how each answer
     compares with the gold, what the scores mean, and where to go next."""
     n = len(rows)

@@ -169,8 +169,8 @@ def mode_labels(dataset: str, *, k: int = 5, modes: Sequence[str] = MODES, eval_
                 batch: int = 32, max_query_chars: int = 300) -> tuple[LabelProvenance, list[RouteLabel]]:
     """Mode labels for every golden-trajectory hop of ``dataset``'s training questions, over the
     index ``routerag eval --dataset DATASET --set components=[dense,bm25,graph]`` searches."""
-    from routerag.eval.config import EvalConfig
-    from routerag.eval.setup import build_sources
+    from routerag.run.assemble import build_sources
+    from routerag.run.config import RunConfig
     from routerag.runtime.parsing import clean_query
     from routerag.train.golden import GOLDEN_HOPS, _same_doc
     from routerag.train.rewards import DEFAULT_MODE_COST
@@ -179,7 +179,7 @@ def mode_labels(dataset: str, *, k: int = 5, modes: Sequence[str] = MODES, eval_
         raise RoutingError(f"no golden hops for {dataset!r}; valid: {', '.join(GOLDEN_HOPS)}")
     data, questions, excluded = training_questions(dataset, eval_sets)
     docs = {d.doc_id: d for d in data.documents()}
-    sources, manifests = build_sources(data, EvalConfig(dataset=dataset, components=["dense", "bm25", "graph"]))
+    sources, manifests = build_sources(data, RunConfig(dataset=dataset, components=["dense", "bm25", "graph"]))
     missing = [m for m in modes if m not in sources.names()]
     if missing:
         raise RoutingError(f"{dataset}: modes {missing} are not mounted; mounted: {sources.names()}")
@@ -240,11 +240,11 @@ def answer_source_labels(dataset: str, *, k: int = 5, eval_sets: Sequence[str] =
     a source succeeds when its top ``k`` (dense passages, as ``routerag eval`` mounts the sources)
     holds a gold answer string (normalised, whole words)."""
     from routerag.corpus.normalize import normalize_answer
-    from routerag.eval.config import EvalConfig
-    from routerag.eval.setup import build_sources
+    from routerag.run.assemble import build_sources
+    from routerag.run.config import RunConfig
 
     data, questions, excluded = training_questions(dataset, eval_sets)
-    sources, manifests = build_sources(data, EvalConfig(dataset=dataset))
+    sources, manifests = build_sources(data, RunConfig(dataset=dataset))
     names = list(data.sources)
     results = {n: _batched(sources, [q.question for q in questions], k, n, batch) for n in names}
     rows = []
