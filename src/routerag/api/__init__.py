@@ -1,6 +1,6 @@
 """The front door: the one place where a request becomes work, with routerag's defaults applied
-once. The CLI (``routerag ask``/``demo``/``eval``/``index``/``serve``/``train``) and the service
-call these functions and build no strategy, index, model or trainer themselves:
+once. Every CLI command calls these functions and builds no strategy, index, model or trainer
+itself; the service, one layer below, uses the same strategy resolution (``strategies.resolve``):
 
 * :func:`ask` / :func:`open_asker` (``api.asking``): one question (or a few, over one loaded
   strategy) -> :class:`~routerag.trace.Trace`; :func:`answer` and :func:`strategy_factory`
@@ -8,7 +8,10 @@ call these functions and build no strategy, index, model or trainer themselves:
 * :func:`evaluate` (``api.evaluating``): a fingerprinted, resumable run -> :class:`EvaluateResult`;
 * :func:`build_index` (``api.indexing``): a corpus -> an index directory -> :class:`IndexResult`;
 * :func:`serve` / :func:`serve_retrieval` (``api.serving``): the ask service / the retrieval API;
-* :func:`train` (``api.training``): a recipe -> :class:`~routerag.train.recipes.TrainRunSummary`;
+* :func:`train` (``api.training``): a recipe -> :class:`~routerag.train.recipes.TrainRunSummary`
+  (and the verl / LoRA exports);
+* ``api.routing``: the learned router's labels, training and manifest; ``api.runs``: reports over
+  stored runs and their compression (imported from their modules);
 * :func:`resolve_strategy` (``strategies.resolve``, below the front door so that the run
   assembler and the service use it too): strategy + params + model -> a ready strategy.
 
