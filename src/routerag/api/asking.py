@@ -8,8 +8,10 @@ own model (a pool) and mounted sources and builds its strategies with
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -48,6 +50,19 @@ class Asker:
     def ask(self, question: str | Question) -> Trace:
         return self.strategy.run(question)
 
+
+
+def ask_params(config: Path | None, overrides: Sequence[str] | None = (), *, index_dir: Path | None = None,
+               shipped_policy: bool = True, **fields: Any) -> AskParams:
+    """``AskParams`` from a YAML file (an ``EvalConfig``'s shape, so an evaluation's configuration
+    serves ``ask`` too), ``key.path=value`` overrides, then ``fields`` (the options given on the
+    command line; None: not given). The strategy's params are checked against its ``Params``."""
+    from routerag.config import load_config
+    from routerag.eval.config import EvalConfig
+
+    explicit = {k: v for k, v in fields.items() if v is not None}
+    cfg = load_config(EvalConfig, config, list(overrides or ()), updates=explicit)
+    return AskParams(config=cfg, index_dir=index_dir, shipped_policy=shipped_policy)
 
 def ask_questions(params: AskParams, n: int) -> list[Question]:
     """The first ``n`` questions (evenly spaced) of the configuration's dataset, gold answers

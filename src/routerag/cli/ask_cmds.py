@@ -21,13 +21,9 @@ POLICY_HELP = ("routerag on a bundled base: apply the SFT policy adapter shipped
 def _ask_params(config: Optional[Path], overrides: list[str], index: Optional[Path], policy: bool, **fields):
     """The front door's ``AskParams``: the configuration file and ``--set`` overrides, then the
     options given on the command line."""
-    from routerag.api import AskParams
-    from routerag.config import load_config
-    from routerag.eval.config import EvalConfig
+    from routerag.api.asking import ask_params
 
-    explicit = {k: v for k, v in fields.items() if v is not None}
-    cfg = load_config(EvalConfig, config, overrides, updates=explicit)  # params checked against the strategy's
-    return AskParams(config=cfg, index_dir=index, shipped_policy=policy)
+    return ask_params(config, overrides, index_dir=index, shipped_policy=policy, **fields)
 
 
 @app.command()
