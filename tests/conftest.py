@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from routerag.corpus.datasets import DataNotFoundError, data_root
+from routerag.sources.registry import bundle_sources
 
 # a tiny custom source that the 2Wiki slice knows nothing about, uploaded by the service tests
 NOTES_CSV = (
@@ -47,7 +48,7 @@ def sources(tmp_path_factory):
     rows = json.loads(corpus.read_text(encoding="utf-8"))[:50]
     directory = tmp_path_factory.mktemp("svc-idx") / "bundle"
     build_index([Document.make(r["title"], r["text"]) for r in rows], directory, components=("bm25",))
-    return load_index(directory).sources()
+    return bundle_sources(load_index(directory))
 
 
 @pytest.fixture(scope="module")

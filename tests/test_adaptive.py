@@ -11,8 +11,8 @@ import pytest
 
 from routerag.routing import ROUTERS, RouteResult
 from routerag.routing.base import ranked_by_score
-from routerag.routing.labels import read_labels, write_labels
 from routerag.strategies import STRATEGIES
+from routerag.train.router.labels import read_labels, write_labels
 from test_strategies_support import make_context
 
 Q = "What is the capital of France?"
@@ -76,7 +76,7 @@ def test_choices_are_resolved_through_the_contexts_resolver():
     """The front door injects its resolver; adaptive asks it for each choice's strategy."""
     from dataclasses import replace
 
-    from routerag.strategies.base import registry_resolver
+    from routerag.runtime.base import registry_resolver
 
     ctx, _, _ = make_context(["Paris"], names=("passage",))
     asked: list[tuple[str, dict | None]] = []
@@ -156,7 +156,7 @@ def _run(folder, strategy, rows, dataset="hotpotqa-distractor-train"):
 
 
 def test_strategy_labels_from_runs_and_a_learned_strategy_router(tmp_path):
-    from routerag.routing.strategy_labels import strategy_labels
+    from routerag.train.router.strategy_labels import strategy_labels
 
     direct = _run(tmp_path / "d", "direct", [("q1", "Who is A?", 1.0, 100, None), ("q2", "Who is B?", 0.0, 100, None),
                                              ("q3", "Who is C?", 0.0, 120, None)])
@@ -186,7 +186,7 @@ def test_strategy_labels_from_runs_and_a_learned_strategy_router(tmp_path):
 def test_strategy_labels_refuse_a_policy_trained_on_the_labelled_questions(tmp_path):
     """A routerag run whose adapter was trained on these questions' golden trajectories (its folder's
     golden_stats.json names the dataset) would label recall of training data as success."""
-    from routerag.routing.strategy_labels import policy_training_sources, strategy_labels
+    from routerag.train.router.strategy_labels import policy_training_sources, strategy_labels
 
     direct = _run(tmp_path / "d", "direct", [("q1", "Who is A?", 0.0, 100, None)])
     policy = tmp_path / "policy"
@@ -212,8 +212,8 @@ def test_strategy_labels_refuse_a_policy_trained_on_the_labelled_questions(tmp_p
 
 def test_adaptive_with_a_learned_strategy_router_trained_on_strategy_labels(tmp_path, monkeypatch):
     import routerag.index.embedder as embedder_module
-    from routerag.routing.labels import LabelProvenance, RouteLabel
-    from routerag.routing.train import train_router
+    from routerag.train.router.fit import train_router
+    from routerag.train.router.labels import LabelProvenance, RouteLabel
     from test_routing import ToyEmbedder
 
     # "related" questions need retrieval (vanilla succeeds, direct fails); "define" ones do not

@@ -18,6 +18,7 @@ from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
 from routerag.server.serving import BackgroundServer, bind_socket
 from routerag.server.settings import ServiceSettings
+from routerag.sources.registry import bundle_sources
 from routerag.trace import Trace
 
 CORPUS = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
@@ -49,7 +50,7 @@ def index_dir(tmp_path_factory) -> Path:
 def sources(index_dir):
     from routerag.index.bundle import load_index
 
-    return load_index(index_dir).sources()
+    return bundle_sources(load_index(index_dir))
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from routerag.corpus.datasets import load_dataset
+from routerag.corpus.normalize import normalize_answer
 from routerag.corpus.question_types import choice_options, dataset_type, question_form
-from routerag.eval.normalize import normalize_answer
+from routerag.runtime.base import strategy_retrieves
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES, StrategyContext
-from routerag.strategies.base import strategy_retrieves
 from routerag.strategies.rule import RuleParams, rule_answer
 
 

@@ -19,6 +19,7 @@ from routerag.server.retrieval_app import create_retrieval_app
 from routerag.server.serving import BackgroundServer, bind_socket
 from routerag.server.settings import ServerSettings
 from routerag.sources.base import RetrievalError, Source
+from routerag.sources.registry import bundle_sources
 from routerag.sources.remote import (
     RemoteSource,
     RemoteSourceConfig,
@@ -52,7 +53,7 @@ def index_dir(tmp_path_factory) -> Path:
 def local(index_dir) -> SourceSet:
     from routerag.index.bundle import load_index
 
-    return load_index(index_dir).sources()
+    return bundle_sources(load_index(index_dir))
 
 
 @pytest.fixture(scope="module")

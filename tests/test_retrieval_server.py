@@ -18,6 +18,7 @@ from routerag.server.searchr1_adapter import TagRouter, parse_mode_tags
 from routerag.server.serving import BackgroundServer
 from routerag.server.settings import SearchR1Settings, ServerSettings
 from routerag.sources.base import MAX_BATCH, MAX_K, MAX_QUERY_CHARS, QueryResult, RetrievalResponse, rank_hits
+from routerag.sources.registry import bundle_sources
 from routerag.sources.sourceset import SourceSet
 
 CORPUS = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
@@ -61,7 +62,7 @@ def sources(tmp_path_factory) -> SourceSet:
     docs = [Document.make(r["title"], r["text"]) for r in rows]
     directory = tmp_path_factory.mktemp("idx") / "bundle"
     build_index(docs, directory, components=("dense", "bm25"))
-    sourceset = load_index(directory).sources()
+    sourceset = bundle_sources(load_index(directory))
     sourceset.mount(FusedSource(sourceset.get("passage"), sourceset.get("bm25")))
     return sourceset
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from routerag.runtime.base import strategy_retrieves, strategy_revision
 from routerag.strategies import STRATEGIES
-from routerag.strategies.base import strategy_retrieves, strategy_revision
 from routerag.strategies.baselines import IRCoT, IRCoTParams, IterRetGen, IterRetGenParams, Vanilla, VanillaParams
 from routerag.strategies.prompts import DIRECT_SHORT_EXAMPLES, DIRECT_SHORT_SYSTEM, DIRECT_SYSTEM, IRCOT_SYSTEM
 from routerag.trace import ForcedAnswer

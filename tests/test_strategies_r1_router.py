@@ -9,8 +9,8 @@ import pytest
 
 from routerag.corpus.datasets import DataNotFoundError, data_root
 from routerag.llm.scripted import ScriptedModel
+from routerag.runtime.base import StrategyContext
 from routerag.sources.sourceset import SourceSet
-from routerag.strategies.base import StrategyContext
 from routerag.strategies.prompts import R1_ROUTER_FINAL_SYSTEM, R1_ROUTER_STEP_ANSWER_SYSTEM
 from routerag.strategies.r1_router import R1Router, R1RouterParams
 from test_strategies_support import KeywordSource, make_context

@@ -8,9 +8,9 @@ import time
 import pytest
 
 from routerag.llm.scripted import ScriptedModel
+from routerag.runtime.base import StrategyContext
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES
-from routerag.strategies.base import StrategyContext
 from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION
 from routerag.strategies.routerag import RouteRAG, RouteRAGParams
 from routerag.trace import ForcedAnswer

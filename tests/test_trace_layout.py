@@ -13,8 +13,7 @@ import pytest
 from routerag.eval.report import build_report, load_runs, render_markdown, write_report
 from routerag.eval.routing import first_decision, routing_outcome
 from routerag.eval.runs import QuestionRecord
-from routerag.sources.base import Hit
-from routerag.trace import SCHEMA_VERSION, ForcedAnswer, GraphRetrieval, Route, Selection, Step, SubQueryRef, Trace
+from routerag.trace import SCHEMA_VERSION, ForcedAnswer, GraphRetrieval, Hit, Route, Selection, Step, SubQueryRef, Trace
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 

@@ -9,7 +9,7 @@ import pytest
 
 from routerag.corpus.schema import Document
 from routerag.llm.scripted import ScriptedModel
-from routerag.strategies.base import StrategyContext
+from routerag.runtime.base import StrategyContext
 from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION
 from routerag.strategies.routerag import RouteRAG
 from routerag.train.env import EnvConfig, HFCodec, RouteRAGEnv
@@ -155,8 +155,8 @@ def test_strict_modes_makes_an_untagged_search_invalid(tokenizer, sources):
 
 
 def test_a_cut_observation_keeps_its_closing_tag(tokenizer):
-    from routerag.sources.base import Hit
     from routerag.strategies.prompts import information_block
+    from routerag.trace import Hit
     from routerag.train.env import cut_observation
 
     codec = HFCodec(tokenizer)

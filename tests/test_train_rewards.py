@@ -6,8 +6,7 @@ import math
 
 import pytest
 
-from routerag.sources.base import Hit
-from routerag.trace import ForcedAnswer, Route, Segment, Step, Trace
+from routerag.trace import ForcedAnswer, Hit, Route, Segment, Step, Trace
 from routerag.train.rewards import (
     REWARDS,
     AccuracyEfficiencyParams,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from routerag.corpus.datasets import load_dataset
+from routerag.sources.registry import bundle_sources
 from routerag.train.golden import (
     Grounder,
     check_overlap,
@@ -74,7 +75,7 @@ def musique_bm25(tmp_path_factory):
     chosen = [d for d in docs if d.doc_id in gold] + [d for d in docs if d.doc_id not in gold][:58]
     directory = tmp_path_factory.mktemp("musique-bm25") / "bundle"
     build_index(chosen, directory, components=("bm25",))
-    return musique, load_index(directory).sources()
+    return musique, bundle_sources(load_index(directory))
 
 
 def test_grounder_keeps_gold_and_uses_real_hits(musique_bm25):
@@ -162,7 +163,7 @@ class _ScriptedSources:
 
 
 def test_outcome_grounding_takes_the_cheapest_mode_that_finds_the_gold_and_skips_found_hops():
-    from routerag.sources.base import Hit
+    from routerag.trace import Hit
     from routerag.train.golden import GoldenHop
 
     def hit(doc_id: str) -> Hit:

@@ -12,6 +12,7 @@ built (``IndexSettings`` in an index manifest, ``ServerSettings``)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -34,6 +35,12 @@ OMIT_AT_DEFAULT: dict[str, Any] = {"fingerprint": "omit-at-default"}
 # path, so a file rewritten in place makes a new fingerprint and a moved one keeps it. Combine
 # with ``OMIT_AT_DEFAULT`` by merging the two dicts.
 FILE_CONTENT: dict[str, Any] = {"fingerprint_files": "content"}
+
+
+def fingerprint(payload: Any) -> str:
+    """A stable hash of a JSON-serialisable payload (keys sorted): of a run's answers, of a cached index."""
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
 
 
 def fingerprint_dump(model: BaseModel, exclude: set[str] | None = None) -> dict[str, Any]:

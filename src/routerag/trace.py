@@ -22,7 +22,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from routerag.sources.base import Hit
 from routerag.trace_layout import SCHEMA_VERSION, upgrade_source_details, upgrade_step_extras, upgrade_trace
 
 __all__ = ["SCHEMA_VERSION", "ForcedAnswer", "GraphFact", "GraphNode", "GraphRetrieval", "GraphSeed", "Hit",
@@ -31,6 +30,19 @@ __all__ = ["SCHEMA_VERSION", "ForcedAnswer", "GraphFact", "GraphNode", "GraphRet
            "trace_json_schema"]
 
 log = logging.getLogger(__name__)
+
+class Hit(BaseModel):
+    """One retrieved passage (or graph node, table row, ...) as a source returned it."""
+
+    doc_id: str
+    title: str
+    text: str
+    score: float
+    source: str  # the mounted source that returned it ("passage", "graph", "law", ...)
+    mode: str  # the retrieval kind that scored it ("passage", "bm25", "graph", "hybrid", ...)
+    rank: int  # 1-based rank within its result list
+    metadata: dict[str, Any] = Field(default_factory=dict)  # e.g. triples, PPR seeds
+
 
 StepKind = Literal[
     "think",  # reasoning only

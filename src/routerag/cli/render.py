@@ -12,8 +12,9 @@ from rich.table import Table
 from rich.text import Text
 
 from routerag.corpus.schema import Question
-from routerag.eval.config import EvalConfig
 from routerag.llm.config import ModelConfig
+from routerag.llm.policy_card import PolicyCard
+from routerag.run.config import RunConfig
 from routerag.trace import Step, Trace
 
 _STYLE = {
@@ -106,9 +107,9 @@ class DemoRow:
 
     @classmethod
     def of(cls, question: Question, trace: Trace) -> DemoRow:
-        from routerag.eval.metrics import exact_match, token_f1
+        from routerag.api.asking import answer_scores
 
-        return cls(question, trace, exact_match(trace.answer, question.answers), token_f1(trace.answer, question.answers))
+        return cls(question, trace, *answer_scores(trace.answer, question.answers))
 
 
 def _model_words(model: ModelConfig) -> str:
@@ -119,7 +120,7 @@ def _model_words(model: ModelConfig) -> str:
     return words
 
 
-def render_demo_summary(rows: list[DemoRow], config: EvalConfig, index_dir: Path | None) -> RenderableType:
+def render_demo_summary(rows: list[DemoRow], config: RunConfig, index_dir: Path | None) -> RenderableType:
     """What a newcomer needs after the traces: what the policy did, what it cost, how each answer
     compares with the gold, what the scores mean, and where to go next."""
     n = len(rows)
@@ -204,16 +205,18 @@ def render_demo_summary(rows: list[DemoRow], config: EvalConfig, index_dir: Path
     )
 
 
-def _policy_card(config: EvalConfig):  # -> PolicyCard | None
+def _policy_card(config: RunConfig) -> PolicyCard | None:
     """The evaluation card of the shipped policy this run applies (None for any other adapter)."""
     from routerag.llm.policy_card import policy_card
 
     lora = config.model.lora_path
-    card = policy_card(config.model) if lora is not None else None
+    if lora is None:
+        return None
+    card = policy_card(config.model)
     return card if card is not None and Path(lora).parent.name == card.name else None
 
 
-def render_demo_compare(rows: list[DemoRow], other: list[DemoRow], config: EvalConfig, other_config: EvalConfig) -> RenderableType:
+def render_demo_compare(rows: list[DemoRow], other: list[DemoRow], config: RunConfig, other_config: RunConfig) -> RenderableType:
     """The same questions answered by two strategies: what the first one changes (answers,
     searches, sources, tokens, seconds)."""
     a, b = config.strategy, other_config.strategy

@@ -30,9 +30,9 @@ from pydantic import BaseModel, Field
 from routerag.episode.ports import PolicyPort, Turn
 from routerag.episode.segments import SegmentLog
 from routerag.protocol.routerag_tags import ParsedAction, TagProtocol, parse_action
-from routerag.strategies.base import StrategyContext
-from routerag.strategies.loop import Render, add_step, retrieve_step
-from routerag.strategies.parsing import clean_answer
+from routerag.runtime.base import StrategyContext
+from routerag.runtime.loop import Render, add_step, retrieve_step
+from routerag.runtime.parsing import clean_answer
 from routerag.trace import ForcedAnswer, Route, Step, Trace
 
 Finish = Literal["answer", "forced", "truncated"]

@@ -24,8 +24,8 @@ from typing import Protocol
 
 from routerag.llm.base import GenerationParams, Message
 from routerag.protocol.routerag_tags import INFORMATION_CLOSE
-from routerag.strategies.base import StrategyContext
-from routerag.strategies.loop import call_model, generated_text
+from routerag.runtime.base import StrategyContext
+from routerag.runtime.loop import call_model, generated_text
 from routerag.trace import ModelCall
 
 Generate = Callable[[list[int], list[str], int], tuple[list[int], list[float]]]

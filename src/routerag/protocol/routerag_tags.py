@@ -19,7 +19,7 @@ the Search-R1 adapter of the retrieval server. Two tag readers, on purpose:
 * :func:`leading_mode_tags` reads a *trainer's* request to the server (Search-R1 clients put the
   tags first): leading tags only, any 1-32 non-space characters, de-duplicated.
 
-This module imports only pydantic and :class:`routerag.sources.base.Hit` (no strategy, model or
+This module imports only pydantic and :class:`routerag.trace.Hit` (no strategy, model or
 server code), so every layer can use it.
 """
 
@@ -31,7 +31,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from routerag.sources.base import Hit
+from routerag.trace import Hit
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 SEARCH_OPEN, SEARCH_CLOSE = "<search>", "</search>"

@@ -19,7 +19,7 @@ class RoutingError(RouteragError, ValueError):
 
 if TYPE_CHECKING:
     from routerag.llm.base import GenerationParams
-    from routerag.strategies.base import StrategyContext
+    from routerag.runtime.base import StrategyContext
 
 
 class RouteChoice(BaseModel):

@@ -32,8 +32,6 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from routerag.api.asking import answer
-from routerag.api.strategy import StrategyParamsError
 from routerag.corpus.schema import Question
 from routerag.llm.base import ChatModel
 from routerag.llm.config import ModelConfig
@@ -58,6 +56,7 @@ from routerag.server.upload_parse import UploadRejected
 from routerag.server.uploads import SourceStore
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES
+from routerag.strategies.resolve import StrategyParamsError, answer
 from routerag.trace import Trace, trace_json_schema
 
 log = logging.getLogger(__name__)

@@ -34,13 +34,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from routerag import __version__
 from routerag.config import atomic_write_text
+from routerag.corpus.normalize import normalize_answer
 from routerag.corpus.schema import Question
 from routerag.eval.metrics import DEFAULT_METRICS
-from routerag.eval.normalize import normalize_answer
-from routerag.eval.runner import evaluate_question
+from routerag.eval.runner import evaluate_question, failed_trace, record_question
 from routerag.eval.runs import QuestionRecord, RunDir, RunError, RunHeader, Versions
 from routerag.eval.summary import RunSummary, summarize
-from routerag.strategies.base import Strategy
+from routerag.runtime.base import Strategy
 from routerag.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -217,10 +217,8 @@ class RunManager:
             record = evaluate_question(strategy, question, position, strategy_name=config.info.strategy,
                                        metrics=DEFAULT_METRICS)
         except Exception as exc:  # noqa: BLE001 — this answer failed; the run goes on and ends
-            trace = Trace(question=question.question, strategy=config.info.strategy, qid=question.qid,
-                          error=f"{type(exc).__name__}: {exc}")
-            record = QuestionRecord(position=position, qid=question.qid, question=question.question, golds=question.answers,
-                                    prediction="", metrics={}, cost={}, error=trace.error, trace=trace)
+            record = record_question(failed_trace(question, config.info.strategy, exc), question, position,
+                                     metrics=DEFAULT_METRICS)
         self._finish_one(run, c, position, record)
 
     def _finish_one(self, run: _Run, c: int, position: int, record: QuestionRecord | None) -> None:

@@ -8,7 +8,6 @@ import anyio
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
-from routerag.api.asking import strategy_factory
 from routerag.corpus.sampling import evenly_spaced
 from routerag.corpus.schema import Question
 from routerag.llm.base import ChatModel
@@ -17,6 +16,7 @@ from routerag.server.jobs import ConfigInfo, RunConfig, RunManager, RunQuestion,
 from routerag.server.prepare import PreparedStrategy, StrategyConfig
 from routerag.server.settings import ServiceSettings
 from routerag.sources.sourceset import SourceSet
+from routerag.strategies.resolve import strategy_factory
 from routerag.trace import Trace
 
 MAX_CONFIGS = 8

@@ -30,8 +30,9 @@ import numpy as np
 from routerag.index.graph import GraphIndex
 from routerag.index.threads import single_threaded_blas
 from routerag.index.vector_topk import top_rows
-from routerag.sources.base import Hit, QueryResult, SourceIdentity, Stopwatch
+from routerag.sources.base import QueryResult, SourceIdentity, Stopwatch
 from routerag.sources.hits import check_k, check_queries
+from routerag.trace import Hit
 
 if TYPE_CHECKING:
     from routerag.index.bundle import IndexBundle

@@ -4,7 +4,7 @@ questions), no retrieval (``direct``), one step (``vanilla``) or the multi-step 
 (``routerag`` with the shipped policy, or ``ircot``) - and that strategy answers.
 
 The classifier is a router of :mod:`routerag.routing` (default ``learned``: the strategy model
-trained on strategy labels from outcomes, :mod:`routerag.routing.strategy_labels`; cost-aware with
+trained on strategy labels from outcomes, :mod:`routerag.train.router.strategy_labels`; cost-aware with
 ``router_margin``), asked to rank the choices of ``strategies`` (choice label -> registered
 strategy). The trace starts with a ``route`` step holding the choice, the strategy run and every
 choice's score; the chosen strategy's steps, transcript and answer follow.
@@ -27,8 +27,8 @@ from pydantic import BaseModel, Field, model_validator
 from routerag.config import FILE_CONTENT, OMIT_AT_DEFAULT
 from routerag.registry import RegisteredName
 from routerag.routing import ROUTERS
-from routerag.strategies.base import STRATEGIES, Strategy, StrategyContext, registry_resolver
-from routerag.strategies.loop import LoopStrategy, add_step
+from routerag.runtime.base import STRATEGIES, Strategy, StrategyContext, registry_resolver
+from routerag.runtime.loop import LoopStrategy, add_step
 from routerag.trace import Step, Trace
 
 # revision 1 added ``rule``: on 2wiki-train it beats every model strategy on yes/no questions, at no cost

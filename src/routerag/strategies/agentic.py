@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from routerag.episode.engine import EpisodeRules, Planner, SearchPlan, StepObserver, run_episode
 from routerag.episode.ports import ChatPolicy
 from routerag.llm.base import GenerationParams, Message
-from routerag.strategies.base import StrategyContext
-from routerag.strategies.loop import Render
-from routerag.strategies.parsing import TagProtocol
+from routerag.runtime.base import StrategyContext
+from routerag.runtime.loop import Render
+from routerag.runtime.parsing import TagProtocol
 from routerag.trace import Trace
 
 __all__ = ["Planner", "SearchPlan", "TagLoop"]

@@ -24,9 +24,8 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, Field
 
 from routerag.llm.base import GenerationParams, Message
-from routerag.sources.base import Hit
-from routerag.strategies.loop import LoopStrategy, add_step, call_model, record_exchange, retrieve_step
-from routerag.strategies.parsing import clean_answer, clean_query
+from routerag.runtime.loop import LoopStrategy, add_step, call_model, record_exchange, retrieve_step
+from routerag.runtime.parsing import clean_answer, clean_query
 from routerag.strategies.prompts import (
     DIRECT_SHORT_EXAMPLES,
     DIRECT_SHORT_SYSTEM,
@@ -39,7 +38,7 @@ from routerag.strategies.prompts import (
     question_user,
     wikipedia_docs,
 )
-from routerag.trace import ForcedAnswer, ModelCall, Step, Trace
+from routerag.trace import ForcedAnswer, Hit, ModelCall, Step, Trace
 
 
 class DirectParams(BaseModel):

@@ -20,12 +20,11 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, Field
 
 from routerag.llm.base import GenerationParams, Message
-from routerag.sources.base import Hit
+from routerag.runtime.loop import LoopStrategy
+from routerag.runtime.parsing import R1_SEARCHER, ParsedAction, clean_query
 from routerag.strategies.agentic import SearchPlan, TagLoop
-from routerag.strategies.loop import LoopStrategy
-from routerag.strategies.parsing import R1_SEARCHER, ParsedAction, clean_query
 from routerag.strategies.prompts import FORCE_ANSWER, GRAPHRAG_R1_INVALID, GRAPHRAG_R1_SYSTEM, graph_and_text_block
-from routerag.trace import Route, Trace
+from routerag.trace import Hit, Route, Trace
 
 EvidenceMix = Literal["text5", "text3+graph10", "text1+graph10", "graph20"]
 MIXES: dict[str, tuple[int, int]] = {  # (passages, facts)

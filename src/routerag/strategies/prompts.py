@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from routerag.protocol.routerag_tags import format_docs as format_docs
 from routerag.protocol.routerag_tags import information_block as information_block
 from routerag.protocol.routerag_tags import routerag_grammar as routerag_grammar
-from routerag.sources.base import Hit
+from routerag.trace import Hit
 
 # ---------------------------------------------------------------- evidence renderings
 

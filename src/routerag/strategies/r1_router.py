@@ -24,10 +24,9 @@ from pydantic import BaseModel, Field
 
 from routerag.llm.base import GenerationParams, Message
 from routerag.protocol.routerag_tags import ANSWER_CLOSE, ANSWER_OPEN
-from routerag.sources.base import Hit
-from routerag.strategies.base import StrategyContext
-from routerag.strategies.loop import LoopStrategy, add_step, call_model, record_exchange, retrieve_step
-from routerag.strategies.parsing import clean_query, copies_instruction, extract_reasoning, extract_tag, match_name, tagged_answer
+from routerag.runtime.base import StrategyContext
+from routerag.runtime.loop import LoopStrategy, add_step, call_model, record_exchange, retrieve_step
+from routerag.runtime.parsing import clean_query, copies_instruction, extract_reasoning, extract_tag, match_name, tagged_answer
 from routerag.strategies.prompts import (
     R1_ROUTER_FINAL_SYSTEM,
     R1_ROUTER_GUIDELINES,
@@ -38,7 +37,7 @@ from routerag.strategies.prompts import (
     r1_router_history,
     r1_router_ret_system,
 )
-from routerag.trace import ModelCall, Route, Trace
+from routerag.trace import Hit, ModelCall, Route, Trace
 
 
 class R1RouterParams(BaseModel):

@@ -30,9 +30,9 @@ from routerag.protocol.routerag_tags import (
     routerag_grammar,
     split_mode_tags,
 )
+from routerag.runtime.loop import LoopStrategy
+from routerag.runtime.parsing import clean_query
 from routerag.strategies.agentic import SearchPlan, TagLoop
-from routerag.strategies.loop import LoopStrategy
-from routerag.strategies.parsing import clean_query
 from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION, routerag_prompt
 from routerag.trace import Route, Trace
 

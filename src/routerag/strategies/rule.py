@@ -23,7 +23,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, Field
 
 from routerag.corpus.question_types import choice_options, question_form
-from routerag.strategies.loop import LoopStrategy, add_step
+from routerag.runtime.loop import LoopStrategy, add_step
 from routerag.trace import Segment, Trace
 
 

@@ -21,14 +21,14 @@ from routerag.config import OMIT_AT_DEFAULT
 from routerag.llm.base import GenerationParams, Message
 from routerag.registry import RegisteredName
 from routerag.routing import ROUTERS
-from routerag.sources.base import MAX_QUERY_CHARS, Hit
-from routerag.strategies.base import StrategyContext
+from routerag.runtime.base import StrategyContext
+from routerag.runtime.loop import add_step, call_model, generated_text
+from routerag.sources.base import MAX_QUERY_CHARS
 from routerag.strategies.decompose import Plan, SubQuery, bind, decompose_messages, execution_order, parse_plan
 from routerag.strategies.fusion_answer import Hop, fuse_messages, last_hop_answer, parse_fusion
-from routerag.strategies.loop import add_step, call_model, generated_text
 from routerag.strategies.reflection import Attempt, parse_reflection, reflect_messages
 from routerag.strategies.subanswer import SubAnswer, answer_messages, parse_subanswer, render_evidence
-from routerag.trace import ForcedAnswer, ModelCall, PlannedSubQuery, Route, Selection, SubQueryRef, Trace
+from routerag.trace import ForcedAnswer, Hit, ModelCall, PlannedSubQuery, Route, Selection, SubQueryRef, Trace
 
 
 class SieveParams(BaseModel):

@@ -59,13 +59,11 @@ def load_sources(cfg: TrainConfig) -> SourceSet:
 def grounding_sources(dataset: str, components: Sequence[str], modes: Sequence[str] | None = None) -> SourceSet:
     """The sources ``routerag eval --dataset DATASET --set components=[...]`` mounts (the same
     cached index, so training observations come from the index evaluation searches)."""
-    from routerag.corpus.datasets import load_dataset
-    from routerag.eval.config import EvalConfig
-    from routerag.eval.setup import build_sources
+    from routerag.run.assemble import dataset_sources
+    from routerag.run.config import RunConfig
 
     extra = {"modes": list(modes)} if modes else {}
-    sources, _ = build_sources(load_dataset(dataset), EvalConfig(dataset=dataset, components=list(components), **extra))
-    return sources
+    return dataset_sources(RunConfig(dataset=dataset, components=list(components), **extra))
 
 
 def default_schedule(cfg: TrainConfig) -> RewardSchedule:

@@ -36,9 +36,9 @@ from routerag.episode.ports import TokenPolicy
 from routerag.episode.ports import cut_observation as cut_observation
 from routerag.protocol.routerag_tags import MODES, SEARCH_R1, information_block
 from routerag.protocol.routerag_tags import parse_action as parse_action  # the parser the engine runs here
+from routerag.runtime.base import StrategyContext
+from routerag.runtime.loop import question_parts
 from routerag.sources.sourceset import SourceSet
-from routerag.strategies.base import StrategyContext
-from routerag.strategies.loop import question_parts
 from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION, routerag_prompt
 from routerag.strategies.routerag import ModeRouter, RouteRAGEpisodeParams, RouteRAGParams
 from routerag.trace import Trace

@@ -327,7 +327,7 @@ def _sub_question_similarity(pred: str, gold: str, how: str) -> float:
 
 def r1_router_step_components(sample: RewardSample, params: R1RouterStepRewardParams) -> dict[str, float]:
     """The components of one step's reward (``format`` is the gate)."""
-    from routerag.strategies.parsing import extract_tag, match_name, tagged_answer
+    from routerag.runtime.parsing import extract_tag, match_name, tagged_answer
 
     text = _model_output(sample.trace)
     kind = sample.extra.get("step_type", "final")

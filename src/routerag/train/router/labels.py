@@ -5,7 +5,7 @@
   the hop's query (cleaned as RouteRAG cleans a search) is searched in every mode; a mode is a
   success when its top ``k`` holds the hop's gold paragraph. Each mode's measured wall time per
   query (batched search) and the per-mode cost the rewards use are recorded beside it.
-* **Strategy labels** (:mod:`routerag.routing.strategy_labels`): which strategies answered a
+* **Strategy labels** (:mod:`routerag.train.router.strategy_labels`): which strategies answered a
   training question correctly, and their tokens, from ``routerag eval`` runs.
 * **Source labels**: a multi-source set's gold source where the data names one (law-med,
   :func:`gold_source_labels`); else the sources whose top ``k`` holds a gold answer string
@@ -169,9 +169,9 @@ def mode_labels(dataset: str, *, k: int = 5, modes: Sequence[str] = MODES, eval_
                 batch: int = 32, max_query_chars: int = 300) -> tuple[LabelProvenance, list[RouteLabel]]:
     """Mode labels for every golden-trajectory hop of ``dataset``'s training questions, over the
     index ``routerag eval --dataset DATASET --set components=[dense,bm25,graph]`` searches."""
-    from routerag.eval.config import EvalConfig
-    from routerag.eval.setup import build_sources
-    from routerag.strategies.parsing import clean_query
+    from routerag.run.assemble import build_sources
+    from routerag.run.config import RunConfig
+    from routerag.runtime.parsing import clean_query
     from routerag.train.golden import GOLDEN_HOPS, _same_doc
     from routerag.train.rewards import DEFAULT_MODE_COST
 
@@ -179,7 +179,7 @@ def mode_labels(dataset: str, *, k: int = 5, modes: Sequence[str] = MODES, eval_
         raise RoutingError(f"no golden hops for {dataset!r}; valid: {', '.join(GOLDEN_HOPS)}")
     data, questions, excluded = training_questions(dataset, eval_sets)
     docs = {d.doc_id: d for d in data.documents()}
-    sources, manifests = build_sources(data, EvalConfig(dataset=dataset, components=["dense", "bm25", "graph"]))
+    sources, manifests = build_sources(data, RunConfig(dataset=dataset, components=["dense", "bm25", "graph"]))
     missing = [m for m in modes if m not in sources.names()]
     if missing:
         raise RoutingError(f"{dataset}: modes {missing} are not mounted; mounted: {sources.names()}")
@@ -239,12 +239,12 @@ def answer_source_labels(dataset: str, *, k: int = 5, eval_sets: Sequence[str] =
     """Source labels from outcomes for a multi-source set without gold sources (2Wiki local/global):
     a source succeeds when its top ``k`` (dense passages, as ``routerag eval`` mounts the sources)
     holds a gold answer string (normalised, whole words)."""
-    from routerag.eval.config import EvalConfig
-    from routerag.eval.normalize import normalize_answer
-    from routerag.eval.setup import build_sources
+    from routerag.corpus.normalize import normalize_answer
+    from routerag.run.assemble import build_sources
+    from routerag.run.config import RunConfig
 
     data, questions, excluded = training_questions(dataset, eval_sets)
-    sources, manifests = build_sources(data, EvalConfig(dataset=dataset))
+    sources, manifests = build_sources(data, RunConfig(dataset=dataset))
     names = list(data.sources)
     results = {n: _batched(sources, [q.question for q in questions], k, n, batch) for n in names}
     rows = []

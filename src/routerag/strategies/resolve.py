@@ -1,33 +1,32 @@
-"""The front door's first step: a request — a strategy name, its parameters, model settings —
-becomes a :class:`ResolvedStrategy`, with routerag's defaults applied here and nowhere else (the
-defaults and who gets them: ``routerag.api``'s module notes). The jobs (``api.asking``,
-``api.evaluating``) and the service build strategies only from a :class:`ResolvedStrategy`;
-``eval/setup.py`` and ``server/prepare.py`` resolve through :func:`resolve_strategy`.
+"""A request — a strategy name, its parameters, model settings — becomes a
+:class:`ResolvedStrategy`, with routerag's defaults applied here and nowhere else (the defaults
+and who gets them: ``routerag.api``'s module notes). The front door's jobs (``api.asking``,
+``api.evaluating``), the run assembler and the service build strategies only from a
+:class:`ResolvedStrategy`.
 
 A strategy that runs other strategies (``adaptive``) gets them through the context's resolver
 (``StrategyContext.resolve``); :meth:`ResolvedStrategy.build` injects this module's, so those
-strategies are validated and defaulted here too (the strategies layer never imports the front
-door, which sits above it).
+strategies are validated and defaulted here too.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from routerag.corpus.schema import Question
 from routerag.errors import RouteragError
+from routerag.llm.base import ChatModel
 from routerag.llm.config import ModelConfig, with_default_policy
-from routerag.strategies import STRATEGIES, Strategy, StrategyContext
-from routerag.strategies.base import strategy_retrieves, strategy_revision
-
-INTERACTIVE_COMPONENTS: tuple[str, ...] = ("dense", "bm25", "graph")
-"""The index components ``routerag ask``/``demo`` build over a dataset's corpus (every mode the
-routerag strategy can route to)."""
+from routerag.runtime.base import Strategy, StrategyContext, strategy_retrieves, strategy_revision
+from routerag.sources.sourceset import SourceSet
+from routerag.strategies import STRATEGIES
+from routerag.trace import StepObserver, Trace
 
 
 class StrategyParamsError(RouteragError, ValueError):
@@ -98,6 +97,23 @@ def resolve_strategy(strategy: str, params: Mapping[str, Any] | None = None, mod
     if model is not None and shipped_policy:
         model = with_default_policy(model, strategy)
     return ResolvedStrategy(strategy, cls, validated, model, shipped_policy, json_params)
+
+
+def strategy_factory(resolved: ResolvedStrategy, model: ChatModel, sources: SourceSet, *,
+                     on_step: StepObserver | None = None) -> Callable[[], Strategy]:
+    """A fresh strategy per call over ``model`` and ``sources`` (the service's runs: one per answer)."""
+
+    def make() -> Strategy:
+        return resolved.build(StrategyContext(model=model, sources=sources, on_step=on_step))
+
+    return make
+
+
+def answer(resolved: ResolvedStrategy, model: ChatModel, sources: SourceSet, question: str | Question, *,
+           on_step: StepObserver | None = None) -> Trace:
+    """One question with a resolved strategy over the caller's model and sources (the service's
+    ``/v1/ask`` and ``/v1/ask/stream``)."""
+    return strategy_factory(resolved, model, sources, on_step=on_step)().run(question)
 
 
 def _validate(name: str, cls: type[Strategy], params: dict[str, Any], json_params: bool) -> BaseModel:

@@ -8,7 +8,7 @@ threshold; a record with an error counts as a failure. Its cost is the question'
 tokens; the price the cost-aware router uses is each strategy's mean tokens per question over the
 label rows. Questions answered by some runs only are dropped (the label needs every strategy's
 outcome), and so are questions overlapping the evaluation sets (:func:`routerag.corpus.contamination.check_overlap`).
-The file is the usual label file (:mod:`routerag.routing.labels`), ``kind="strategy"``.
+The file is the usual label file (:mod:`routerag.train.router.labels`), ``kind="strategy"``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from routerag.routing.base import RoutingError
-from routerag.routing.labels import DEFAULT_EVAL_SETS, LabelProvenance, RouteLabel, git_commit
+from routerag.train.router.labels import DEFAULT_EVAL_SETS, LabelProvenance, RouteLabel, git_commit
 
 
 def _read_run(path: Path):

@@ -18,9 +18,9 @@ from pydantic import BaseModel
 
 from routerag.corpus.schema import Question
 from routerag.llm.base import ChatResponse, GenerationParams, Message
-from routerag.sources.base import Hit, Stopwatch
-from routerag.strategies.base import StrategyContext
-from routerag.trace import ModelCall, Segment, SourceDetails, Step, StepKind, StepObserver, Trace, read_source_details
+from routerag.runtime.base import StrategyContext
+from routerag.sources.base import Stopwatch
+from routerag.trace import Hit, ModelCall, Segment, SourceDetails, Step, StepKind, StepObserver, Trace, read_source_details
 
 Render = Callable[[list[Hit]], str]
 

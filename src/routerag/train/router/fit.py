@@ -21,9 +21,9 @@ from pydantic import BaseModel
 
 from routerag.routing.base import RoutingError
 from routerag.routing.features import FEATURE_NAMES, FEATURES_VERSION, input_rows
-from routerag.routing.labels import LabelProvenance, RouteLabel, read_labels
 from routerag.routing.learned import QUERY_CHARS, cost_aware_choice
 from routerag.routing.model import RouterManifest, RouterWeights, save_model
+from routerag.train.router.labels import LabelProvenance, RouteLabel, read_labels
 
 DEFAULT_MARGINS: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)
 INPUTS: tuple[str, ...] = ("embedding+features", "features")
