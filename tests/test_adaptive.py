@@ -49,12 +49,12 @@ def test_adaptive_is_registered_and_runs_the_chosen_strategy_with_the_choice_in_
                                                  "strategy_params": {"vanilla": {"k": 2}}})
     trace = adaptive.run(Q)
     assert trace.error is None and trace.answer == "Paris" and trace.strategy == "adaptive"
-    assert ScriptedRouter.asked == [(Q, {"rule": "", "direct": "", "vanilla": "", "routerag": ""}, 0.1)]
+    assert ScriptedRouter.asked == [(Q, {"direct": "", "vanilla": "", "routerag": ""}, 0.1)]  # the rule is no default choice
     assert [s.kind for s in trace.steps] == ["route", "search", "answer"]
     assert [s.index for s in trace.steps] == [0, 1, 2]
     route = trace.steps[0]
     assert route.decision() == ["vanilla"] and route.route.choice == "vanilla" and trace.params["strategies"]["vanilla"] == "vanilla"
-    assert route.route.scores == {"vanilla": 0.9, "routerag": 0.5, "direct": 0.2, "rule": 0.1}
+    assert route.route.scores == {"vanilla": 0.9, "routerag": 0.5, "direct": 0.2}
     assert trace.params["strategy_params"]["vanilla"]["k"] == 2
     assert sources["passage"].queries == [Q] and len(trace.steps[1].hits) == 2  # vanilla with its params
     assert trace.segments and trace.segments[0].kind == "prompt"
@@ -87,7 +87,7 @@ def test_choices_are_resolved_through_the_contexts_resolver():
 
     STRATEGIES.get("adaptive")(replace(ctx, resolve=resolver), {"router": "scripted-strategy",
                                                                  "strategy_params": {"vanilla": {"k": 2}}})
-    assert asked == [("rule", None), ("direct", None), ("vanilla", {"k": 2}), ("routerag", None)]
+    assert asked == [("direct", None), ("vanilla", {"k": 2}), ("routerag", None)]
 
 
 def test_adaptive_direct_choice_does_not_retrieve():
@@ -98,10 +98,18 @@ def test_adaptive_direct_choice_does_not_retrieve():
     assert not sources["passage"].queries and trace.steps[0].route.choice == "direct"
 
 
-def test_adaptive_rule_choice_answers_from_the_question_without_a_model_call():
+def test_a_yes_no_question_is_never_answered_without_looking_by_default():
+    ScriptedRouter.scores = {"rule": 0.9, "direct": 0.5, "vanilla": 0.4, "routerag": 0.5}
+    ctx, _, _ = make_context(["Paris"], names=("passage",))
+    trace = STRATEGIES.get("adaptive")(ctx, {"router": "scripted-strategy"}).run("Is Paris in France?")
+    assert trace.steps[0].route.choice != "rule" and "rule" not in trace.steps[0].route.scores
+
+
+def test_adaptive_rule_choice_when_opted_in_answers_from_the_question_without_a_model_call():
     ScriptedRouter.scores = {"rule": 0.9, "direct": 0.5, "vanilla": 0.4, "routerag": 0.5}
     ctx, model, sources = make_context(["Paris"], names=("passage",))
-    trace = STRATEGIES.get("adaptive")(ctx, {"router": "scripted-strategy"}).run("Is Paris in France?")
+    choices = {"rule": "rule", "direct": "direct", "vanilla": "vanilla", "routerag": "routerag"}
+    trace = STRATEGIES.get("adaptive")(ctx, {"router": "scripted-strategy", "strategies": choices}).run("Is Paris in France?")
     assert trace.steps[0].route.choice == "rule" and trace.answer.lower() == "yes"
     assert not sources["passage"].queries and model.calls == []
     assert sum(c.prompt_tokens for s in trace.steps for c in s.model_calls) == 0

@@ -195,8 +195,8 @@ def test_stored_source_reports_get_their_kind() -> None:
 
 
 def test_a_stored_run_with_graph_reports_and_extras_loads() -> None:
-    """One stored results file written with the free-form step metadata and untyped graph reports."""
-    path = RESULTS / "runs" / "2wiki-realroute" / "results.jsonl.xz"
+    """One stored results file written with the free-form step metadata and untyped graph reports (the shipped 0.5B policy on MuSiQue-50)."""
+    path = RESULTS / "runs" / "routerag-sft-gpu-musique-routerag" / "results.jsonl.xz"  # [graph] searches: graph reports
     with lzma.open(path, "rt", encoding="utf-8") as handle:
         raws = [json.loads(line) for line in handle if line.strip()]
     records = [QuestionRecord.model_validate(raw) for raw in raws]

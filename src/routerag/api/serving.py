@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -130,3 +130,31 @@ def serve_retrieval_on_ray(params: ServeParams, settings: ServerSettings, *, rep
     announce(f"serving {params.index_dir} with {replicas} Ray Serve replica(s) on http://{settings.host}:{settings.port} "
              f"(docs at /docs{', API key required' if settings.api_key else ''})")
     serve_on_ray(params.index_dir, params.modes, settings, RayServeSettings(replicas=replicas, encoder_replicas=encoder_replicas))
+
+
+def service_openapi() -> dict[str, Any]:
+    """The ask service's OpenAPI document, from the app built over a scripted model, no sources and
+    a throw-away data folder (its routes depend on none of them); nothing is served
+    (``routerag docs reference``)."""
+    import tempfile
+
+    from routerag.llm.scripted import ScriptedModel
+    from routerag.server.app import create_app
+    from routerag.server.settings import ServiceSettings
+    from routerag.sources.sourceset import SourceSet
+
+    with tempfile.TemporaryDirectory(prefix="routerag-reference-") as tmp:
+        app = create_app(ScriptedModel(["unused"]), SourceSet(), ServiceSettings(data_dir=Path(tmp)))
+        try:
+            return app.openapi()
+        finally:
+            app.state.runs.shutdown()
+            app.state.sources.shutdown()
+
+
+def retrieval_openapi() -> dict[str, Any]:
+    """The retrieval server's OpenAPI document, from the app built over no sources."""
+    from routerag.server.retrieval_app import create_retrieval_app
+    from routerag.sources.sourceset import SourceSet
+
+    return create_retrieval_app(SourceSet()).openapi()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
-import tempfile
 import types
 import typing
 from collections.abc import Callable
@@ -55,8 +54,8 @@ CONFIG_MODELS: list[tuple[str, str, str]] = [
 
 # (title, "module:function" returning the app's OpenAPI document, built without serving or loading a model)
 HTTP_APPS: list[tuple[str, str]] = [
-    ("Ask service (`routerag serve`)", "routerag.cli.reference:ask_service_openapi"),
-    ("Retrieval server (`routerag serve-retrieval`)", "routerag.cli.reference:retrieval_server_openapi"),
+    ("Ask service (`routerag serve`)", "routerag.api.serving:service_openapi"),
+    ("Retrieval server (`routerag serve-retrieval`)", "routerag.api.serving:retrieval_openapi"),
 ]
 
 
@@ -167,10 +166,7 @@ def cli_tree(app: Any, path: list[str]) -> list[CliCommand]:
     for info in app.registered_commands:
         if info.hidden or info.callback is None:
             continue
-        try:
-            hints = typing.get_type_hints(info.callback, include_extras=True)
-        except (NameError, TypeError):
-            hints = {}
+        hints = typing.get_type_hints(info.callback, include_extras=True)
         params = []
         for name, parameter in inspect.signature(info.callback).parameters.items():
             param = _cli_param(name, parameter, hints.get(name, parameter.annotation))
@@ -260,10 +256,9 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
 
 def _default(field: FieldInfo) -> str:
     if field.default_factory is not None:
-        try:
-            value = field.default_factory()  # type: ignore[call-arg]
-        except TypeError:
+        if field.default_factory_takes_validated_data:  # a factory of the validated data
             return "(computed)"
+        value = field.default_factory()  # type: ignore[call-arg]
     elif field.default is PydanticUndefined:
         return "required"
     else:
@@ -272,10 +267,7 @@ def _default(field: FieldInfo) -> str:
         return "(keys below)"
     if hasattr(value, "get_secret_value"):
         return "(secret)"
-    try:
-        text = json.dumps(value, default=str)
-    except (TypeError, ValueError):
-        text = str(value)
+    text = json.dumps(value, default=str)
     return f"`{_cell(text)}`"
 
 
@@ -329,11 +321,7 @@ def strategy_params_markdown(sections: dict[type, str]) -> list[str]:
            "request: each registered strategy's `Params` model.", ""]
     for name in sorted(STRATEGIES.names()):
         out += [f"### `{name}`", ""]
-        try:
-            params = STRATEGIES.get(name).Params
-        except ImportError as exc:  # a strategy whose optional dependency is not installed
-            out += [f"Needs an optional dependency ({exc.name or exc}).", ""]
-            continue
+        params = STRATEGIES.get(name).Params
         out += [f"`{params.__module__}.{params.__qualname__}`", ""]
         if not params.model_fields:
             out += ["No parameters.", ""]
@@ -345,31 +333,6 @@ def strategy_params_markdown(sections: dict[type, str]) -> list[str]:
 
 
 # ---------------------------------------------------------------- HTTP APIs
-
-
-def ask_service_openapi() -> dict[str, Any]:
-    """The ask service's OpenAPI document, from the app built over a scripted model, no sources and
-    a throw-away data folder (its routes depend on none of them); nothing is served."""
-    from routerag.llm.scripted import ScriptedModel
-    from routerag.server.app import create_app
-    from routerag.server.settings import ServiceSettings
-    from routerag.sources.sourceset import SourceSet
-
-    with tempfile.TemporaryDirectory(prefix="routerag-reference-") as tmp:
-        app = create_app(ScriptedModel(["unused"]), SourceSet(), ServiceSettings(data_dir=Path(tmp)))
-        try:
-            return app.openapi()
-        finally:
-            app.state.runs.shutdown()
-            app.state.sources.shutdown()
-
-
-def retrieval_server_openapi() -> dict[str, Any]:
-    """The retrieval server's OpenAPI document, from the app built over no sources."""
-    from routerag.server.retrieval_app import create_retrieval_app
-    from routerag.sources.sourceset import SourceSet
-
-    return create_retrieval_app(SourceSet()).openapi()
 
 
 def _schema_type(schema: dict[str, Any]) -> str:
