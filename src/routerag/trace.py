@@ -239,7 +239,7 @@ class Step(BaseModel):
     forced: ForcedAnswer | None = None
     subquery: SubQueryRef | None = None
     plan: list[PlannedSubQuery] = Field(default_factory=list)  # decompose steps: the sub-queries, in execution order
-    retrieval_cost: float | None = None  # the price of this search as the training environment charged it
+    retrieval_cost: float | None = None  # the price of this search as its episode charged it (RouteRAG: mode_cost)
     observation: str = ""  # exactly what was shown to the model
     answer: str | None = None  # intermediate answer of this step, if any
     intermediate: bool = False  # answer steps: not the trace's final answer (a hop's, an iteration's, a chain's)

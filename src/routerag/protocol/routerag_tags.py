@@ -44,6 +44,13 @@ MODES: tuple[Mode, ...] = ("passage", "graph", "hybrid")
 MODE_TAGS: dict[str, str] = {"passage": "[passage]", "graph": "[graph]", "hybrid": "[graph][passage]"}
 COMBINED_MODE = "hybrid"  # what two or more distinct known tags resolve to
 
+# Relative price of one retrieval call per mode (RouteRAG: graph retrieval is "substantially more
+# expensive" than dense passage retrieval; hybrid runs both). Deterministic, so a reward built on it
+# does not depend on machine load. The RouteRAG episode charges these by default
+# (``RouteRAGParams.mode_cost``) and records the charge as ``Step.retrieval_cost``.
+DEFAULT_MODE_COST: dict[str, float] = {"passage": 1.0, "graph": 3.0, "hybrid": 4.0}
+UNLISTED_PRICE = 1.0  # a mode or source that a price table does not list
+
 
 ActionKind = Literal["search", "answer", "none"]
 

@@ -26,7 +26,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-# the action parser and the mode tags live in the protocol module; imported here for the strategies
+# the action parser and the tags live in the protocol modules; imported here for the strategies
+from routerag.protocol.graphrag_r1_tags import R1_SEARCHER as R1_SEARCHER
 from routerag.protocol.routerag_tags import SEARCH_R1 as SEARCH_R1
 from routerag.protocol.routerag_tags import ActionKind as ActionKind
 from routerag.protocol.routerag_tags import ModeChoice as ModeChoice
@@ -37,8 +38,6 @@ from routerag.protocol.routerag_tags import extract_tag as extract_tag
 from routerag.protocol.routerag_tags import parse_action as parse_action
 from routerag.protocol.routerag_tags import resolve_modes as resolve_modes
 from routerag.protocol.routerag_tags import split_mode_tags as split_mode_tags
-
-R1_SEARCHER = TagProtocol(search_open="<|begin_of_query|>", search_close="<|end_of_query|>")
 
 _FUNCTION_WORDS = frozenset(
     "a an and or but the of to in on at by for with from as is are was were be it this that query "

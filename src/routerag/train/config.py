@@ -408,14 +408,31 @@ class RouteRAGTwoStageConfig(TrainConfig):
 
 class GraphRAGR1Config(WithSFT):
     """GraphRAG-R1: an SFT cold start (``sft.enabled``), then GRPO with format + PRA through
-    ``pra_until``, then format + CAF."""
+    ``pra_until``, then format + CAF; every rollout in the ``graphrag-r1`` strategy's episode (its
+    own protocol, the one the trained policy is evaluated in)."""
 
     recipe: Literal["graphrag-r1"] = Field(default="graphrag-r1", description="recipe name")
     pra_until: int = Field(default=20, ge=0, description="GraphRAG-R1: last step of the format+PRA stage")
+    env: EnvConfig = Field(default_factory=lambda: EnvConfig(strategy="graphrag-r1"),
+                           description="the rollout environment: the graphrag-r1 episode (its params), token limits")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _graphrag_r1_episode(cls, data: Any) -> Any:
+        env = data.get("env") if isinstance(data, dict) else None
+        if isinstance(env, dict) and "strategy" not in env:  # the episode this recipe trains, unless named
+            data = {**data, "env": {**env, "strategy": "graphrag-r1"}}
+        return data
 
     @model_validator(mode="after")
     def _invariants(self) -> GraphRAGR1Config:
         self._check_groups()
+        if self.env.strategy != "graphrag-r1":
+            raise ValueError(f"env.strategy {self.env.strategy!r}: recipe graphrag-r1 trains the graphrag-r1 episode "
+                             "(the protocol its strategy is evaluated in)")
+        if self.sft.enabled:  # a cold start on them would teach tags the graphrag-r1 episode does not read
+            raise ValueError("sft.enabled: the golden trajectories are rendered in RouteRAG's protocol, not the graphrag-r1 "
+                             "episode this recipe trains; set sft.enabled: false (or lora.init_from an adapter trained in it)")
         self._refuse_unread("golden_set", "rows_files", "ground", "max_examples", "max_observation_tokens", "drop_longer")
         return self
 

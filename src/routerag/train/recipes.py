@@ -111,7 +111,9 @@ def routerag_two_stage(cfg: RouteRAGTwoStageConfig) -> TrainRunSummary:
 
 @RECIPES.register("graphrag-r1")
 def graphrag_r1(cfg: GraphRAGR1Config) -> TrainRunSummary:
-    """GraphRAG-R1: SFT cold start on golden trajectories, then format+PRA, then format+CAF."""
+    """GraphRAG-R1: SFT cold start on golden trajectories, then format+PRA, then format+CAF, every
+    rollout in the GraphRAG-R1 episode (``env.strategy: graphrag-r1``: R1-Searcher's tags, facts
+    and passages between the documents tags), the one its strategy is evaluated in."""
     from routerag.train.golden import golden_trajectories
 
     out, tokenizer, model, questions, sources = _prepare(cfg)

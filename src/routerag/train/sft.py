@@ -168,10 +168,14 @@ def sft_trajectories(cfg: WithSFT, out: Path) -> list[Any]:
         return [GoldenTrajectory.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     grounders: dict[str, Grounder] = {}
 
+    from routerag.strategies.routerag import RouteRAGParams
+
+    episode = cfg.env.params_as(RouteRAGParams)  # golden trajectories are rendered in RouteRAG's protocol
+
     def ground(name: str) -> Grounder:
-        grounders[name] = Grounder(grounding_sources(name, cfg.sft.ground_components), k=cfg.env.k,
-                                   mode_sources=dict(cfg.env.mode_sources), modes=list(cfg.env.allowed_modes),
-                                   max_query_chars=cfg.env.max_query_chars)
+        grounders[name] = Grounder(grounding_sources(name, cfg.sft.ground_components), k=episode.k,
+                                   mode_sources=dict(episode.mode_sources), modes=list(episode.allowed_modes),
+                                   max_query_chars=episode.max_query_chars)
         return grounders[name]
 
     source_note: dict[str, Any] = {}
@@ -183,7 +187,7 @@ def sft_trajectories(cfg: WithSFT, out: Path) -> list[Any]:
     else:
         trajectories = golden_trajectories(cfg.sft.sources, exclude_eval=cfg.data.eval_sets,
                                            ground=ground if cfg.sft.ground else None,
-                                           few_shot=cfg.env.few_shot, prompt_template=cfg.env.prompt_template)
+                                           few_shot=episode.few_shot, prompt_template=episode.prompt_template)
     questions = [Question(qid=t.qid, question=t.question, answers=t.answers, dataset=t.dataset) for t in trajectories]
     overlap = check_overlap(questions, cfg.data.eval_sets) if cfg.data.eval_sets else None
     if overlap is not None and overlap.overlapping:  # golden_trajectories filtered them; this is the recorded proof

@@ -174,7 +174,7 @@ def toy_texts(env: Any, questions: Sequence[Question], cold_start: str = "think"
                 return ids, [0.0] * len(ids)
 
             r = env.rollout(q, scripted)
-            texts += [env.prompt_text(q.question) + env.config.assistant_prefix, action, r.trace.answer or ""]
+            texts += [env.prompt_text(q.question) + env.episode(q.question).rules.prefix, action, r.trace.answer or ""]
             texts += [s.text for s in r.trace.segments if s.kind == "observation"]
     return texts
 
