@@ -33,8 +33,11 @@ def test_the_rules_training_added_leave_stored_fingerprints_alone() -> None:
 
 def test_env_config_is_a_strategy_and_its_params() -> None:
     flat = EnvConfig(k=2, max_turns=3, allowed_modes=["graph"], max_observation_tokens=100)
-    assert flat.strategy == "routerag" and flat.params == {"k": 2, "max_turns": 3, "allowed_modes": ["graph"]}
+    assert flat.strategy == "routerag" and (flat.params["k"], flat.params["max_turns"], flat.params["allowed_modes"]) == (2, 3, ["graph"])
     assert flat == EnvConfig(params={"k": 2, "max_turns": 3, "allowed_modes": ["graph"]}, max_observation_tokens=100)
+    assert flat.params == RouteRAGParams(k=2, max_turns=3, allowed_modes=["graph"]).model_dump(mode="json")  # every param
+    dumped = flat.model_dump()  # flat, as configs were written before the strategy was named
+    assert dumped["strategy"] == "routerag" and dumped["k"] == 2 and dumped["max_observation_tokens"] == 100 and "params" not in dumped
     params = flat.params_as(RouteRAGParams)
     assert params.default_mode == "graph"  # the strategy's own repair
     assert EnvConfig.model_validate(flat.model_dump()) == flat  # the resolved config reloads

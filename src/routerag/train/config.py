@@ -430,9 +430,6 @@ class GraphRAGR1Config(WithSFT):
         if self.env.strategy != "graphrag-r1":
             raise ValueError(f"env.strategy {self.env.strategy!r}: recipe graphrag-r1 trains the graphrag-r1 episode "
                              "(the protocol its strategy is evaluated in)")
-        if self.sft.enabled:  # a cold start on them would teach tags the graphrag-r1 episode does not read
-            raise ValueError("sft.enabled: the golden trajectories are rendered in RouteRAG's protocol, not the graphrag-r1 "
-                             "episode this recipe trains; set sft.enabled: false (or lora.init_from an adapter trained in it)")
         self._refuse_unread("golden_set", "rows_files", "ground", "max_examples", "max_observation_tokens", "drop_longer")
         return self
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from routerag.corpus.schema import Question
 from routerag.episode.engine import EpisodeSetup, run_episode
@@ -130,8 +130,15 @@ class EnvConfig(BaseModel):
         unknown = sorted(set(self.params) - set(cls.Params.model_fields))
         if unknown:
             raise ValueError(f"strategy {self.strategy!r} has no params {unknown}; its params: {sorted(cls.Params.model_fields)}")
-        self.strategy_params()  # validated here, at load
+        self.params = self.strategy_params().model_dump(mode="json")  # validated at load; every param, defaults included
         return self
+
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The flat form: the strategy, its params beside the token limits (as configs were written
+        before the strategy was named, so stored run configurations keep their keys)."""
+        data = handler(self)
+        return {"strategy": data.pop("strategy"), **data.pop("params"), **data}
 
     def strategy_class(self) -> type[TagStrategy]:
         return tag_strategy(self.strategy)

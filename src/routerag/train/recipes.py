@@ -116,6 +116,9 @@ def graphrag_r1(cfg: GraphRAGR1Config) -> TrainRunSummary:
     and passages between the documents tags), the one its strategy is evaluated in."""
     from routerag.train.golden import golden_trajectories
 
+    if cfg.sft.enabled:  # a cold start on them would teach tags the graphrag-r1 episode does not read
+        raise ValueError("sft.enabled: the golden trajectories are rendered in RouteRAG's protocol, not the graphrag-r1 "
+                         "episode this recipe trains; set sft.enabled: false (or lora.init_from an adapter trained in it)")
     out, tokenizer, model, questions, sources = _prepare(cfg)
     env = _env_for(cfg, tokenizer, sources)
     phases = []
