@@ -17,8 +17,8 @@ from routerag.corpus.schema import Document
 from routerag.llm.scripted import ScriptedModel
 from routerag.protocol.graphrag_r1_tags import DOCUMENTS_OPEN, GRAPHRAG_R1_SYSTEM
 from routerag.protocol.routerag_tags import INFORMATION_OPEN
-from routerag.strategies.agentic import tag_strategy
 from routerag.runtime.base import StrategyContext
+from routerag.strategies.agentic import tag_strategy
 from routerag.train.env import EnvConfig, HFCodec, RolloutEnv
 from routerag.train.fixtures import bm25_sourceset
 
