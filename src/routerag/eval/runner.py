@@ -230,6 +230,20 @@ def _open_header(run_dir: RunDir, spec: RunSpec, questions: Sequence[Question]) 
     return stored
 
 
+def open_results(run_dir: RunDir) -> tuple[RecoveryReport, dict[str, QuestionRecord]]:
+    """Ready a run's results log for appending: a partial last line (a crash mid-write) is cut;
+    returns what was repaired and the finished records by qid (the first of each). Resuming
+    ``routerag eval`` and a service run both start here."""
+    log_ = run_dir.results
+    recovery = log_.recover()
+    if recovery.repaired:
+        log.info(recovery.message(log_.path))
+    by_qid: dict[str, QuestionRecord] = {}
+    for record in log_.read():
+        by_qid.setdefault(record.qid, record)
+    return recovery, by_qid
+
+
 def write_summary(run_dir: RunDir, header: RunHeader) -> RunSummary:
     summary = summarize(header, run_dir.read_records())
     atomic_write_text(run_dir.summary_path, summary.model_dump_json(indent=2))
@@ -272,13 +286,7 @@ def run_evaluation(
     with run_dir.lock():
         header = _open_header(run_dir, spec, questions)
         log_ = run_dir.results
-        recovery = log_.recover()  # the caller reports a repair (RunOutcome.recovery), once
-        if recovery.repaired:
-            log.info(recovery.message(log_.path))
-        records = log_.read()
-        by_qid: dict[str, QuestionRecord] = {}
-        for record in records:
-            by_qid.setdefault(record.qid, record)
+        recovery, by_qid = open_results(run_dir)  # the caller reports a repair (RunOutcome.recovery), once
         retried = 0
         if retry_errors and any(r.error for r in by_qid.values()):
             kept = [r for r in by_qid.values() if not r.error]
