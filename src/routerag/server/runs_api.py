@@ -148,7 +148,9 @@ def build_runs_router(
     async def run_report(run_id: str) -> RunReport:
         return await anyio.to_thread.run_sync(runs.report, run_id)
 
-    @router.post("/v1/runs/{run_id}/resume", response_model=RunStatus, status_code=202, responses=ERRORS,
+    @router.post("/v1/runs/{run_id}/resume", response_model=RunStatus, status_code=202, responses={
+                     **ERRORS, 404: {"model": ErrorReply, "description": "no such run"},
+                     409: {"model": ErrorReply, "description": "the run is not interrupted or cancelled"}},
                  summary="continue an interrupted (or cancelled) run: only the questions it has not answered run")
     async def resume_run(run_id: str) -> RunStatus:
         infos, requests = runs.requests(run_id)
