@@ -219,7 +219,11 @@ class RunManager:
         run = _Run(status=status, questions=questions, records=[[None] * len(questions) for _ in configs],
                    requests=[c.request for c in configs])
         if self._store is not None:
-            self._open_store(run)  # before any answer: a crash from here on leaves an interrupted run
+            try:
+                self._open_store(run)  # before any answer: a crash from here on leaves an interrupted run
+            except Exception as exc:  # noqa: BLE001 — the run still runs and ends, "failed" with the reason
+                log.exception("cannot store run %s", run_id)
+                run.store_error = f"{type(exc).__name__}: {exc}"
         with self._lock:
             self._runs[run_id] = run
             self._evict()

@@ -127,8 +127,6 @@ def build_runs_router(
             return runs.submit(prepared, questions, dataset=body.dataset)
         except ValueError as exc:
             raise ApiError(422, str(exc)) from None
-        except OSError as exc:
-            raise ApiError(503, f"the run cannot be stored ({type(exc).__name__}: {exc})") from None
 
     @router.get("/v1/runs", response_model=list[RunStatus], summary="runs, newest first")
     async def list_runs() -> list[RunStatus]:
