@@ -5,7 +5,6 @@ finished answer; restarted over the same data folder it lists the run as ``inter
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -179,3 +178,38 @@ def test_sigterm_stores_the_run_as_cancelled_and_it_resumes(index_dir, tmp_path)
         assert final["state"] == "done" and final["done"] == N_QUESTIONS and final["skipped"] == 0
     counts = Counter(r["qid"] for r in stored(data_dir, run_id, 0))
     assert len(counts) == N_QUESTIONS and set(counts.values()) == {1}
+
+
+def test_stored_runs_stay_bounded_on_disk(index_dir, tmp_path) -> None:
+    """``keep_runs`` bounds the folders on disk too: a start with a smaller bound removes the oldest,
+    and a run folder whose status file is gone (a removal cut short) is removed."""
+    from routerag.corpus.schema import Question
+    from routerag.index.bundle import load_index
+    from routerag.llm.scripted import ScriptedModel
+    from routerag.server.jobs import ConfigInfo, RunConfig, RunManager
+    from routerag.server.prepare import prepare_strategy
+    from routerag.sources.registry import bundle_sources
+    from routerag.strategies import StrategyContext
+
+    sources = bundle_sources(load_index(index_dir))
+    prepared = prepare_strategy("vanilla", {"source": "bm25", "k": 1})
+    config = RunConfig(info=ConfigInfo(label="vanilla", strategy="vanilla", params={}),
+                       make=lambda: prepared.build(StrategyContext(model=ScriptedModel(["Lothair II"], cycle=True),
+                                                                   sources=sources)))
+    manager = RunManager(keep=5, store_dir=tmp_path)
+    ids = []
+    for i in range(4):
+        run_id = manager.submit([config], [Question(qid="q", question=f"Who was Teutberga married to? {i}", answers=[])]).run_id
+        deadline = time.monotonic() + 30
+        while manager.status(run_id).finished_at is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        ids.append(run_id)
+    manager.shutdown()
+    assert len(list(tmp_path.iterdir())) == 8
+    (tmp_path / "0123456789abcdef").mkdir()
+
+    reloaded = RunManager(keep=2, store_dir=tmp_path)
+    reloaded.shutdown()
+    assert [s.run_id for s in reloaded.list()] == [ids[3], ids[2]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(ids[2:] + [f"{i}.json" for i in ids[2:]])
