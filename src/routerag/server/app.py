@@ -6,7 +6,8 @@
   strategy context's step observer); ``trace`` (the full trace), ``done``.
 * ``POST /v1/runs``: a background run over many questions (given, or sampled evenly from a named
   dataset) with one configuration, or a comparison of several. ``GET /v1/runs/{id}`` polls,
-  ``/traces`` pages, ``/report`` gives the comparison table and disagreements, ``DELETE`` cancels.
+  ``/traces`` pages, ``/report`` gives the comparison table and disagreements, ``DELETE`` cancels,
+  ``POST /v1/runs/{id}/resume`` continues a run a crash interrupted (:mod:`routerag.server.jobs`).
 * ``POST/GET/DELETE /v1/sources``: upload custom sources (see :mod:`routerag.server.sources_api`);
   a request mounts them by name with ``sources: [...]``.
 * ``GET /v1/strategies``, ``GET /v1/datasets``, ``GET /v1/info``: what the UI needs to build forms.
