@@ -45,7 +45,7 @@ def main() -> None:
 
     from routerag.corpus.datasets import data_root
     from routerag.corpus.loaders import load_corpus
-    from routerag.eval.normalize import normalize_answer
+    from routerag.corpus.normalize import normalize_answer
     from routerag.index.ivfpq import IVFPQIndex
     from routerag.index.settings import IVFPQSettings
     from routerag.paths import cache_dir

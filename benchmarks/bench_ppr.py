@@ -22,7 +22,7 @@ on a real graph.
   the share of questions whose top-5 passages (in order, and as a set) equal the exact ones, and
   the per-query latency of the rank step (embedding excluded).
 
-Prints markdown tables (numbers go to docs/scale.md with this command).
+Prints markdown tables (numbers go to docs/experiments/ with this command).
 """
 
 from __future__ import annotations

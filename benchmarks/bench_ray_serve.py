@@ -25,6 +25,7 @@ from pathlib import Path
 import httpx
 
 from routerag.corpus.datasets import data_root
+from routerag.sources.registry import bundle_sources
 
 CORPUS = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
 QUESTIONS = CORPUS.with_name("2wikimultihopqa_questions.jsonl")
@@ -135,7 +136,7 @@ def main() -> None:
         from routerag.server.settings import SearchR1Settings, ServerSettings
 
         settings = ServerSettings(searchr1=SearchR1Settings(default_source="passage"), micro_batching=True)
-        with BackgroundServer(create_retrieval_app(load_index(index).sources(), settings)) as running:
+        with BackgroundServer(create_retrieval_app(bundle_sources(load_index(index)), settings)) as running:
             asyncio.run(verl_load(running.url, pool, **{**shape, "total": args.in_flight}))  # warm-up
             report["runs"]["no-ray (micro_batching on)"] = asyncio.run(verl_load(running.url, pool, **shape))
             print(json.dumps(report["runs"]), flush=True)

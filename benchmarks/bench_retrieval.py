@@ -24,6 +24,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from routerag.sources.registry import bundle_sources
+
 TARGETS = {"build_s": 300.0, "peak_gib": 2.0, "load_s": 3.0, "p50_ms": 10.0, "batch_speedup": 3.0, "graph_p50_ms": 30.0}
 
 _CHILD = textwrap.dedent(
@@ -48,7 +50,7 @@ _CHILD = textwrap.dedent(
         import faiss, bm25s  # the heavy imports a load needs, timed separately
         t1 = time.perf_counter()
         bundle = load_index(directory)
-        sources = bundle.sources()
+        sources = bundle_sources(bundle)
         t2 = time.perf_counter()
         sources.search_one("warm up the model", 1, sources.names()[0])
         t3 = time.perf_counter()
@@ -119,13 +121,13 @@ def build_components(corpus: Path, directory: Path, components: list[str], overr
 
 
 def _contains(answer_norm: str, hit_text: str) -> bool:
-    from routerag.eval.normalize import normalize_answer
+    from routerag.corpus.normalize import normalize_answer
 
     return f" {answer_norm} " in f" {normalize_answer(hit_text)} "
 
 
 def answer_recall(sources, questions, modes: list[str], ks=(2, 5), batch: int = 32) -> dict[str, dict[int, float]]:
-    from routerag.eval.normalize import normalize_answer
+    from routerag.corpus.normalize import normalize_answer
 
     golds = [[normalize_answer(a) for a in q.answers if normalize_answer(a)] for q in questions]
     out: dict[str, dict[int, float]] = {}
@@ -244,7 +246,7 @@ def main() -> None:
     )
 
     bundle = load_index(wiki_dir)
-    sources = bundle.sources()
+    sources = bundle_sources(bundle)
     questions = load_questions(data / "2wikimultihopqa" / "2wikimultihopqa_questions.jsonl", dataset="2wiki")
     modes = passage_modes(sources, bundle.store, questions[0].question)
     t0 = time.perf_counter()
@@ -271,7 +273,7 @@ def main() -> None:
         mu_overrides = ["graph.extractor=precomputed", f"graph.openie_file={mu / openie[0]}"] if openie else []
         mu_builds = [] if mu_reuse else build_components(mu / "musique_train_corpus.json", mu_dir, components, mu_overrides)
         mu_bundle = load_index(mu_dir)
-        mu_sources = mu_bundle.sources()
+        mu_sources = bundle_sources(mu_bundle)
         mu_questions = load_questions(mu / "musique_train.json", dataset="musique")
         mu_modes = passage_modes(mu_sources, mu_bundle.store, mu_questions[0].question)
         mu_recall = support_recall(mu_sources, mu_questions, mu_modes)

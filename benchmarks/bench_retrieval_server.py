@@ -29,6 +29,7 @@ from routerag.server.retrieval_app import create_retrieval_app
 from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServerSettings
 from routerag.sources.base import RetrievalRequest
+from routerag.sources.registry import bundle_sources
 from routerag.sources.sourceset import SourceSet
 
 DEFAULT_CORPUS = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
@@ -44,7 +45,7 @@ def load_sources(index: Path | None, corpus: Path, n_docs: int, components: list
         rows = json.loads(corpus.read_text(encoding="utf-8"))[:n_docs]
         index = Path(tempfile.mkdtemp(prefix="bench-retrieval-")) / "bundle"
         build_index([Document.make(r["title"], r["text"]) for r in rows], index, components=components)
-    return load_index(index).sources()
+    return bundle_sources(load_index(index))
 
 
 def load_queries(path: Path, n: int) -> list[str]:

@@ -34,13 +34,13 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from routerag.train.config import TrainConfig
+    from routerag.train.config import RouteRAGTwoStageConfig
     from routerag.train.data import load_sources, load_training_questions
     from routerag.train.env import HFCodec, RouteRAGEnv
     from routerag.train.generation import LlamaCppSampler, PolicySampler
     from routerag.train.policy import gguf_base_path, load_tokenizer_for, load_trainable
 
-    cfg = TrainConfig(
+    cfg = RouteRAGTwoStageConfig(
         model={"name": "bundled:qwen2.5-coder-0.5b", "dtype": "float32"},
         lora={"enabled": True, "init_from": "policy:routerag-sft-qwen2.5-coder-0.5b", "dropout": 0.0},
         data={"dataset": "musique", "eval_sets": ["2wiki", "musique:50"]},

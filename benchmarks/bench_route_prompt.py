@@ -23,8 +23,8 @@ from routerag.corpus.datasets import load_dataset
 from routerag.llm.base import GenerationParams
 from routerag.llm.config import ModelConfig
 from routerag.llm.factory import build_model
-from routerag.strategies.loop import generated_text
-from routerag.strategies.source_routing import RoutePrompt, embedding_route, parse_route, route_messages
+from routerag.routing.source_routing import RoutePrompt, embedding_route, parse_route, route_messages
+from routerag.runtime.loop import generated_text
 
 EMBEDDING = "profile-embedding"
 

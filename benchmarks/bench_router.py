@@ -1,6 +1,6 @@
 """The learned router against fixed choices, the profile-embedding router and the oracle.
 
-Prints markdown tables (docs/routing.md):
+Prints markdown tables (docs/concepts/routing.md):
 
 1. mode routing on held-out hops of the training label files (cross-validated, folds grouped by
    question): accuracy (the chosen mode ranks the hop's gold paragraph in the top k) and mean
@@ -37,9 +37,9 @@ from pathlib import Path
 import numpy as np
 
 from routerag.eval.bootstrap import paired_bootstrap
-from routerag.routing.labels import RouteLabel, answer_source_labels, gold_source_labels, read_labels
 from routerag.routing.learned import LearnedRouter, cost_aware_choice, resolve_model, shipped_dir
-from routerag.routing.train import cross_validate, design_matrix, embed_queries
+from routerag.train.router.fit import cross_validate, design_matrix, embed_queries
+from routerag.train.router.labels import RouteLabel, answer_source_labels, gold_source_labels, read_labels
 
 MODE_PROFILES = {  # the RouteRAG prompt's descriptions of its modes
     "passage": "find documents using semantic similarity-based dense retrieval",
@@ -133,12 +133,12 @@ def part_cv(label_dir: Path, embedder, margins: list[float], k: int | None = Non
 
 def _recall_rows(dataset: str, n: int):
     from routerag.corpus.datasets import load_dataset
-    from routerag.eval.config import EvalConfig
-    from routerag.eval.normalize import normalize_answer
-    from routerag.eval.setup import build_sources
+    from routerag.corpus.normalize import normalize_answer
+    from routerag.run.assemble import build_sources
+    from routerag.run.config import RunConfig
 
     data = load_dataset(dataset)
-    sources, _ = build_sources(data, EvalConfig(dataset=dataset, components=["dense", "bm25", "graph"]))
+    sources, _ = build_sources(data, RunConfig(dataset=dataset, components=["dense", "bm25", "graph"]))
     questions = data.sample(n).questions
     support = dataset != "2wiki"
     if support:
@@ -357,8 +357,8 @@ def part_llm(label_dir: Path, n_rows: int, threads: int) -> None:
     from routerag.llm.config import ModelConfig
     from routerag.llm.factory import build_model
     from routerag.routing.llm import LLMRouter
+    from routerag.runtime.base import StrategyContext
     from routerag.sources.sourceset import SourceSet
-    from routerag.strategies.base import StrategyContext
 
     rows = []
     for f in sorted(label_dir.glob("mode-*.jsonl.gz")):

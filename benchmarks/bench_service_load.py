@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 
 from routerag.corpus.datasets import data_root
+from routerag.sources.registry import bundle_sources
 
 CORPUS = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
 
@@ -49,7 +50,7 @@ def build_server(args: argparse.Namespace, workdir: Path):
         return "Lothair II" if "Lothair II" in messages[0].content else "unknown"
 
     settings = ServiceSettings(ask_threads=args.ask_threads, data_dir=workdir / "data", ui=False)
-    return BackgroundServer(create_app(ScriptedModel(respond), load_index(bundle.directory).sources(), settings))
+    return BackgroundServer(create_app(ScriptedModel(respond), bundle_sources(load_index(bundle.directory)), settings))
 
 
 async def one(client: httpx.AsyncClient, i: int, stream: bool) -> tuple[float, int, str | None, str | None]:

@@ -86,14 +86,13 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from routerag.config import load_config
     from routerag.corpus.sampling import evenly_spaced
-    from routerag.train.config import TrainConfig
+    from routerag.train.config import load_train_config
     from routerag.train.env import HFCodec
     from routerag.train.policy import load_policy, load_tokenizer_for
     from routerag.train.sft import sft_rows, sft_trajectories
 
-    base_cfg = load_config(TrainConfig, args.config, [f"sft.sources={args.sources}"])
+    base_cfg = load_train_config(args.config, [f"sft.sources={args.sources}"])
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = load_tokenizer_for(base_cfg.model)

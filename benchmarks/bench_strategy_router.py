@@ -3,7 +3,7 @@
 ``adaptive`` answers a question by running the strategy its router chooses, on the same model
 configuration as that strategy's own ``routerag eval`` run, so (greedy decoding, same index) its
 record for the question equals the chosen strategy's stored record - checked on every question
-of the stored ``adaptive`` runs (docs/routing.md). This script therefore scores a router on an
+of the stored ``adaptive`` runs (docs/concepts/routing.md). This script therefore scores a router on an
 evaluation set without running a model: per question it asks the router, looks up the chosen
 strategy's stored record, and reports, at each cost margin, EM (all and open-answer questions),
 mean tokens and the share of each choice, against always-one-strategy and the oracle, with the
@@ -11,7 +11,7 @@ paired difference to the best single strategy (bootstrap CI, exact sign test).
 
 It is a replay, not a run: it says what ``adaptive`` with that router would score, and is exact
 only while the candidates' stored runs are what the strategies do now (their fingerprints match
-the current code: ``tests/test_runner_cli.py``). Confirm a result with ``STEP=eval bash scripts/adaptive.sh``.
+the current code: ``tests/test_runner_cli.py``). Confirm a result with ``STEP=eval bash docs/experiments/scripts/adaptive.sh``.
 
     python3 benchmarks/bench_strategy_router.py --router strategy \\
       --set musique=rule:docs/results/runs/musique-rule,direct:docs/results/runs/musique-direct,... \\

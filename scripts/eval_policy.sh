@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Evaluate one RouteRAG policy adapter on the three evaluation sets of issue 14 (2Wiki-100,
+# Evaluate one RouteRAG policy adapter on the three standard evaluation sets (2Wiki-100,
 # MuSiQue-50, the held-out hotpotqa-distractor test-100) with the same settings as the stored
-# yardstick rows (scripts/yardsticks.sh), so that `routerag report` pairs them. Resumable, in
+# yardstick rows (docs/experiments/scripts/yardsticks.sh), so that `routerag report` pairs them. Resumable, in
 # lanes (scripts/lanes.sh: LANES, THREADS, OUT, ONLY); each job is `routerag eval` into
 # $OUT/<label>-<dataset>-routerag:
 #   POLICY=runs/train/routerag-sft-gpu/adapter.gguf LABEL=routerag-sft-gpu bash scripts/eval_policy.sh

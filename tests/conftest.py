@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from routerag.corpus.datasets import DataNotFoundError, data_root
+from routerag.sources.registry import bundle_sources
 
 NO_DATA = (
     "needs the benchmark data folder: set ROUTERAG_DATA_DIR to it "
@@ -117,7 +118,7 @@ def sources(tmp_path_factory, shared):
     rows = json.loads(corpus.read_text(encoding="utf-8"))[:50]
     directory = tmp_path_factory.mktemp("svc-idx") / "bundle"
     build_index([Document.make(r["title"], r["text"]) for r in rows], directory, components=("bm25",))
-    return load_index(directory).sources()
+    return bundle_sources(load_index(directory))
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import pytest
 
 from routerag.routing import ROUTERS, RouteResult
 from routerag.routing.base import ranked_by_score
-from routerag.routing.labels import read_labels, write_labels
 from routerag.strategies import STRATEGIES
+from routerag.train.router.labels import read_labels, write_labels
 from test_strategies_support import make_context
 
 Q = "What is the capital of France?"
@@ -49,13 +49,13 @@ def test_adaptive_is_registered_and_runs_the_chosen_strategy_with_the_choice_in_
                                                  "strategy_params": {"vanilla": {"k": 2}}})
     trace = adaptive.run(Q)
     assert trace.error is None and trace.answer == "Paris" and trace.strategy == "adaptive"
-    assert ScriptedRouter.asked == [(Q, {"rule": "", "direct": "", "vanilla": "", "routerag": ""}, 0.1)]
+    assert ScriptedRouter.asked == [(Q, {"direct": "", "vanilla": "", "routerag": ""}, 0.1)]  # the rule is no default choice
     assert [s.kind for s in trace.steps] == ["route", "search", "answer"]
     assert [s.index for s in trace.steps] == [0, 1, 2]
     route = trace.steps[0]
-    assert route.decision() == ["vanilla"] and route.route.choice == "vanilla" and route.metadata["strategy"] == "vanilla"
-    assert route.route.scores == {"vanilla": 0.9, "routerag": 0.5, "direct": 0.2, "rule": 0.1}
-    assert route.metadata["strategy_params"]["k"] == 2
+    assert route.decision() == ["vanilla"] and route.route.choice == "vanilla" and trace.params["strategies"]["vanilla"] == "vanilla"
+    assert route.route.scores == {"vanilla": 0.9, "routerag": 0.5, "direct": 0.2}
+    assert trace.params["strategy_params"]["vanilla"]["k"] == 2
     assert sources["passage"].queries == [Q] and len(trace.steps[1].hits) == 2  # vanilla with its params
     assert trace.segments and trace.segments[0].kind == "prompt"
 
@@ -76,7 +76,7 @@ def test_choices_are_resolved_through_the_contexts_resolver():
     """The front door injects its resolver; adaptive asks it for each choice's strategy."""
     from dataclasses import replace
 
-    from routerag.strategies.base import registry_resolver
+    from routerag.runtime.base import registry_resolver
 
     ctx, _, _ = make_context(["Paris"], names=("passage",))
     asked: list[tuple[str, dict | None]] = []
@@ -87,7 +87,7 @@ def test_choices_are_resolved_through_the_contexts_resolver():
 
     STRATEGIES.get("adaptive")(replace(ctx, resolve=resolver), {"router": "scripted-strategy",
                                                                  "strategy_params": {"vanilla": {"k": 2}}})
-    assert asked == [("rule", None), ("direct", None), ("vanilla", {"k": 2}), ("routerag", None)]
+    assert asked == [("direct", None), ("vanilla", {"k": 2}), ("routerag", None)]
 
 
 def test_adaptive_direct_choice_does_not_retrieve():
@@ -98,10 +98,18 @@ def test_adaptive_direct_choice_does_not_retrieve():
     assert not sources["passage"].queries and trace.steps[0].route.choice == "direct"
 
 
-def test_adaptive_rule_choice_answers_from_the_question_without_a_model_call():
+def test_a_yes_no_question_is_never_answered_without_looking_by_default():
+    ScriptedRouter.scores = {"rule": 0.9, "direct": 0.5, "vanilla": 0.4, "routerag": 0.5}
+    ctx, _, _ = make_context(["Paris"], names=("passage",))
+    trace = STRATEGIES.get("adaptive")(ctx, {"router": "scripted-strategy"}).run("Is Paris in France?")
+    assert trace.steps[0].route.choice != "rule" and "rule" not in trace.steps[0].route.scores
+
+
+def test_adaptive_rule_choice_when_opted_in_answers_from_the_question_without_a_model_call():
     ScriptedRouter.scores = {"rule": 0.9, "direct": 0.5, "vanilla": 0.4, "routerag": 0.5}
     ctx, model, sources = make_context(["Paris"], names=("passage",))
-    trace = STRATEGIES.get("adaptive")(ctx, {"router": "scripted-strategy"}).run("Is Paris in France?")
+    choices = {"rule": "rule", "direct": "direct", "vanilla": "vanilla", "routerag": "routerag"}
+    trace = STRATEGIES.get("adaptive")(ctx, {"router": "scripted-strategy", "strategies": choices}).run("Is Paris in France?")
     assert trace.steps[0].route.choice == "rule" and trace.answer.lower() == "yes"
     assert not sources["passage"].queries and model.calls == []
     assert sum(c.prompt_tokens for s in trace.steps for c in s.model_calls) == 0
@@ -112,7 +120,7 @@ def test_adaptive_maps_choices_to_other_strategies():
     params = {"router": "scripted-strategy", "strategies": {"direct": "direct", "vanilla": "iter-retgen"},
               "strategy_params": {"vanilla": {"iterations": 1}}}
     trace = STRATEGIES.get("adaptive")(ctx, params).run(Q)
-    assert trace.steps[0].metadata["strategy"] == "iter-retgen" and trace.answer == "Paris"
+    assert trace.params["strategies"][trace.steps[0].route.choice] == "iter-retgen" and trace.answer == "Paris"
     assert ScriptedRouter.asked[0][1] == {"direct": "", "vanilla": ""}
 
 
@@ -156,7 +164,7 @@ def _run(folder, strategy, rows, dataset="hotpotqa-distractor-train"):
 
 
 def test_strategy_labels_from_runs_and_a_learned_strategy_router(tmp_path):
-    from routerag.routing.strategy_labels import strategy_labels
+    from routerag.train.router.strategy_labels import strategy_labels
 
     direct = _run(tmp_path / "d", "direct", [("q1", "Who is A?", 1.0, 100, None), ("q2", "Who is B?", 0.0, 100, None),
                                              ("q3", "Who is C?", 0.0, 120, None)])
@@ -186,7 +194,7 @@ def test_strategy_labels_from_runs_and_a_learned_strategy_router(tmp_path):
 def test_strategy_labels_refuse_a_policy_trained_on_the_labelled_questions(tmp_path):
     """A routerag run whose adapter was trained on these questions' golden trajectories (its folder's
     golden_stats.json names the dataset) would label recall of training data as success."""
-    from routerag.routing.strategy_labels import policy_training_sources, strategy_labels
+    from routerag.train.router.strategy_labels import policy_training_sources, strategy_labels
 
     direct = _run(tmp_path / "d", "direct", [("q1", "Who is A?", 0.0, 100, None)])
     policy = tmp_path / "policy"
@@ -212,8 +220,8 @@ def test_strategy_labels_refuse_a_policy_trained_on_the_labelled_questions(tmp_p
 
 def test_adaptive_with_a_learned_strategy_router_trained_on_strategy_labels(tmp_path, monkeypatch):
     import routerag.index.embedder as embedder_module
-    from routerag.routing.labels import LabelProvenance, RouteLabel
-    from routerag.routing.train import train_router
+    from routerag.train.router.fit import train_router
+    from routerag.train.router.labels import LabelProvenance, RouteLabel
     from test_routing import ToyEmbedder
 
     # "related" questions need retrieval (vanilla succeeds, direct fails); "define" ones do not

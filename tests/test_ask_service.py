@@ -17,6 +17,7 @@ from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
 from routerag.server.serving import BackgroundServer, bind_socket
 from routerag.server.settings import ServiceSettings
+from routerag.sources.registry import bundle_sources
 from routerag.trace import Trace
 
 pytestmark = pytest.mark.service
@@ -47,7 +48,7 @@ def index_dir(tmp_path_factory, shared: Path) -> Path:
 def sources(index_dir):
     from routerag.index.bundle import load_index
 
-    return load_index(index_dir).sources()
+    return bundle_sources(load_index(index_dir))
 
 
 @pytest.fixture(scope="module")

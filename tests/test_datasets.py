@@ -96,7 +96,7 @@ def test_hotpotqa_distractor_is_disjoint_from_the_evaluation_sets(shared: Path) 
 @pytest.mark.data
 def test_2wiki_train_is_2wiki_without_its_evaluation_sample_on_the_same_index(shared: Path) -> None:
     from routerag.eval.config import EvalConfig
-    from routerag.eval.setup import _index_root
+    from routerag.run.assemble import index_root
     from routerag.train.golden import check_overlap
 
     full, train = load_dataset("2wiki"), load_dataset("2wiki-train")
@@ -105,7 +105,7 @@ def test_2wiki_train_is_2wiki_without_its_evaluation_sample_on_the_same_index(sh
     assert {q.qid for q in train.questions} | held_out == {q.qid for q in full.questions}
     assert check_overlap(train.questions, ["2wiki:100"]).clean
     config = EvalConfig(dataset="2wiki-train", components=["dense", "bm25", "graph"])
-    assert _index_root(train, config) == _index_root(full, config.model_copy(update={"dataset": "2wiki"}))
+    assert index_root(train, config) == index_root(full, config.model_copy(update={"dataset": "2wiki"}))
 
 
 @pytest.mark.data
@@ -217,7 +217,7 @@ def test_bundled_attribution_files() -> None:
 
 
 def test_demo_data_regenerates_identically(shared: Path) -> None:
-    spec = importlib.util.spec_from_file_location("make_demo_data", PROJECT / "scripts" / "make_demo_data.py")
+    spec = importlib.util.spec_from_file_location("make_demo_data", PROJECT / "docs" / "experiments" / "scripts" / "make_demo_data.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     files = module.build(shared)

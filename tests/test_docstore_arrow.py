@@ -8,6 +8,8 @@ import json
 
 import pytest
 
+from routerag.sources.registry import bundle_sources
+
 pa = pytest.importorskip("pyarrow")
 
 from routerag.config import fingerprint_dump  # noqa: E402
@@ -136,7 +138,7 @@ def corpus(shared):
 
 
 def _hits(bundle):
-    return [(h.doc_id, h.text) for h in bundle.sources(["bm25"]).search_one(QUESTION, 5, "bm25").hits]
+    return [(h.doc_id, h.text) for h in bundle_sources(bundle, ["bm25"]).search_one(QUESTION, 5, "bm25").hits]
 
 
 def test_bundle_built_with_arrow_store_loads_searches_and_adds(tmp_path, corpus):

@@ -49,7 +49,7 @@ def chat_episode(outputs, budget, **changes):
     return episode, trace, seen, model
 
 
-def token_episode(outputs, budget, *, max_completion_tokens=10_000, **changes):
+def token_episode(outputs, budget, *, max_completion_tokens=10_000, max_observation_tokens=None, **changes):
     ctx, _, _ = make_context([])
     queue = list(outputs)
 
@@ -57,7 +57,8 @@ def token_episode(outputs, budget, *, max_completion_tokens=10_000, **changes):
         out = [ord(c) for c in queue.pop(0)][:max_new]
         return out, [-0.5] * len(out)
 
-    policy = TokenPolicy(CharCodec(), generate, "prompt", max_new_tokens=64, max_completion_tokens=max_completion_tokens)
+    policy = TokenPolicy(CharCodec(), generate, "prompt", max_new_tokens=64, max_completion_tokens=max_completion_tokens,
+                         max_observation_tokens=max_observation_tokens)
     trace = Trace(question=Q, strategy="test")
     return run_episode(ctx, trace, policy, rules(budget, **changes)), trace, policy
 
@@ -90,12 +91,14 @@ def test_chat_drops_text_after_the_action_and_tokens_keep_every_sampled_token():
 
 
 def test_observations_are_cut_by_the_token_port_only():
-    _, trace, policy = token_episode(["<search> [passage] mother </search>", "<answer> x </answer>"], 2, max_observation_tokens=40)
+    _, trace, policy = token_episode(["<search> [passage] mother </search>", "nothing", "<answer> x </answer>"], 3,
+                                     max_observation_tokens=40)
     obs = [s.text for s in trace.segments if s.kind == "observation"]
     assert len(obs[0]) <= 40 and obs[0].endswith(" ...\n</information>\n\n")
     assert trace.steps[0].observation != obs[0]  # the step keeps what the source returned
-    with pytest.raises(ValueError, match="does not cut"):
-        chat_episode(["<search> [passage] mother </search>"], 1, max_observation_tokens=40)
+    assert obs[1] == INVALID_ACTION and len(INVALID_ACTION) > 40  # a repair is not evidence: never cut
+    _, chat, _, _ = chat_episode(["<search> [passage] mother </search>", "<answer> x </answer>"], 2)
+    assert [s.text for s in chat.segments if s.kind == "observation"][0] == chat.steps[0].observation  # chat: whole
 
 
 def test_completion_room_truncates_before_a_turn_and_before_the_forced_answer():

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from routerag.sources.base import Hit
 from routerag.sources.fusion import rrf
+from routerag.trace import Hit
 
 
 def hit(doc_id: str, source: str = "s") -> Hit:

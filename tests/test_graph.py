@@ -21,6 +21,7 @@ from routerag.llm.scripted import ScriptedModel
 from routerag.sources.fusion import rrf
 from routerag.sources.graph import GraphPassageSource, GraphSource
 from routerag.sources.hybrid import HybridSource
+from routerag.sources.registry import bundle_sources
 from routerag.sources.triples import TriplesSource
 
 pytestmark = pytest.mark.integration
@@ -260,7 +261,7 @@ def test_bundle_with_a_spacy_graph_mounts_graph_hybrid_and_triples(home, tmp_pat
     docs = [corpus[t] for t in ("Lothair II", "Teutberga", "Ermengarde of Tours", "Etan Boritzer")]
     build_index(docs[:3], tmp_path / "idx", components=["graph"])
     bundle = load_index(tmp_path / "idx")
-    sources = bundle.sources()
+    sources = bundle_sources(bundle)
     assert {"graph", "hybrid", "triples"} <= set(sources.names())
     response = sources.search(["Who was the mother of Lothair II?"], 2, ["graph", "hybrid", "triples"])
     assert response.results["graph"][0].hits[0].title in {"Lothair II", "Ermengarde of Tours"}
@@ -268,7 +269,7 @@ def test_bundle_with_a_spacy_graph_mounts_graph_hybrid_and_triples(home, tmp_pat
     assert bundle.add_documents(docs[3:]) == docs[3:]
     reloaded = load_index(tmp_path / "idx")
     assert reloaded.component("graph").n_passages == 4
-    hits = reloaded.sources().search_one("Which writer was born in 1950?", 1, "graph").hits
+    hits = bundle_sources(reloaded).search_one("Which writer was born in 1950?", 1, "graph").hits
     assert hits[0].title == "Etan Boritzer"
 
 

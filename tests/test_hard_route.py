@@ -9,15 +9,16 @@ import pytest
 
 from routerag.llm.base import GenerationParams, Message
 from routerag.llm.scripted import ScriptedModel
-from routerag.sources.base import Hit, QueryResult
+from routerag.routing.source_routing import ROUTE_SYSTEM
+from routerag.runtime.base import StrategyContext
+from routerag.sources.base import QueryResult
 from routerag.sources.sourceset import SourceSet
-from routerag.strategies.base import StrategyContext
 from routerag.strategies.decompose import DECOMPOSE_SYSTEM
 from routerag.strategies.fusion_answer import FUSE_SYSTEM
 from routerag.strategies.hard_route import HardRoute, HardRouteParams
 from routerag.strategies.reflection import REFLECT_SYSTEM
-from routerag.strategies.source_routing import ROUTE_SYSTEM
 from routerag.strategies.subanswer import ANSWER_SYSTEM
+from routerag.trace import Hit
 
 
 class KeywordSource:
@@ -183,7 +184,7 @@ class _ToyEmbedder:
 
 
 def test_embedding_router_picks_the_closest_profile_whatever_the_order():
-    from routerag.strategies.source_routing import embedding_route
+    from routerag.routing.source_routing import embedding_route
 
     law, med = "court decisions, contract disputes, how a judge ruled", "patient symptoms, drug treatments"
     query = "A patient with these symptoms takes which drug?"
@@ -214,7 +215,7 @@ def test_embedding_router_on_law_med_profiles_with_the_bundled_embedder():
     import pytest
 
     from routerag.corpus.datasets import DataNotFoundError, load_dataset
-    from routerag.strategies.source_routing import embedding_route
+    from routerag.routing.source_routing import embedding_route
 
     try:
         data = load_dataset("law-med")
@@ -228,7 +229,7 @@ def test_embedding_router_on_law_med_profiles_with_the_bundled_embedder():
 
 
 def test_embedding_router_encodes_the_profiles_once_per_source_set():
-    from routerag.strategies.source_routing import embedding_route
+    from routerag.routing.source_routing import embedding_route
 
     class Counting(_ToyEmbedder):
         def __init__(self):

@@ -18,6 +18,7 @@ from routerag.index.embedder import resolve_dtype
 from routerag.index.manifest import IndexLoadError
 from routerag.index.settings import IndexSettings
 from routerag.sources.base import RetrievalError
+from routerag.sources.registry import bundle_sources, mount_bundle
 
 pytestmark = pytest.mark.integration
 QUESTION = "Which film was released first, Aas Ka Panchhi or Phoolwari?"
@@ -52,10 +53,9 @@ def test_layout_and_known_passage_retrieved(built, corpus):
     assert sorted(p.name for p in built.iterdir()) == ["bm25", "config.resolved.yaml", "dense", "docs.jsonl", "manifest.json"]
     manifest = json.loads((built / "manifest.json").read_text())
     assert manifest["kind"] == "bundle" and manifest["n_docs"] == 150 and manifest["components"] == ["dense", "bm25"]
-    bundle = load_index(built)
-    sources = bundle.sources()
+    sources, unmounted = mount_bundle(load_index(built))
     assert sources.names() == ["passage", "bm25"]
-    assert set(bundle.unmounted) == {"graph", "hybrid", "triples"}
+    assert set(unmounted) == {"graph", "hybrid", "triples"}
     for mode in ("passage", "bm25"):
         result = sources.search_one(QUESTION, 5, mode)
         titles = [h.title for h in result.hits]
@@ -67,7 +67,7 @@ def test_layout_and_known_passage_retrieved(built, corpus):
 
 
 def test_batched_search_equals_one_by_one(built, corpus):
-    source = load_index(built).sources().get("passage")
+    source = bundle_sources(load_index(built)).get("passage")
     queries = [QUESTION, "Who was born first out of Aivar Kuusmaa and Andy Summers?", "Japanese science fiction film",
                "Indian Bollywood film of 1946", "Czech comedy"]
     atol = 5e-3 if resolve_dtype("auto") == "bfloat16" else 1e-5
@@ -81,7 +81,7 @@ def test_batched_search_equals_one_by_one(built, corpus):
 
 
 def test_bad_queries_refused(built):
-    sources = load_index(built).sources()
+    sources = bundle_sources(load_index(built))
     with pytest.raises(RetrievalError, match="query 0 is empty"):
         sources.get("passage").search(["   "], 3)
     with pytest.raises(RetrievalError, match="limit is 2000"):
@@ -117,7 +117,7 @@ def test_incremental_add_embeds_only_new_docs(built, corpus, tmp_path):
     target = new[2]
     for b in (bundle, load_index(directory)):  # in memory and reloaded from disk
         assert len(b.store) == 155
-        sources = b.sources()
+        sources = bundle_sources(b)
         for mode in ("passage", "bm25"):
             hits = sources.search_one(f"{target.title} {target.text[:80]}", 3, mode).hits
             assert hits[0].doc_id == target.doc_id, mode
@@ -212,7 +212,7 @@ def test_hnsw_index(tmp_path, corpus):
     build_index(corpus[:60], directory, settings, components=["dense"])
     bundle = load_index(directory)  # the stored settings are used
     assert bundle.settings.dense.faiss == "hnsw"
-    titles = [h.title for h in bundle.sources().search_one(QUESTION, 5, "passage").hits]
+    titles = [h.title for h in bundle_sources(bundle).search_one(QUESTION, 5, "passage").hits]
     assert "Phoolwari" in titles
 
 
@@ -224,7 +224,7 @@ def test_add_component_to_existing_bundle(tmp_path, corpus):
     bundle.add_component("dense")
     reloaded = load_index(directory)
     assert reloaded.manifest.components == ["bm25", "dense"]
-    assert reloaded.sources().names() == ["passage", "bm25"]
+    assert bundle_sources(reloaded).names() == ["passage", "bm25"]
     assert sorted(p.name for p in directory.iterdir() if p.name.startswith(".")) == []
 
 

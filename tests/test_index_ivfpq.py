@@ -23,6 +23,7 @@ from routerag.index.ivfpq import (
 )
 from routerag.index.manifest import IndexLoadError
 from routerag.index.settings import IndexSettings, IVFPQSettings
+from routerag.sources.registry import bundle_sources
 
 pytestmark = pytest.mark.integration
 faiss = pytest.importorskip("faiss")
@@ -245,7 +246,7 @@ def test_bundle_build_load_add(tmp_path, corpus, wiki_ivfpq):
     bundle = load_index(directory)  # stored settings: memory-mapped
     dense = bundle.component("dense")
     assert isinstance(dense.faiss_index, IVFPQIndex)
-    titles = [h.title for h in bundle.sources().search_one(QUESTION, 5, "passage").hits]
+    titles = [h.title for h in bundle_sources(bundle).search_one(QUESTION, 5, "passage").hits]
     assert "Phoolwari" in titles
     # the id invariant through the embedder: each passage's own vector finds its row
     vectors = dense.vectors()

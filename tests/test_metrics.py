@@ -1,5 +1,5 @@
 """Answer metrics against hand-checked values, including the cases where the reference scripts
-disagree (see docs/evaluation.md)."""
+disagree (see docs/concepts/metrics.md)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from routerag.corpus.normalize import normalize_answer
 from routerag.eval.cost import trace_cost
 from routerag.eval.metrics import (
     METRICS,
@@ -23,12 +24,10 @@ from routerag.eval.metrics import (
     token_precision,
     token_scores,
 )
-from routerag.eval.normalize import normalize_answer
 from routerag.eval.routing import first_decision, mode_usage_by_turn, routing_outcome, search_step_sources
 from routerag.llm.scripted import ScriptedModel
 from routerag.registry import UnknownNameError
-from routerag.sources.base import Hit
-from routerag.trace import ModelCall, Route, Step, Trace
+from routerag.trace import Hit, ModelCall, Route, Step, Trace
 
 
 @pytest.mark.parametrize(

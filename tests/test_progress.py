@@ -150,3 +150,46 @@ def test_demo_summary_explains_the_run() -> None:
     assert "0.80" in text and "Xawery Żuławski" in text
     assert "routerag eval --dataset demo --strategy routerag --limit 20" in text and "model.lora_path=/pkg/policies/p/adapter.gguf" in text
     assert "routerag serve /cache/indexes/demo-x" in text and "http://127.0.0.1:8700/" in text
+
+
+def test_demo_compare_shows_what_the_policy_changes() -> None:
+    from routerag.cli.render import DemoRow, render_demo_compare
+    from routerag.corpus.schema import Question
+    from routerag.eval.config import EvalConfig
+
+    qs = [Question(qid="a", question="Who directed Polish-Russian War?", answers=["Xawery Żuławski"]),
+          Question(qid="b", question="When did Lothair II's mother die?", answers=["28 March 851"])]
+    policy = [DemoRow.of(qs[0], _trace("Xawery Żuławski", ["passage", "graph"], (900, 40), 12.0)),
+              DemoRow.of(qs[1], _trace("851", ["passage"], (700, 30), 9.5))]
+    vanilla = [DemoRow.of(qs[0], _trace("Andrzej Wajda", ["passage"], (500, 20), 4.0)),
+               DemoRow.of(qs[1], _trace("851", ["passage"], (400, 10), 3.0))]
+    out = io.StringIO()
+    Console(file=out, width=220, force_terminal=False).print(render_demo_compare(
+        policy, vanilla, EvalConfig(dataset="demo", strategy="routerag"), EvalConfig(dataset="demo", strategy="vanilla")))
+    text = out.getvalue()
+    assert "routerag beside vanilla" in text and "2 / 1" in text and "graph×1,passage×1 / passage×1" in text
+    assert "940 / 520" in text and "12.0 / 4.0" in text
+    assert "routerag changed 1 of 2 answers (1 right where vanilla was wrong, 0 the other way); EM 0.50 vs 0.00" in text
+
+
+def test_the_demo_states_the_shipped_policys_card() -> None:
+    """The card is read from the table shipped beside the adapter; a CI crossing 0 is worded as such."""
+    from routerag.cli.render import DemoRow, render_demo_summary
+    from routerag.corpus.schema import Question
+    from routerag.eval.config import EvalConfig
+    from routerag.llm.config import bundled_policy_path
+    from routerag.llm.policy_card import policy_card
+
+    card = policy_card("bundled:qwen2.5-coder-0.5b")
+    assert card is not None and [line.dataset for line in card.lines] == ["2wiki", "musique", "hotpotqa-distractor"]
+    musique = card.lines[1]
+    assert musique.ci.startswith("[-") and not musique.significant
+    assert "MuSiQue-50" in card.summary() and "no significant difference" in card.summary()
+    assert policy_card("bundled:no-such-model") is None
+
+    config = EvalConfig(dataset="demo", strategy="routerag")
+    config = config.model_copy(update={"model": config.model.model_copy(update={"lora_path": bundled_policy_path()})})
+    q = Question(qid="a", question="Who?", answers=["X"])
+    out = io.StringIO()
+    Console(file=out, width=400, force_terminal=False).print(render_demo_summary([DemoRow.of(q, _trace("X", [], (1, 1), 1.0))], config, None))
+    assert "What this policy scores (routerag-sft-qwen2.5-coder-0.5b" in out.getvalue()

@@ -21,7 +21,7 @@ from routerag.protocol.routerag_tags import (
     routerag_grammar,
     split_mode_tags,
 )
-from routerag.sources.base import Hit
+from routerag.trace import Hit
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -72,8 +72,9 @@ def test_the_grammar_is_byte_for_byte_the_one_runs_were_made_with() -> None:
 
 def test_every_speaker_of_the_protocol_uses_the_one_module() -> None:
     from routerag.protocol import routerag_tags
+    from routerag.runtime import parsing
     from routerag.server import searchr1_adapter
-    from routerag.strategies import parsing, prompts, routerag
+    from routerag.strategies import prompts, routerag
     from routerag.train import env
 
     assert parsing.parse_action is routerag_tags.parse_action

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from routerag.corpus.datasets import load_dataset
+from routerag.corpus.normalize import normalize_answer
 from routerag.corpus.question_types import choice_options, dataset_type, question_form
-from routerag.eval.normalize import normalize_answer
+from routerag.runtime.base import strategy_retrieves
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES, StrategyContext
-from routerag.strategies.base import strategy_retrieves
 from routerag.strategies.rule import RuleParams, rule_answer
 
 
@@ -75,7 +75,7 @@ def test_rule_answers_from_the_question_alone() -> None:
 
 
 def test_rule_on_2wiki_100_is_the_issue_yardstick(shared: Path) -> None:
-    """EM 22 with the first option, 28 with the second (issue 14's numbers, recomputed)."""
+    """EM 22 with the first option, 28 with the second (the stored yardstick numbers, recomputed)."""
     sample = load_dataset("2wiki", n_questions=100).questions
 
     def em(params: RuleParams) -> int:

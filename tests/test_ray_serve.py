@@ -10,6 +10,8 @@ import socket
 import httpx
 import pytest
 
+from routerag.sources.registry import bundle_sources
+
 pytestmark = [pytest.mark.ray, pytest.mark.service]
 
 QUESTION = "Who was Teutberga married to?"
@@ -57,7 +59,7 @@ def test_both_endpoints_answer_like_the_in_process_server(served, bundle_dir):
     from routerag.index.bundle import load_index
     from routerag.sources.base import RetrievalRequest
 
-    local = load_index(bundle_dir).sources().retrieve(RetrievalRequest(queries=[QUESTION], k=3, sources=["passage", "bm25"]))
+    local = bundle_sources(load_index(bundle_dir)).retrieve(RetrievalRequest(queries=[QUESTION], k=3, sources=["passage", "bm25"]))
     with httpx.Client(base_url=served, timeout=60) as client:
         assert client.get("/health").json()["status"] == "ok"
         r = client.post("/retrieve", json={"queries": [QUESTION], "k": 3, "sources": ["passage", "bm25"]})

@@ -12,18 +12,19 @@ import pytest
 
 from routerag.llm.base import GenerationParams, Message, ModelError
 from routerag.llm.scripted import ScriptedModel
-from routerag.sources.base import Hit, QueryResult
+from routerag.routing.source_routing import ROUTE_SYSTEM
+from routerag.runtime.base import StrategyContext
+from routerag.sources.base import QueryResult
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES
-from routerag.strategies.base import StrategyContext
 from routerag.strategies.decompose import DECOMPOSE_SYSTEM
 from routerag.strategies.fusion_answer import FUSE_SYSTEM
 from routerag.strategies.hard_route import HardRoute
 from routerag.strategies.realroute import RealRoute, RealRouteParams
 from routerag.strategies.reflection import REFLECT_SYSTEM
 from routerag.strategies.selectors import JUDGE_SYSTEM
-from routerag.strategies.source_routing import ROUTE_SYSTEM
 from routerag.strategies.subanswer import ANSWER_SYSTEM
+from routerag.trace import ForcedAnswer, Hit
 
 PURPOSES = {
     DECOMPOSE_SYSTEM: "decompose",
@@ -208,7 +209,7 @@ def test_fusion_failure_falls_back_to_the_last_hop():
     trace = run(model, [FixedSource("a")])
     assert trace.answer == "30 July 1970" == trace.fallback_answer
     fuse = trace.steps[-1]
-    assert fuse.kind == "fuse" and fuse.metadata["used_fallback"] and fuse.format_error
+    assert fuse.kind == "fuse" and fuse.forced == ForcedAnswer(reader="last_hop") and fuse.format_error
 
 
 def test_bad_decomposition_uses_the_question_and_single_hop_can_skip_fusion():

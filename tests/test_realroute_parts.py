@@ -9,16 +9,16 @@ from hypothesis import strategies as st
 
 from routerag.jsontext import extract_json
 from routerag.llm.scripted import ScriptedModel
-from routerag.sources.base import Hit
+from routerag.routing.source_routing import match_source, parse_route
+from routerag.runtime.base import StrategyContext
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies.adaptive_cap import CapQuota, apply_cap
-from routerag.strategies.base import StrategyContext
 from routerag.strategies.decompose import SubQuery, bind, execution_order, parse_plan
 from routerag.strategies.fusion_answer import Hop, last_hop_answer, parse_fusion
 from routerag.strategies.reflection import Attempt, parse_reflection, render_history
 from routerag.strategies.selectors import SELECTORS, SelectionRequest, normalised_scores, parse_judge
-from routerag.strategies.source_routing import match_source, parse_route
 from routerag.strategies.subanswer import SubAnswer, parse_subanswer
+from routerag.trace import Hit
 
 
 def hit(doc: str, source: str, score: float, rank: int) -> Hit:
@@ -343,7 +343,7 @@ def test_replies_cut_short_are_recovered_field_by_field():
 
 
 def test_route_prompt_wordings():
-    from routerag.strategies.source_routing import parse_route, route_messages
+    from routerag.routing.source_routing import parse_route, route_messages
 
     profiles = {"law": "court cases", "med": "clinical questions"}
     inline = route_messages("What treats asthma?", profiles)[1].content  # the default, what the runs used

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from routerag.runtime.base import StrategyContext
 from routerag.strategies import STRATEGIES
-from routerag.strategies.base import StrategyContext
 
 pytestmark = [pytest.mark.slow, pytest.mark.model]
 

@@ -18,6 +18,7 @@ from routerag.server.retrieval_app import create_retrieval_app
 from routerag.server.serving import BackgroundServer, bind_socket
 from routerag.server.settings import ServerSettings
 from routerag.sources.base import RetrievalError, Source
+from routerag.sources.registry import bundle_sources
 from routerag.sources.remote import (
     RemoteSource,
     RemoteSourceConfig,
@@ -26,6 +27,7 @@ from routerag.sources.remote import (
     remote_sources,
 )
 from routerag.sources.sourceset import SourceSet
+from routerag.trace import RemoteRetrieval, read_source_details
 
 pytestmark = pytest.mark.service
 CORPUS = Path("2wikimultihopqa") / "2wikimultihopqa_corpus.json"  # in the benchmark data folder
@@ -49,7 +51,7 @@ def index_dir(tmp_path_factory, shared: Path) -> Path:
 def local(index_dir) -> SourceSet:
     from routerag.index.bundle import load_index
 
-    return load_index(index_dir).sources()
+    return bundle_sources(load_index(index_dir))
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +80,8 @@ def test_metadata_is_fetched_and_results_match_local(local, server):
     for got, want in zip(results, expected):
         assert [h.doc_id for h in got.hits] == [h.doc_id for h in want.hits]
         assert [h.score for h in got.hits] == pytest.approx([h.score for h in want.hits])
-        assert got.metadata["remote_url"] == server.url and got.latency_ms > 0
+        assert got.metadata["kind"] == "remote" and got.metadata["url"] == server.url and got.latency_ms > 0
+        assert read_source_details(got.metadata) == RemoteRetrieval(url=server.url, server_latency_ms=got.metadata["server_latency_ms"])
     remote.close()
 
 

@@ -14,8 +14,7 @@ from routerag.eval.bootstrap import paired_bootstrap
 from routerag.eval.plots import plot_all
 from routerag.eval.report import build_report, load_run, load_runs, main_table, render_markdown, write_report
 from routerag.eval.runner import RunSpec, run_evaluation
-from routerag.sources.base import Hit
-from routerag.trace import ModelCall, Step, Trace
+from routerag.trace import Hit, ModelCall, Step, Trace
 
 
 class Scripted:

@@ -17,6 +17,7 @@ from routerag.server.searchr1_adapter import TagRouter, parse_mode_tags
 from routerag.server.serving import BackgroundServer
 from routerag.server.settings import SearchR1Settings, ServerSettings
 from routerag.sources.base import MAX_BATCH, MAX_K, MAX_QUERY_CHARS, QueryResult, RetrievalResponse, rank_hits
+from routerag.sources.registry import bundle_sources
 from routerag.sources.sourceset import SourceSet
 
 pytestmark = pytest.mark.service
@@ -59,7 +60,7 @@ def sources(tmp_path_factory, shared: Path) -> SourceSet:
     docs = [Document.make(r["title"], r["text"]) for r in rows]
     directory = tmp_path_factory.mktemp("idx") / "bundle"
     build_index(docs, directory, components=("dense", "bm25"))
-    sourceset = load_index(directory).sources()
+    sourceset = bundle_sources(load_index(directory))
     sourceset.mount(FusedSource(sourceset.get("passage"), sourceset.get("bm25")))
     return sourceset
 

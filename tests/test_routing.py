@@ -10,9 +10,9 @@ import pytest
 
 from routerag.routing import ROUTERS, RouterDeps, build_router
 from routerag.routing.features import FEATURE_NAMES, FEATURES_VERSION, entity_count, query_features, question_word
-from routerag.routing.labels import LabelProvenance, RouteLabel, read_labels, write_labels
 from routerag.routing.learned import LearnedRouter, cost_aware_choice
 from routerag.routing.model import RouterManifest, RouterWeights, load_model, save_model
+from routerag.train.router.labels import LabelProvenance, RouteLabel, read_labels, write_labels
 
 
 class ToyEmbedder:
@@ -95,7 +95,7 @@ def test_a_router_trained_on_v1_features_is_served_v1_features():
 
 
 def test_a_router_on_the_features_alone_needs_no_embedder(tmp_path):
-    from routerag.routing.train import train_router
+    from routerag.train.router.fit import train_router
 
     class NoEmbedder(ToyEmbedder):
         def encode(self, texts, *, is_query=False):
@@ -164,7 +164,7 @@ def test_labels_file_round_trip_and_errors(tmp_path):
 
 
 def test_training_cross_validates_by_question_and_the_router_routes(tmp_path):
-    from routerag.routing.train import train_router
+    from routerag.train.router.fit import train_router
 
     prov = LabelProvenance(kind="mode", dataset="toy", k=5, choices=["passage", "graph", "hybrid"], label_rule="toy",
                            mode_cost={"passage": 1.0, "graph": 3.0, "hybrid": 4.0})
@@ -193,7 +193,7 @@ def test_training_cross_validates_by_question_and_the_router_routes(tmp_path):
 
 def test_a_grid_of_c_is_chosen_by_the_grouped_cross_validation(tmp_path):
     from routerag.routing.base import RoutingError
-    from routerag.routing.train import train_router
+    from routerag.train.router.fit import train_router
 
     prov = LabelProvenance(kind="mode", dataset="toy", k=5, choices=["passage", "graph", "hybrid"], label_rule="toy",
                            mode_cost={"passage": 1.0, "graph": 3.0, "hybrid": 4.0})
@@ -207,7 +207,7 @@ def test_a_grid_of_c_is_chosen_by_the_grouped_cross_validation(tmp_path):
 
 
 def _toy_router(tmp_path, choices, rows):
-    from routerag.routing.train import train_router
+    from routerag.train.router.fit import train_router
 
     prov = LabelProvenance(kind="source", dataset="toy", k=5, choices=choices, label_rule="toy")
     path = write_labels(tmp_path / "toy.jsonl.gz", prov, rows)
@@ -220,10 +220,10 @@ def test_hard_route_with_the_learned_router_routes_without_a_model_call(tmp_path
 
     import routerag.index.embedder as embedder_module
     from routerag.llm.scripted import ScriptedModel
+    from routerag.routing.source_routing import ROUTE_SYSTEM
+    from routerag.runtime.base import StrategyContext
     from routerag.sources.sourceset import SourceSet
-    from routerag.strategies.base import StrategyContext
     from routerag.strategies.hard_route import HardRoute, HardRouteParams
-    from routerag.strategies.source_routing import ROUTE_SYSTEM
 
     rows = [RouteLabel(qid=f"q{i}", dataset="toy", query=("who is related to x" if i % 2 else "define x"),
                        success={"films": i % 2 == 0, "people": i % 2 == 1}) for i in range(20)]
@@ -242,7 +242,7 @@ def test_hard_route_with_the_learned_router_routes_without_a_model_call(tmp_path
 
 def test_routerag_mode_router_learned_overrides_the_policy_tag(tmp_path, monkeypatch):
     import routerag.index.embedder as embedder_module
-    from routerag.strategies.parsing import ParsedAction
+    from routerag.runtime.parsing import ParsedAction
     from routerag.strategies.routerag import ModeRouter, RouteRAGParams
 
     rows = [RouteLabel(qid=f"q{i}", dataset="toy", query=("who is related to x" if i % 2 else "define x"),
@@ -263,8 +263,8 @@ def test_hard_route_with_the_default_learned_router_fingerprints_every_shipped_r
     import routerag.routing.learned as learned
     from routerag.eval.config import EvalConfig
     from routerag.eval.setup import answer_fingerprint
-    from routerag.routing.train import train_router
     from routerag.strategies.hard_route import HardRouteParams
+    from routerag.train.router.fit import train_router
 
     rows = [RouteLabel(qid=f"q{i}", dataset="toy", query=("who is related to x" if i % 2 else "define x"),
                        success={"films": i % 2 == 0, "people": i % 2 == 1}) for i in range(20)]
@@ -299,8 +299,8 @@ def test_new_router_params_stay_out_of_the_fingerprint_at_their_defaults():
 def test_the_shipped_mode_router_matches_the_label_files_its_train_command_uses():
     """`routerag router train --name mode` over the shipped labels reproduces the shipped model's
     training data: the same label sets, row counts and questions (mode-hotpotqa-distractor is a
-    shipped label set the shipped model is deliberately not trained on, docs/routing.md)."""
-    from routerag.cli.router_cmds import ROUTER_LABELS, label_files
+    shipped label set the shipped model is deliberately not trained on, docs/concepts/routing.md)."""
+    from routerag.api.routing import ROUTER_LABELS, label_files
     from routerag.routing.learned import shipped_dir
 
     assert "mode-hotpotqa-distractor.jsonl.gz" not in ROUTER_LABELS["mode"]

@@ -16,11 +16,11 @@ from routerag.eval.runs import RunDir, RunError
 from routerag.llm.base import GenerationParams, Message
 from routerag.llm.scripted import ScriptedModel
 from routerag.registry import UnknownNameError
-from routerag.sources.base import Hit, QueryResult
+from routerag.runtime.base import StrategyContext
+from routerag.runtime.loop import LoopStrategy, add_step, call_model, retrieve_step
+from routerag.sources.base import QueryResult
 from routerag.sources.sourceset import SourceSet
-from routerag.strategies.base import StrategyContext
-from routerag.strategies.loop import LoopStrategy, add_step, call_model, retrieve_step
-from routerag.trace import Trace
+from routerag.trace import Hit, Trace
 
 CAPITALS = {
     "France": "Paris",
@@ -310,7 +310,7 @@ def test_judge_metric_is_recorded(tmp_path) -> None:
 def test_a_dataset_with_released_openie_builds_its_graph_from_it():
     from routerag.corpus.datasets import load_dataset
     from routerag.eval.config import EvalConfig
-    from routerag.eval.setup import index_settings_for
+    from routerag.run.assemble import index_settings_for
 
     musique = load_dataset("musique")
     assert musique.openie_path is not None

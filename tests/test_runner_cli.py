@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 import routerag.cli.eval_cmds  # noqa: F401 - registers the commands
 from routerag.cli.app import app
-from routerag.strategies.base import strategy_revision
+from routerag.runtime.base import strategy_revision
 
 runner = CliRunner()
 

@@ -1,4 +1,4 @@
-"""Property-based fuzzing of both HTTP APIs over real HTTP on loopback (issue 18).
+"""Property-based fuzzing of both HTTP APIs over real HTTP on loopback.
 
 Every endpoint of the ask service (with its mounted retrieval API) and of the standalone retrieval
 server gets hypothesis-generated requests: arbitrary JSON values (recursive), Unicode with lone

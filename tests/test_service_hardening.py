@@ -1,4 +1,4 @@
-"""Hostile requests against both servers over real HTTP on loopback (issue 18): each defect found
+"""Hostile requests against both servers over real HTTP on loopback: each defect found
 by probing the service is reproduced here, and each must get a clean 4xx, keep the connection
 and the server healthy, and lose no run."""
 

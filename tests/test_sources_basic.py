@@ -16,7 +16,7 @@ from routerag.index.bundle import build_index
 from routerag.index.manifest import IndexLoadError
 from routerag.sources.base import QueryResult, RetrievalRequest
 from routerag.sources.multi import NamedCorpus, NamedSource, multi_source_set, open_corpus_bundle, realroute_corpora
-from routerag.sources.registry import BUNDLE_MODES, SOURCES, mount_bundle
+from routerag.sources.registry import BUNDLE_MODES, SOURCES, bundle_sources, mount_bundle
 from routerag.sources.table import TableSource
 
 
@@ -84,7 +84,7 @@ class _Echo:
     name, mode, profile = "echo", "passage", "echo"
 
     def search(self, queries: Sequence[str], k: int) -> list[QueryResult]:
-        from routerag.sources.base import Hit
+        from routerag.trace import Hit
 
         hit = Hit(doc_id="d1", title="t", text="x", score=1.0, source=self.name, mode=self.mode, rank=1)
         return [QueryResult(query=q, source=self.name, hits=[hit], latency_ms=0.1) for q in queries]
@@ -131,5 +131,5 @@ def test_document_metadata_reaches_hits(tmp_path):
     docs = [Document.make("A", "alpha particles are helium nuclei", metadata={"row": 1}),
             Document.make("B", "beta decay emits electrons", metadata={"row": 2})]
     bundle = build_index(docs, tmp_path / "m", components=["bm25"])
-    (result,) = bundle.sources().get("bm25").search(["beta electrons"], 5)
+    (result,) = bundle_sources(bundle).get("bm25").search(["beta electrons"], 5)
     assert [h.metadata for h in result.hits] == [{"row": 2}]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from routerag.runtime.base import strategy_retrieves, strategy_revision
 from routerag.strategies import STRATEGIES
-from routerag.strategies.base import strategy_retrieves, strategy_revision
 from routerag.strategies.baselines import IRCoT, IRCoTParams, IterRetGen, IterRetGenParams, Vanilla, VanillaParams
 from routerag.strategies.prompts import DIRECT_SHORT_EXAMPLES, DIRECT_SHORT_SYSTEM, DIRECT_SYSTEM, IRCOT_SYSTEM
 from routerag.trace import ForcedAnswer
@@ -60,8 +60,8 @@ def test_ircot_each_thought_is_the_next_query_until_the_answer_mark():
     assert [s.kind for s in trace.steps] == ["search", "search", "search", "answer", "answer"]
     chain, reader = trace.steps[-2:]
     # the chain's sentence is kept as an intermediate answer; the paper's QA reader gives the answer
-    assert chain.answer == "His mother is Malgorzata Braunek" and chain.metadata["intermediate"] is True
-    assert reader.metadata == {"reader": "direct"} and reader.model_calls[0].purpose == "answer"
+    assert chain.answer == "His mother is Malgorzata Braunek" and chain.intermediate is True
+    assert not reader.intermediate and reader.forced is None and reader.model_calls[0].purpose == "answer"
     assert all(c.params.stop == ["\n"] for c in model.calls[:3])
     chain_user = model.calls[2].messages[1].content
     assert model.calls[2].messages[0].content == IRCOT_SYSTEM
@@ -82,7 +82,7 @@ def test_ircot_without_answer_mark_forces_a_final_answer():
     ctx, model, _ = make_context(["Thinking.", "Still thinking.", "Paris"], names=("passage",))
     trace = IRCoT(ctx, IRCoTParams(max_steps=2)).run(Q)
     assert trace.answer == "Paris" and len(model.calls) == 3
-    assert trace.steps[-1].format_error == "no_answer_within_budget" and trace.steps[-1].forced == ForcedAnswer(reader="policy") and trace.steps[-1].metadata == {}
+    assert trace.steps[-1].format_error == "no_answer_within_budget" and trace.steps[-1].forced == ForcedAnswer(reader="policy")
     assert trace.steps[-1].model_calls[0].purpose == "answer"
 
 
@@ -93,7 +93,8 @@ def test_iter_retgen_queries_with_the_previous_generation():
     assert sources["passage"].queries == [Q, f"{Q} Berlin", f"{Q} Paris"]
     assert [s.kind for s in trace.steps] == ["search", "answer"] * 3
     assert trace.retrieval_turns == 3 and len(trace.model_calls) == 3
-    assert [s.metadata["intermediate"] for s in trace.steps if s.kind == "answer"] == [True, True, False]
+    assert [s.intermediate for s in trace.steps if s.kind == "answer"] == [True, True, False]
+    assert [s.iteration for s in trace.steps] == [0, 0, 1, 1, 2, 2]
 
 
 def test_failures_are_recorded_not_raised():

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from routerag.strategies.parsing import (
+from routerag.runtime.parsing import (
     R1_SEARCHER,
     clean_answer,
     clean_query,
@@ -129,7 +129,7 @@ def test_parser_never_raises_and_stays_in_bounds(text):
 
 
 def test_copies_instruction_is_about_the_prompts_placeholders_only():
-    from routerag.strategies.parsing import clean_query, copies_instruction
+    from routerag.runtime.parsing import clean_query, copies_instruction
 
     placeholder = ['search query (only list keywords, such as "keyword_1 keyword_2 ...")']
     assert copies_instruction('search query (only list keywords, such as "keyword', placeholder)  # cut at a stop

@@ -9,8 +9,8 @@ import pytest
 
 from routerag.corpus.datasets import DataNotFoundError, data_root
 from routerag.llm.scripted import ScriptedModel
+from routerag.runtime.base import StrategyContext
 from routerag.sources.sourceset import SourceSet
-from routerag.strategies.base import StrategyContext
 from routerag.strategies.prompts import R1_ROUTER_FINAL_SYSTEM, R1_ROUTER_STEP_ANSWER_SYSTEM
 from routerag.strategies.r1_router import R1Router, R1RouterParams
 from test_strategies_support import KeywordSource, make_context
@@ -87,7 +87,7 @@ def test_a_copied_instruction_is_not_searched():
     assert sources["passage"].queries == [Q] and len(model.calls) == 4 and trace.answer == "Malgorzata Braunek"
     assert trace.search_steps[0].format_error == "copied_instruction"
     assert [s.kind for s in trace.steps] == ["search", "answer", "decompose", "answer"]
-    assert trace.steps[2].format_error == "copied_instruction" and trace.steps[2].metadata == {"stop": True}
+    assert trace.steps[2].format_error == "copied_instruction" and trace.steps[2].query is None  # no query: it stopped
     assert "Sub-question1: " + Q in model.calls[2].messages[1].content  # history shows what was searched
 
 

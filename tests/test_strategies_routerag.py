@@ -8,9 +8,9 @@ import time
 import pytest
 
 from routerag.llm.scripted import ScriptedModel
+from routerag.runtime.base import StrategyContext
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES
-from routerag.strategies.base import StrategyContext
 from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION
 from routerag.strategies.routerag import RouteRAG, RouteRAGParams
 from routerag.trace import ForcedAnswer
@@ -114,7 +114,7 @@ def test_budget_exhaustion_forces_an_answer():
     assert trace.retrieval_turns == 4 and len(model.calls) == 5
     last = trace.steps[-1]
     assert last.kind == "answer" and last.answer == "Paris" and trace.answer == "Paris"
-    assert last.format_error == "no_answer_within_budget" and last.forced == ForcedAnswer(reader="policy") and last.metadata == {}
+    assert last.format_error == "no_answer_within_budget" and last.forced == ForcedAnswer(reader="policy")
     assert last.model_calls[0].purpose == "answer"
     assert model.calls[-1].params.stop == ["</answer>"]
     assert model.calls[-1].messages[-1].content.endswith(FORCE_ANSWER)

@@ -8,9 +8,10 @@ import re
 from collections.abc import Sequence
 
 from routerag.llm.scripted import ScriptedModel
-from routerag.sources.base import Hit, QueryResult, Source
+from routerag.runtime.base import StrategyContext
+from routerag.sources.base import QueryResult, Source
 from routerag.sources.sourceset import SourceSet
-from routerag.strategies.base import StrategyContext
+from routerag.trace import Hit
 
 CORPUS = [
     ("Polish-Russian War (film)", "Polish-Russian War is a 2009 Polish film directed by Xawery Zulawski."),

@@ -2,10 +2,12 @@
 
 A small reader of ``web/js``: it finds property chains (``step.route.reason``, ``steps[j].selection``)
 rooted at a variable that holds a schema object and walks them through the schema. Which variable
-holds what: the names ``trace(s)``/``step(s)``/``hit(s)`` by convention, plus what the
-code binds — ``const x = <chain>``, ``x = <chain>``, the parameter of ``<array chain>.map((x) =>``
+holds what: the names ``trace(s)``/``step(s)``/``hit(s)`` by convention (and, for a search step's
+source reports, ``details``: any kind of ``SourceDetails``; ``graph``/``seed(s)``/``top(s)``: a graph
+retrieval, its seed entities and its top PPR nodes), plus what the code binds — ``const x = <chain>``, ``x = <chain>``, the parameter of ``<array chain>.map((x) =>``
 (and filter/find/forEach/some/every; ``reduce``'s second parameter) and ``for (const x of <chain>)``.
-Reading a property the schema does not list, or a key of a free-form object (``metadata``), fails.
+Reading a property the schema does not list, or a key of a free-form object, fails; a property of a
+union (``details.graph``) is read if one of its kinds has it.
 """
 
 from __future__ import annotations
@@ -41,6 +43,12 @@ class Schema:
         self.root = root
         self.defs: dict[str, Any] = root.get("$defs", {})
 
+    def options(self, node: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """The kinds of a union node (``oneOf``, or ``anyOf`` with more than one non-null option); None otherwise."""
+        node = self.resolve(node)
+        found = node.get("oneOf") or [o for o in node.get("anyOf", []) if o.get("type") != "null"]
+        return [self.resolve(o) for o in found] if found else None
+
     def resolve(self, node: dict[str, Any]) -> dict[str, Any]:
         """``node`` with ``$ref`` followed and an optional (``anyOf`` [X, null]) unwrapped."""
         while True:
@@ -74,7 +82,9 @@ class Checker:
     """Walks the property chains of one JS source through the schema; ``problems`` lists the
     reads that the schema does not have."""
 
-    CONVENTION = {"trace": "Trace", "traces": "Trace[]", "step": "Step", "steps": "Step[]", "hit": "Hit", "hits": "Hit[]"}
+    CONVENTION = {"trace": "Trace", "traces": "Trace[]", "step": "Step", "steps": "Step[]", "hit": "Hit", "hits": "Hit[]",
+                  "details": "GraphRetrieval|HybridRetrieval|RemoteRetrieval", "graph": "GraphRetrieval",
+                  "seeds": "GraphSeed[]", "seed": "GraphSeed", "tops": "GraphNode[]", "top": "GraphNode"}
 
     def __init__(self, schema: dict[str, Any]) -> None:
         self.schema = Schema(schema)
@@ -88,7 +98,16 @@ class Checker:
         """(the node the chain ends at, or None once JS builtins take over; a problem, if any)."""
         for i, token in enumerate(tokens):
             node = self.schema.resolve(node)
+            union = self.schema.options(node)
+            if union is not None:  # a union: the read is fine if one of its kinds has it
+                walks = [self.walk(option, tokens[i:], where) for option in union]
+                known = [w for o, w in zip(union, walks) if token in o.get("properties", {})]  # the kinds that have it
+                return next((w for w in walks if w[1] is None), (known or walks)[0])
             kind = node.get("type")
+            values = node.get("additionalProperties")
+            if kind == "object" and isinstance(values, dict) and values and "properties" not in node:
+                node = values  # a typed mapping (source_details: source name -> its report): any key, typed values
+                continue
             if token == "[]":
                 if kind == "array":
                     node = node.get("items", {})
@@ -108,7 +127,7 @@ class Checker:
 
     def check(self, js: str, label: str) -> list[str]:
         code = _strip(js)
-        bound: dict[str, list[dict[str, Any]]] = {n: [self._type(t)] for n, t in self.CONVENTION.items()}
+        bound: dict[str, list[dict[str, Any]]] = {n: [self._type(t) for t in ts.split("|")] for n, ts in self.CONVENTION.items()}
 
         def ends(chain: str) -> list[dict[str, Any]]:
             root, suffix = re.match(rf"({IDENT})(.*)", chain, flags=re.S).groups()  # type: ignore[union-attr]
@@ -171,9 +190,19 @@ def test_web_js_reads_only_fields_of_the_published_trace_schema(checker) -> None
 def test_the_checker_sees_the_trace_reads_of_the_ui(checker) -> None:
     """It is not vacuous: the chains of trace.js reach the typed records."""
     code = _strip((JS_DIR / "trace.js").read_text(encoding="utf-8"))
-    for read in ("step.route", "route.reason", "selection.kept_sources", "step.subquery.preferred_source", "step.forced.reader"):
+    for read in ("step.route", "route.reason", "selection.kept_sources", "step.subquery.preferred_source", "step.forced.reader",
+                 "step.plan", "sub.depends_on", "step.intermediate", "step.iteration"):
         assert read in code
     assert checker.check("const f = (step) => step.route.reason + step.selection.kept.length;", "ok.js") == []
+
+
+def test_the_checker_sees_the_source_reports_the_graph_view_reads(checker) -> None:
+    """graph.js reads the typed source reports: each kind's record, the graph retrieval's seeds and nodes."""
+    code = _strip((JS_DIR / "graph.js").read_text(encoding="utf-8"))
+    for read in ("step.source_details", "details.kind", "details.graph", "details.details", "graph.seeds", "graph.top_nodes",
+                 "graph.fallback", "seed.weight", "seed.node", "top.score", "top.kind", "top.node"):
+        assert read in code, read
+    assert checker.check("const f = (details) => details.graph.seeds.length + details.url.length;", "ok.js") == []
 
 
 @pytest.mark.parametrize(
@@ -181,7 +210,12 @@ def test_the_checker_sees_the_trace_reads_of_the_ui(checker) -> None:
     [
         ("const f = (step) => step.kept_doc_ids.length;", "'kept_doc_ids', not a field of Step"),
         ("const f = (step) => step.routing_reason;", "'routing_reason', not a field of Step"),
-        ("const f = (step) => step.metadata.kept;", "key 'kept' of a free-form object"),
+        ("const f = (step) => step.metadata;", "'metadata', not a field of Step"),
+        ("const f = (step) => step.plan.map((sub) => sub.text);", "'text', not a field of PlannedSubQuery"),
+        ("const f = (trace) => trace.params.k;", "key 'k' of a free-form object"),
+        ("const f = (details) => details.seedz;", "'seedz', not a field of GraphRetrieval"),
+        ("const f = (graph) => graph.top_nodes.map((top) => top.weight);", "'weight', not a field of GraphNode"),
+        ("const f = (step, name) => step.source_details[name].graph.nodes;", "'nodes', not a field of GraphRetrieval"),
         ("function g(trace) { return trace.steps.filter((s) => s.nope); }", "'nope', not a field of Step"),
         ("function g(step) { const route = step.route; return route.why; }", "'why', not a field of Route"),
         ("const n = (step) => step.model_calls.reduce((n, c) => n + c.tokens, 0);", "'tokens', not a field of ModelCall"),

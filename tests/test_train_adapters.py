@@ -16,7 +16,7 @@ from tests.test_train_export_gguf import HIDDEN, LAYERS, VOCAB, _fake_base
 
 from routerag.llm.lora_gguf import LoraExportError, read_lora_gguf
 from routerag.train.adapters import fresh_lora_config, resolve_adapter, restore_adapter
-from routerag.train.config import LoraSpec, TrainConfig
+from routerag.train.config import LoraSpec, RouteRAGRFTConfig, RouteRAGTwoStageConfig
 from routerag.train.export_gguf import export_lora_gguf
 
 pytestmark = pytest.mark.integration
@@ -101,7 +101,7 @@ def test_config_rules_for_a_restored_adapter():
     assert fresh_lora_config(LoraSpec(enabled=False)) is None
     assert fresh_lora_config(LoraSpec(enabled=True, r=4)).r == 4
     with pytest.raises(ValueError, match="lora.enabled"):
-        TrainConfig(lora={"init_from": "policy:routerag-sft-qwen2.5-coder-0.5b"})
+        RouteRAGTwoStageConfig(lora={"init_from": "policy:routerag-sft-qwen2.5-coder-0.5b"})
     assert resolve_adapter("policy:routerag-sft-qwen2.5-coder-0.5b").name == "adapter.gguf"
 
 
@@ -109,8 +109,8 @@ def test_a_run_policy_starts_from_the_configured_adapter(trained):
     from routerag.train.policy import load_trainable
 
     folder, original = trained
-    cfg = TrainConfig(model={"name": "tiny", "tiny_layers": LAYERS, "tiny_hidden": HIDDEN},
-                      lora={"enabled": True, "init_from": str(folder)}, grpo={"seed": 0})
+    cfg = RouteRAGTwoStageConfig(model={"name": "tiny", "tiny_layers": LAYERS, "tiny_hidden": HIDDEN},
+                                 lora={"enabled": True, "init_from": str(folder)}, grpo={"seed": 0})
     model = load_trainable(cfg, tokenizer=[None] * VOCAB)  # the tiny policy only needs the vocabulary size
     np.testing.assert_allclose(_logits(model), _logits(original), atol=1e-6)
     assert {n for n, p in model.named_parameters() if p.requires_grad} == {
@@ -136,8 +136,8 @@ def test_rft_rounds_restart_from_the_configured_adapter(trained):
     from routerag.train.rft import round_policy
 
     folder, original = trained
-    cfg = TrainConfig(model={"name": "tiny", "tiny_layers": LAYERS, "tiny_hidden": HIDDEN},
-                      lora={"enabled": True, "init_from": str(folder), "layers_top": 1}, grpo={"seed": 0})
+    cfg = RouteRAGRFTConfig(model={"name": "tiny", "tiny_layers": LAYERS, "tiny_hidden": HIDDEN},
+                            lora={"enabled": True, "init_from": str(folder), "layers_top": 1}, grpo={"seed": 0})
     state: dict = {}
     first = round_policy(cfg, [None] * VOCAB, state)
     np.testing.assert_allclose(_logits(first), _logits(original), atol=1e-6)
@@ -160,7 +160,7 @@ def test_rft_rounds_restart_from_the_configured_adapter(trained):
 def test_rft_rounds_without_init_share_the_base_model():
     from routerag.train.rft import round_policy
 
-    cfg = TrainConfig(model={"name": "tiny", "tiny_layers": LAYERS, "tiny_hidden": HIDDEN}, grpo={"seed": 0})
+    cfg = RouteRAGRFTConfig(model={"name": "tiny", "tiny_layers": LAYERS, "tiny_hidden": HIDDEN}, grpo={"seed": 0})
     state: dict = {}
     base = round_policy(cfg, [None] * VOCAB, state)
     assert round_policy(cfg, [None] * VOCAB, state) is base

@@ -159,10 +159,10 @@ def test_batched_episodes_equal_sequential_episodes(tokenizer, sources, tiny):
 def test_grpo_trains_with_batched_rollouts_and_dynamic_sampling(tokenizer, sources, tiny, tmp_path):
     pytest.importorskip("trl")
     from routerag.train import grpo, runfiles
-    from routerag.train.config import TrainConfig
+    from routerag.train.config import RouteRAGTwoStageConfig
     from routerag.train.rewards import RewardSchedule, Stage, WeightedReward
 
-    cfg = TrainConfig(output_dir=str(tmp_path), model={"name": "tiny", "chat_template": False},
+    cfg = RouteRAGTwoStageConfig(output_dir=str(tmp_path), model={"name": "tiny", "chat_template": False},
                       grpo={"num_generations": 4, "per_device_train_batch_size": 8, "max_steps": 2, "learning_rate": 1e-2,
                             "beta": 0.0, "use_cpu": True, "save_steps": 100, "seed": 0, "torch_threads": 1,
                             "rollout_backend": "batched", "dynamic_sampling": True, "temperature": 1.0},

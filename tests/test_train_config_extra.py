@@ -11,15 +11,22 @@ import yaml
 
 pytest.importorskip("trl")
 
-from routerag.config import ConfigError, load_config  # noqa: E402
-from routerag.train.config import GRPO_DERIVED, SFT_DERIVED, TrainConfig  # noqa: E402
+from routerag.config import ConfigError  # noqa: E402
+from routerag.train.config import (  # noqa: E402
+    GRPO_DERIVED,
+    SFT_DERIVED,
+    RouteRAGSFTConfig,
+    RouteRAGTwoStageConfig,
+    TrainConfig,
+    load_train_config,
+)
 from routerag.train.grpo import grpo_arguments  # noqa: E402
 
 
 def _load(tmp_path: Path, data: dict) -> TrainConfig:
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return load_config(TrainConfig, path)
+    return load_train_config(path)
 
 
 def test_extra_trl_arguments_are_checked_at_load_and_passed_through(tmp_path: Path) -> None:
@@ -35,8 +42,9 @@ def test_extra_trl_arguments_are_checked_at_load_and_passed_through(tmp_path: Pa
     with pytest.raises(ConfigError, match=r"grpo.extra may not set .*learning_rate \(set by grpo.learning_rate\)"):
         _load(tmp_path, {"grpo": {"extra": {"learning_rate": 1.0}}})
     with pytest.raises(ConfigError, match=r"sft.extra may not set .*seed \(set by grpo.seed\)"):
-        _load(tmp_path, {"sft": {"extra": {"weight_decay": 0.1, "seed": 3}}})
-    assert _load(tmp_path, {"sft": {"extra": {"weight_decay": 0.1}}}).sft.extra == {"weight_decay": 0.1}
+        _load(tmp_path, {"recipe": "routerag-sft", "sft": {"extra": {"weight_decay": 0.1, "seed": 3}}})
+    sft = _load(tmp_path, {"recipe": "routerag-sft", "sft": {"extra": {"weight_decay": 0.1}}})
+    assert isinstance(sft, RouteRAGSFTConfig) and sft.sft.extra == {"weight_decay": 0.1}
 
 
 def test_the_derived_names_are_what_routerag_passes(tmp_path: Path) -> None:
@@ -46,7 +54,7 @@ def test_the_derived_names_are_what_routerag_passes(tmp_path: Path) -> None:
 
     from trl import GRPOConfig, SFTConfig
 
-    passed = set(grpo_arguments(TrainConfig(), tmp_path, cpu=True))
+    passed = set(grpo_arguments(RouteRAGTwoStageConfig(), tmp_path, cpu=True))
     assert passed - set(GRPO_DERIVED) == {"bf16", "report_to", "disable_tqdm", "mask_truncated_completions"}
     assert passed <= {f.name for f in dataclasses.fields(GRPOConfig)}
     sft_fields = {f.name for f in dataclasses.fields(SFTConfig)}

@@ -12,7 +12,7 @@ pytest.importorskip("trl")
 
 from routerag.corpus.schema import Document, Question  # noqa: E402
 from routerag.train import grpo, runfiles  # noqa: E402
-from routerag.train.config import TrainConfig  # noqa: E402
+from routerag.train.config import RouteRAGTwoStageConfig  # noqa: E402
 from routerag.train.env import EnvConfig, HFCodec, RouteRAGEnv  # noqa: E402
 from routerag.train.fixtures import bm25_sourceset, tiny_qwen2  # noqa: E402
 from routerag.train.rewards import RewardSchedule, Stage, WeightedReward  # noqa: E402
@@ -37,7 +37,7 @@ def setup(tmp_path_factory):
 
 def _run(setup, tmp_path, dynamic: bool):
     tok, sources, base = setup
-    cfg = TrainConfig(output_dir=str(tmp_path), model={"name": "tiny", "chat_template": False},
+    cfg = RouteRAGTwoStageConfig(output_dir=str(tmp_path), model={"name": "tiny", "chat_template": False},
                       grpo={"num_generations": 4, "per_device_train_batch_size": 4, "max_steps": 5, "learning_rate": 1e-2,
                             "beta": 0.0, "use_cpu": True, "save_steps": 100, "seed": 0, "torch_threads": 1},
                       env=EnvConfig(k=1, max_turns=1, max_new_tokens_per_turn=8, max_completion_tokens=120,

@@ -9,7 +9,7 @@ import pytest
 
 from routerag.corpus.schema import Document
 from routerag.llm.scripted import ScriptedModel
-from routerag.strategies.base import StrategyContext
+from routerag.runtime.base import StrategyContext
 from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION
 from routerag.strategies.routerag import RouteRAG
 from routerag.train.env import EnvConfig, HFCodec, RouteRAGEnv
@@ -155,8 +155,8 @@ def test_strict_modes_makes_an_untagged_search_invalid(tokenizer, sources):
 
 
 def test_a_cut_observation_keeps_its_closing_tag(tokenizer):
-    from routerag.sources.base import Hit
     from routerag.strategies.prompts import information_block
+    from routerag.trace import Hit
     from routerag.train.env import cut_observation
 
     codec = HFCodec(tokenizer)
@@ -188,15 +188,12 @@ PARITY_EPISODES = [
 @pytest.mark.parametrize(("budget", "outputs"), PARITY_EPISODES)
 def test_evaluation_and_training_run_the_same_engine(tokenizer, sources, budget, outputs):
     """By construction (one engine, two ports) the episode is the same in evaluation and training:
-    every step field but the chat port's accounting (model calls, timings) and the environment's
-    mode cost, and every segment after the prompt; the step observer sees the same steps."""
-    import dataclasses
-
+    every step field but the chat port's accounting (model calls, timings), and every segment
+    after the prompt; the step observer sees the same steps."""
     from routerag.episode.engine import run_episode
     from routerag.episode.ports import ChatPolicy
     from routerag.llm.base import GenerationParams, Message
     from routerag.strategies.prompts import routerag_prompt
-    from routerag.strategies.routerag import ModeRouter
     from routerag.trace import Trace
 
     codec = HFCodec(tokenizer)
@@ -209,13 +206,13 @@ def test_evaluation_and_training_run_the_same_engine(tokenizer, sources, budget,
     trace = Trace(question="Q?", strategy="routerag")
     policy = ChatPolicy(StrategyContext(model=ScriptedModel(outputs), sources=sources),
                         [Message(role="user", content=routerag_prompt("Q?"))], GenerationParams(max_tokens=512))
-    rules = dataclasses.replace(env.rules(ModeRouter(env.params, "Q?")), max_observation_tokens=None)  # evaluation cuts none
+    rules = env.episode("Q?").rules  # the strategy's own rules, as the environment builds them
     episode = run_episode(ctx, trace, policy, rules, seen.append)
     assert strategy.error is None and episode.finish == r.finished
     assert seen == trace.steps and [s.index for s in seen] == list(range(len(seen)))
 
     def comparable(step):
-        return step.model_dump(exclude={"model_calls", "latency_ms", "retrieval_ms", "retrieval_cost"})  # the env charges
+        return step.model_dump(exclude={"model_calls", "latency_ms", "retrieval_ms"})
 
     assert [comparable(s) for s in r.trace.steps] == [comparable(s) for s in strategy.steps]
     assert [comparable(s) for s in trace.steps] == [comparable(s) for s in strategy.steps]

@@ -90,15 +90,15 @@ def test_lower_layers_record_no_graph_even_with_input_gradients():
 
 
 def test_sft_trains_the_top_layers_and_leaves_the_lower_ones(tmp_path):
-    from routerag.train.config import TrainConfig
+    from routerag.train.config import RouteRAGSFTConfig
     from routerag.train.fixtures import tiny_qwen2
     from routerag.train.policy import load_tokenizer_for
     from routerag.train.sft import run_sft
 
-    tok = load_tokenizer_for(TrainConfig(model={"name": "tiny"}).model)
+    tok = load_tokenizer_for(RouteRAGSFTConfig(model={"name": "tiny"}).model)
     model = tiny_qwen2(len(tok), layers=4, hidden=32, heads=4, seed=1)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    cfg = TrainConfig(model={"name": "tiny"}, lora={"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0, "layers_top": 2},
+    cfg = RouteRAGSFTConfig(model={"name": "tiny"}, lora={"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0, "layers_top": 2},
                       sft={"enabled": True, "max_steps": 3, "learning_rate": 5e-2, "per_device_train_batch_size": 1,
                            "epochs": 3},
                       grpo={"use_cpu": True, "torch_threads": 1, "save_steps": 100})

@@ -1,5 +1,5 @@
 """GRPO learns the toy routing task through TRL's GRPOTrainer and the real rollout environment
-over real BM25 sources (routerag.train.toy; docs/training.md, "Toy routing learning run").
+over real BM25 sources (routerag.train.toy; docs/experiments/).
 
 The cold start teaches the format with both modes for every question, so routing starts at
 chance; the EM reward (the registered ``em``) is the only signal about which source is right."""
@@ -43,7 +43,7 @@ def test_task_tokenizer_matches_full_tokenizer(tmp_path):
 @pytest.mark.slow
 def test_grpo_learns_to_route(tmp_path):
     """Seed 1, 30 GRPO steps, 24 questions x G = 8 per step (~13 min on 2 loaded CPU cores). Seeds 1 and 2 learn;
-    seed 0 does not (docs/training.md)."""
+    seed 0 does not (docs/experiments/)."""
     from routerag.train.runfiles import read_metrics
     from routerag.train.toy import run_toy_learning
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from routerag.train.config import TrainConfig
+from routerag.train.config import RouteRAGTwoStageConfig
 
 pytestmark = pytest.mark.model
 def _bundled():
@@ -137,8 +137,8 @@ def test_rollout_func_syncs_once_per_optimiser_step(tmp_path):
 
 def test_llamacpp_rollouts_need_lora():
     with pytest.raises(ValueError, match="lora.enabled"):
-        TrainConfig(grpo={"rollout_backend": "llamacpp"})
-    assert TrainConfig(grpo={"rollout_backend": "llamacpp"}, lora={"enabled": True}).grpo.rollout_threads is None
+        RouteRAGTwoStageConfig(grpo={"rollout_backend": "llamacpp"})
+    assert RouteRAGTwoStageConfig(grpo={"rollout_backend": "llamacpp"}, lora={"enabled": True}).grpo.rollout_threads is None
 
 
 def test_policy_sampler_reuses_the_kv_cache_without_changing_the_samples():

@@ -11,8 +11,7 @@ import yaml
 
 pytest.importorskip("trl")
 
-from routerag.config import load_config  # noqa: E402
-from routerag.train.config import TrainConfig  # noqa: E402
+from routerag.train.config import RECIPE_CONFIGS, R1RouterStepConfig, load_train_config  # noqa: E402
 from routerag.train.data import default_schedule  # noqa: E402
 from routerag.train.recipes import RECIPES, train  # noqa: E402
 from routerag.train.runfiles import read_metrics  # noqa: E402
@@ -23,24 +22,27 @@ TOY = ROOT / "configs" / "train" / "toy-cpu.yaml"
 
 
 def test_every_shipped_config_validates():
+    """Each file in configs/train/ loads (tests/test_train_configs.py: every YAML), trains a
+    registered recipe and has a reward schedule; the recipes and their configuration classes agree."""
+    assert sorted(RECIPE_CONFIGS) == sorted(RECIPES.names())
     files = sorted(glob.glob(str(ROOT / "configs" / "train" / "*.yaml")))
     assert len(files) >= 4
     for f in files:
-        cfg = load_config(TrainConfig, f)
-        assert cfg.recipe in RECIPES
+        cfg = load_train_config(f)
+        assert cfg.recipe in RECIPES and isinstance(cfg, RECIPE_CONFIGS[cfg.recipe])
         schedule = default_schedule(cfg)
         assert schedule.stages
-    two = load_config(TrainConfig, ROOT / "configs" / "train" / "routerag-two-stage.yaml")
+    two = load_train_config(ROOT / "configs" / "train" / "routerag-two-stage.yaml")
     s = default_schedule(two)
     assert s.stage_at(20).rewards[0].name == "em" and s.stage_at(21).rewards[0].name == "accuracy_efficiency"
     assert two.grpo.num_generations == 5 and two.grpo.max_steps == 40
-    gpu = load_config(TrainConfig, ROOT / "configs" / "train" / "routerag-grpo-gpu.yaml")  # the GPU run's settings
+    gpu = load_train_config(ROOT / "configs" / "train" / "routerag-grpo-gpu.yaml")  # the GPU run's settings
     assert gpu.grpo.rollout_backend == "batched" and not gpu.grpo.use_cpu and gpu.grpo.dynamic_sampling
     episodes = gpu.grpo.per_device_train_batch_size * gpu.grpo.gradient_accumulation_steps
     assert episodes == 64 and episodes % gpu.grpo.num_generations == 0
     gs = default_schedule(gpu)
     assert gs.stage_at(6).rewards[0].name == "em" and gs.stage_at(7).rewards[0].name == "accuracy_efficiency"
-    g = default_schedule(load_config(TrainConfig, ROOT / "configs" / "train" / "graphrag-r1.yaml"))
+    g = default_schedule(load_train_config(ROOT / "configs" / "train" / "graphrag-r1.yaml"))
     assert [r.name for r in g.stage_at(1).rewards] == ["format", "pra"]
     assert [r.name for r in g.stage_at(51).rewards] == ["format", "caf"]
 
@@ -93,7 +95,7 @@ def test_export_verl_cli(tmp_path):
 
 
 def test_toy_recipe_writes_the_run_directory_and_resumes(tmp_path):
-    cfg = load_config(TrainConfig, TOY, [f"output_dir={tmp_path}", "grpo.max_steps=2", "grpo.save_steps=1",
+    cfg = load_train_config(TOY, [f"output_dir={tmp_path}", "grpo.max_steps=2", "grpo.save_steps=1",
                                          "grpo.per_device_train_batch_size=8", "grpo.num_generations=4"])
     summary = train(cfg)
     assert summary.steps == 2 and summary.phases == ["grpo"]
@@ -119,8 +121,8 @@ def test_toy_recipe_writes_the_run_directory_and_resumes(tmp_path):
 
 @pytest.mark.data
 def test_r1_router_step_recipe_runs(tmp_path):
-    cfg = TrainConfig(
-        recipe="r1-router-step", output_dir=str(tmp_path), model={"name": "tiny"}, data={"n_questions": 4, "eval_sets": []},
+    cfg = R1RouterStepConfig(
+        output_dir=str(tmp_path), model={"name": "tiny"}, data={"n_questions": 4, "eval_sets": []},
         env={"max_completion_tokens": 12},
         grpo={"num_generations": 2, "per_device_train_batch_size": 4, "max_steps": 1, "use_cpu": True, "torch_threads": 1,
               "beta": 0.0, "learning_rate": 1e-3},

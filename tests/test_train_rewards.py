@@ -6,8 +6,7 @@ import math
 
 import pytest
 
-from routerag.sources.base import Hit
-from routerag.trace import ForcedAnswer, Route, Segment, Step, Trace
+from routerag.trace import ForcedAnswer, Hit, Route, Segment, Step, Trace
 from routerag.train.rewards import (
     REWARDS,
     AccuracyEfficiencyParams,
@@ -107,14 +106,21 @@ def test_pra_recursion_and_reward():
     # R_n = R_{n-1} + R0 k^(n-1), R_0 = 0 ; R0 = 0.5, k = 0.5: 0, 0.5, 0.75, 0.875
     assert [pra_value(n, 0.5, 0.5) for n in range(4)] == [0.0, 0.5, 0.75, 0.875]
     batch = [sample("x", modes=["passage"] * n) for n in range(4)]
-    assert get_reward("pra")(batch) == pytest.approx([0.0, 0.5, 0.75, 0.875])
+    assert get_reward("pra")(batch, {"k": 0.5, "max_calls": None}) == pytest.approx([0.0, 0.5, 0.75, 0.875])
     assert get_reward("pra")(batch, {"R0": 1.0, "k": 0.9, "max_calls": 2}) == pytest.approx([0.0, 1.0, 1.9, 1.9])
+
+
+def test_pra_defaults_are_the_papers_constants():
+    # GraphRAG-R1 stage 2: R0 = 0.5, k = 1 (the plain sum n * R0), retrievals capped at 8
+    batch = [sample("x", modes=["passage"] * n) for n in (0, 1, 3, 8, 10)]
+    assert get_reward("pra")(batch) == pytest.approx([0.0, 0.5, 1.5, 4.0, 4.0])
 
 
 def test_caf():
     batch = [sample("Paris", modes=["passage"] * 2), sample("Paris France", modes=[]), sample("Lyon", modes=["graph"])]
-    got = get_reward("caf")(batch)
-    assert got == pytest.approx([math.exp(-0.2), 2 / 3, 0.0])
+    got = get_reward("caf")(batch)  # the paper's a = 2, b = 0.1
+    assert got == pytest.approx([2 * math.exp(-0.2), 2 * 2 / 3, 0.0])
+    assert get_reward("caf")(batch, {"a": 1.0}) == pytest.approx([math.exp(-0.2), 2 / 3, 0.0])  # our earlier default
     assert get_reward("caf")(batch[:1], {"a": 2.0, "b": 0.5}) == pytest.approx([2 * math.exp(-1.0)])
 
 

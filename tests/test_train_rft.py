@@ -73,7 +73,7 @@ def test_token_rows_files_are_read_and_checked(tmp_path):
 
     import pytest
 
-    from routerag.train.config import TrainConfig
+    from routerag.train.config import RouteRAGRFTConfig, RouteRAGSFTConfig
     from routerag.train.sft import read_kept_rows, read_token_rows
 
     good = tmp_path / "kept.jsonl"
@@ -99,10 +99,13 @@ def test_token_rows_files_are_read_and_checked(tmp_path):
     assert read_token_rows(path) == [{"input_ids": [1, 2], "labels": [-100, 2]}]
     with pytest.raises(ValueError, match="bad.jsonl:1: a kept row must name its question"):
         read_kept_rows(path)
-    cfg = TrainConfig(recipe="routerag-rft", sft={"rows_files": [str(good)]}, rft={"stop_after": "sample"})
-    assert cfg.sft.rows_files == [str(good)] and cfg.rft.stop_after == "sample"
+    # the rows of a round stopped after sampling train on a GPU with routerag-sft's sft.rows_files
+    assert RouteRAGSFTConfig(sft={"rows_files": [str(good)]}).sft.rows_files == [str(good)]
+    assert RouteRAGRFTConfig(rft={"stop_after": "sample"}).rft.stop_after == "sample"
+    with pytest.raises(ValueError, match="sft.rows_files: not read by recipe routerag-rft"):
+        RouteRAGRFTConfig(sft={"rows_files": [str(good)]})
     with pytest.raises(ValueError, match="stop_after"):
-        TrainConfig(rft={"stop_after": "train"})
+        RouteRAGRFTConfig(rft={"stop_after": "train"})
 
 
 def _distinct_samples() -> list[QuestionSamples]:

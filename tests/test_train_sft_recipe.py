@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from routerag.corpus.datasets import load_dataset
+from routerag.sources.registry import bundle_sources
 from routerag.train.golden import (
     Grounder,
     check_overlap,
@@ -49,10 +50,10 @@ def test_eval_samples_are_excluded_like_routerag_eval_samples_them():
 
 @pytest.mark.data
 def test_grpo_training_questions_drop_the_evaluated_ones(tmp_path, caplog):
-    from routerag.train.config import TrainConfig
+    from routerag.train.config import RouteRAGTwoStageConfig
     from routerag.train.data import load_training_questions
 
-    cfg = TrainConfig(data={"dataset": "musique", "eval_sets": ["musique:50"]})
+    cfg = RouteRAGTwoStageConfig(data={"dataset": "musique", "eval_sets": ["musique:50"]})
     with caplog.at_level("WARNING"):
         questions, sources = load_training_questions(cfg, tmp_path)
     evaluated = {q.qid for q in load_dataset("musique").sample(50).questions}
@@ -61,7 +62,7 @@ def test_grpo_training_questions_drop_the_evaluated_ones(tmp_path, caplog):
     kept = load_training_questions(cfg.model_copy(update={"data": cfg.data.model_copy(update={"allow_overlap": True})}), tmp_path)[0]
     assert len(kept) == 100
     with pytest.raises(ValueError, match="every training question"):
-        load_training_questions(TrainConfig(data={"dataset": "musique", "eval_sets": ["musique"]}), tmp_path)
+        load_training_questions(RouteRAGTwoStageConfig(data={"dataset": "musique", "eval_sets": ["musique"]}), tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +77,7 @@ def musique_bm25(tmp_path_factory, shared):
     chosen = [d for d in docs if d.doc_id in gold] + [d for d in docs if d.doc_id not in gold][:58]
     directory = tmp_path_factory.mktemp("musique-bm25") / "bundle"
     build_index(chosen, directory, components=("bm25",))
-    return musique, load_index(directory).sources()
+    return musique, bundle_sources(load_index(directory))
 
 
 def test_grounder_keeps_gold_and_uses_real_hits(musique_bm25):
@@ -164,7 +165,7 @@ class _ScriptedSources:
 
 
 def test_outcome_grounding_takes_the_cheapest_mode_that_finds_the_gold_and_skips_found_hops():
-    from routerag.sources.base import Hit
+    from routerag.trace import Hit
     from routerag.train.golden import GoldenHop
 
     def hit(doc_id: str) -> Hit:
@@ -210,12 +211,12 @@ def test_outcome_grounding_takes_the_cheapest_mode_that_finds_the_gold_and_skips
 def test_sft_trains_on_a_stored_golden_set_checked_against_the_evaluation_sets(tmp_path):
     import json
 
-    from routerag.train.config import TrainConfig
+    from routerag.train.config import RouteRAGSFTConfig
     from routerag.train.golden_set import build_golden_set
     from routerag.train.sft import SFT_STATS_FILE, sft_trajectories
 
     build_golden_set(["musique"], tmp_path / "golden", eval_sets=["musique:50"])  # no grounding: gold evidence only
-    cfg = TrainConfig(sft={"golden_set": str(tmp_path / "golden"), "sources": ["hotpotqa"]},
+    cfg = RouteRAGSFTConfig(sft={"golden_set": str(tmp_path / "golden"), "sources": ["hotpotqa"]},
                       data={"eval_sets": ["musique:50"]})
     got = sft_trajectories(cfg, tmp_path / "run")
     assert got and {t.source for t in got} == {"musique"}  # the stored set, not sft.sources

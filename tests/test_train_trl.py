@@ -15,7 +15,7 @@ pytest.importorskip("trl")
 
 from routerag.corpus.schema import Document  # noqa: E402
 from routerag.train import grpo, runfiles  # noqa: E402
-from routerag.train.config import TrainConfig  # noqa: E402
+from routerag.train.config import RouteRAGTwoStageConfig  # noqa: E402
 from routerag.train.env import EnvConfig, HFCodec, RouteRAGEnv  # noqa: E402
 from routerag.train.fixtures import bm25_sourceset, tiny_qwen2  # noqa: E402
 from routerag.train.rewards import REWARDS, RewardSchedule, RewardSpec, Stage, WeightedReward, two_stage_schedule  # noqa: E402
@@ -42,11 +42,11 @@ def setup(tmp_path_factory):
     return tok, sources, model
 
 
-def config(tmp_path, **grpo) -> TrainConfig:
+def config(tmp_path, **grpo) -> RouteRAGTwoStageConfig:
     values = dict(num_generations=4, per_device_train_batch_size=4, max_steps=2, learning_rate=1e-2, beta=0.0,
                   use_cpu=True, save_steps=1, seed=0, torch_threads=1)
     values.update(grpo)
-    return TrainConfig(output_dir=str(tmp_path), model={"name": "tiny", "chat_template": False}, grpo=values,
+    return RouteRAGTwoStageConfig(output_dir=str(tmp_path), model={"name": "tiny", "chat_template": False}, grpo=values,
                        env=EnvConfig(k=1, max_turns=2, max_new_tokens_per_turn=8, max_completion_tokens=240,
                                      max_observation_tokens=48, prompt_template="Question: {question}\n"),
                        switch_step=1)

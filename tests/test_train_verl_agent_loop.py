@@ -26,7 +26,7 @@ from routerag.train.verl.agent_loop import (
     question_of,
     server_sampling,
 )
-from routerag.train.verl.reward import trace_of_response
+from routerag.train.verl.reward import compute_score_batch, episode_record
 
 pytestmark = pytest.mark.service
 DOCS = [
@@ -95,11 +95,14 @@ def test_episode_routes_retrieves_over_http_and_masks_observations(server, token
     assert out.num_turns == 6  # prompt, (model, observation) x 2, model
     assert out.extra_fields["routerag_retrieval_turns"] == 2 and out.extra_fields["routerag_mode_cost"] == 4.0
     assert out.metrics["tool_calls"] > 0
-    # the reward recounts the same steps and cost from the decoded response alone
-    text = tokenizer.decode(out.response_ids, skip_special_tokens=True)
-    recounted = trace_of_response(text, Q.question)
-    assert [s.route.mode for s in recounted.search_steps if s.route] == ["passage", "graph"]
-    assert trajectory_cost(recounted) == rollout.cost.mode_cost and recounted.answer == "Malgorzata Braunek"
+    # the reward reads the episode the agent loop recorded: the same steps, cost and answer
+    extra = {"question": Q.question, **out.extra_fields}
+    recorded = episode_record(extra).trace(Q.question)
+    assert [s.route.mode for s in recorded.search_steps if s.route] == ["passage", "graph"]
+    assert trajectory_cost(recorded) == rollout.cost.mode_cost and recorded.answer == "Malgorzata Braunek"
+    assert [(s.kind, s.format_error, s.forced) for s in recorded.steps] == [(s.kind, s.format_error, s.forced) for s in rollout.trace.steps]
+    score = compute_score_batch(["x"], [""], [{"target": Q.answers}], [extra], reward="accuracy_efficiency")[0]
+    assert score["retrieval_cost"] == 4.0 and score["retrieval_turns"] == 2.0
 
 
 def test_max_turns_forces_an_answer(server, tokenizer):
@@ -111,9 +114,9 @@ def test_max_turns_forces_an_answer(server, tokenizer):
     assert rollout.trace.steps[-1].forced is not None
     assert FORCE_ANSWER in observation_text(codec, rollout)
     assert fake.calls[-1][1] == ["</answer>"] and len(fake.calls) == 2
-    recounted = trace_of_response(codec.decode(rollout.completion_ids), Q.question)
-    assert recounted.search_steps[0].route is not None and recounted.search_steps[0].route.mode == "hybrid" and trajectory_cost(recounted) == DEFAULT_MODE_COST["hybrid"]
-    assert recounted.answer == "Paris"
+    recorded = episode_record(episode_output(rollout, response_length=2048, with_logprobs=False).extra_fields).trace()
+    assert recorded.search_steps[0].route is not None and recorded.search_steps[0].route.mode == "hybrid"
+    assert trajectory_cost(recorded) == DEFAULT_MODE_COST["hybrid"] and recorded.answer == "Paris" and recorded.steps[-1].forced
 
 
 def test_malformed_turns_get_masked_repairs(server, tokenizer):
@@ -126,8 +129,9 @@ def test_malformed_turns_get_masked_repairs(server, tokenizer):
     obs = observation_text(codec, rollout)
     assert obs.startswith(INVALID_ACTION) and obs[len(INVALID_ACTION):].startswith("</search>")  # the tag the env closed
     assert rollout.trace.steps[1].format_error == "unclosed_search"
-    recounted = trace_of_response(codec.decode(rollout.completion_ids), Q.question)
-    assert recounted.retrieval_turns == 1 and trajectory_cost(recounted) == 1.0  # the invalid turn retrieved nothing
+    recorded = episode_record(episode_output(rollout, response_length=2048, with_logprobs=False).extra_fields).trace()
+    assert recorded.retrieval_turns == 1 and trajectory_cost(recorded) == 1.0  # the invalid turn retrieved nothing
+    assert recorded.format_errors == 2  # the turn with no action and the unclosed search
 
 
 def test_response_length_cuts_and_logprobs_are_optional(server, tokenizer):

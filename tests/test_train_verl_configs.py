@@ -78,7 +78,7 @@ def test_agent_loop_entry_and_rewards_agree() -> None:
     module, _, attr = entry["_target_"].rpartition(".")
     assert attr == "RouteRAGAgentLoop" and hasattr(importlib.import_module(module), "agent_loop_class")
     settings = AgentLoopSettings.model_validate({k: v for k, v in entry.items() if k not in ("name", "_target_")})
-    assert (settings.env.k, settings.env.max_turns) == (3, 4)
+    assert settings.env.strategy == "routerag" and (settings.env.params["k"], settings.env.params["max_turns"]) == (3, 4)
     assert settings.env.max_completion_tokens == stage1["data"]["max_response_length"]
 
     reward_fn = stage1["custom_reward_function"]
@@ -86,7 +86,7 @@ def test_agent_loop_entry_and_rewards_agree() -> None:
     assert callable(getattr(importlib.import_module(reward_fn["path"].removeprefix("pkg://")), reward_fn["name"]))
     assert stage1["reward_model"] == {"enable": False, "use_reward_loop": False, "reward_manager": "batch"}
     first = VerlRewardSettings.model_validate(reward_fn["reward_kwargs"])
-    assert first.reward == "em" and first.env == settings.env  # the reward prices modes as the agent loop does
+    assert first.reward == "em" and "env" not in reward_fn["reward_kwargs"]  # the reward reads the agent loop's record
 
     assert stage2["defaults"][0] == "routerag-stage1"
     merged = {**reward_fn["reward_kwargs"], **stage2["custom_reward_function"]["reward_kwargs"]}

@@ -35,8 +35,8 @@ BAD_CSV = "title,text\nok,fine\nblank,\n"
 
 def responder(messages, params, continue_final) -> str:
     """Plays RealRoute's calls (route, answer, a failing fusion) and the baselines' single answer."""
+    from routerag.routing.source_routing import ROUTE_SYSTEM
     from routerag.strategies.fusion_answer import FUSE_SYSTEM
-    from routerag.strategies.source_routing import ROUTE_SYSTEM
     from routerag.strategies.subanswer import ANSWER_SYSTEM
 
     system, prompt = messages[0].content, messages[-1].content

@@ -12,6 +12,7 @@ built (``IndexSettings`` in an index manifest, ``ServerSettings``)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -34,6 +35,12 @@ OMIT_AT_DEFAULT: dict[str, Any] = {"fingerprint": "omit-at-default"}
 # path, so a file rewritten in place makes a new fingerprint and a moved one keeps it. Combine
 # with ``OMIT_AT_DEFAULT`` by merging the two dicts.
 FILE_CONTENT: dict[str, Any] = {"fingerprint_files": "content"}
+
+
+def fingerprint(payload: Any) -> str:
+    """A stable hash of a JSON-serialisable payload (keys sorted): of a run's answers, of a cached index."""
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
 
 
 def fingerprint_dump(model: BaseModel, exclude: set[str] | None = None) -> dict[str, Any]:
@@ -108,26 +115,68 @@ def parse_override(item: str) -> tuple[str, Any]:
     return key, value
 
 
-def load_config(model: type[M], path: str | Path | None = None, overrides: list[str] | None = None,
-                updates: dict[str, Any] | None = None) -> M:
-    """``model`` from the YAML file at ``path``, then each ``key.path=value`` override, then the
-    top-level ``updates`` (values a command sets from its own options), validated once."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        path = Path(path)
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such configuration file") from None
-        except (yaml.YAMLError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: the top level must be a mapping, not {type(loaded).__name__}")
-        data = loaded or {}
+BASE_KEY = "base"
+"""A configuration file's key naming the file it overrides (resolved relative to it)."""
+
+
+def read_config_file(path: str | Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The mapping of the YAML file at ``path`` with its ``base:`` layers resolved: ``base: other.yaml``
+    (relative to the file) is read first (its own base first, and so on) and the file's keys are
+    deep-merged over it (mappings merge key by key; any other value, a list included, replaces).
+    A missing base, a cycle or a top level that is not a mapping is a one-line :class:`ConfigError`."""
+    path = Path(path)
+    where = " (base of " + " <- ".join(str(p) for p in reversed(_chain)) + ")" if _chain else ""
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such configuration file{where}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping, not {type(loaded).__name__}")
+    data: dict[str, Any] = dict(loaded or {})
+    base = data.pop(BASE_KEY, None)
+    if base is None:
+        return data
+    if not isinstance(base, str) or not base.strip():
+        raise ConfigError(f"{path}: base must name one YAML file, not {base!r}")
+    base_path = (path.parent / base).resolve()
+    chain = (*_chain, path.resolve())
+    if base_path in chain:
+        cycle = " -> ".join(str(p) for p in (*chain[chain.index(base_path):], base_path))
+        raise ConfigError(f"{path}: base layers form a cycle: {cycle}")
+    return deep_merge(read_config_file(base_path, chain), data)
+
+
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` on top of ``base`` (new dicts): mappings merge key by key, other values replace."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def config_data(path: str | Path | None = None, overrides: list[str] | None = None,
+                updates: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The unvalidated mapping :func:`load_config` validates: the file at ``path`` (``base:`` layers
+    resolved), then each ``key.path=value`` override, then the top-level ``updates``."""
+    data = read_config_file(path) if path is not None else {}
     for item in overrides or []:
         key, value = parse_override(item)
         _set_path(data, key, value)
     data.update(updates or {})
+    return data
+
+
+def load_config(model: type[M], path: str | Path | None = None, overrides: list[str] | None = None,
+                updates: dict[str, Any] | None = None) -> M:
+    """``model`` from the YAML file at ``path`` (``base:`` layers resolved), then each
+    ``key.path=value`` override, then the top-level ``updates`` (values a command sets from its
+    own options), validated once."""
+    data = config_data(path, overrides, updates)
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -2,29 +2,47 @@
 
 A :class:`Step` has typed optional records for what some step kinds decide — :class:`Route`
 (which source or mode, chosen by whom and why), :class:`Selection` (which hits were kept),
-:class:`ForcedAnswer` and :class:`SubQueryRef` — and ``metadata`` only for extras that no code
-reads. The JSON schema of :class:`Trace` is published by the server (``GET /v1/schema/trace``)
+:class:`ForcedAnswer`, :class:`SubQueryRef` and a decomposition's ``plan`` — and, per source it
+searched, what that source reported (:data:`SourceDetails`, one record per kind of source: a
+graph retrieval's seeds and PPR nodes, ...). Every field is typed: there is no free-form
+``metadata``. The JSON schema of :class:`Trace` is published by the server (``GET /v1/schema/trace``)
 and is the only thing the web UI may read (tests/test_trace_schema.py checks ``web/js``).
 
 Traces stored before these records (no ``schema_version``) are read by
-:func:`routerag.trace_layout.upgrade_trace`, which maps the old layout into the new fields.
+:func:`routerag.trace_layout.upgrade_trace`, which maps the old layout into the new fields; a
+stored step's ``metadata`` (the free-form extras steps had until these fields) is mapped by
+:func:`routerag.trace_layout.upgrade_step_extras` into the fields that kept its meaning.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from routerag.sources.base import Hit
-from routerag.trace_layout import SCHEMA_VERSION, upgrade_trace
+from routerag.trace_layout import SCHEMA_VERSION, upgrade_source_details, upgrade_step_extras, upgrade_trace
 
-__all__ = ["SCHEMA_VERSION", "ForcedAnswer", "Hit", "ModelCall", "Route", "Segment", "Selection", "Step",
-           "StepKind", "SubQueryRef", "Trace", "trace_json_schema"]
+__all__ = ["SCHEMA_VERSION", "ForcedAnswer", "GraphFact", "GraphNode", "GraphRetrieval", "GraphSeed", "Hit",
+           "HybridRetrieval", "ModelCall", "PlannedSubQuery", "RecognitionFilter", "RemoteRetrieval", "Route", "Segment",
+           "Selection", "SourceDetails", "Step", "StepKind", "SubQueryRef", "Trace", "read_source_details",
+           "trace_json_schema"]
 
 log = logging.getLogger(__name__)
+
+class Hit(BaseModel):
+    """One retrieved passage (or graph node, table row, ...) as a source returned it."""
+
+    doc_id: str
+    title: str
+    text: str
+    score: float
+    source: str  # the mounted source that returned it ("passage", "graph", "law", ...)
+    mode: str  # the retrieval kind that scored it ("passage", "bm25", "graph", "hybrid", ...)
+    rank: int  # 1-based rank within its result list
+    metadata: dict[str, Any] = Field(default_factory=dict)  # e.g. triples, PPR seeds
+
 
 StepKind = Literal[
     "think",  # reasoning only
@@ -49,6 +67,89 @@ class ModelCall(BaseModel):
     cached: bool = False
 
 
+# ---------------------------------------------------------------- what a source reported
+
+
+class GraphFact(BaseModel):
+    """A knowledge-graph fact that matched the query."""
+
+    triple: list[str]  # subject, relation, object
+    score: float  # cosine of the query with the fact
+    weight: float  # its min-max normalised score: the reset weight it gives its entities
+
+
+class GraphSeed(BaseModel):
+    """An entity the personalized PageRank started from."""
+
+    node: str
+    weight: float  # its reset weight
+
+
+class GraphNode(BaseModel):
+    """A node among the top PPR mass."""
+
+    node: str  # an entity name, or a passage's doc id
+    kind: str  # "entity" or "passage"
+    score: float  # its PPR score
+
+
+class RecognitionFilter(BaseModel):
+    """The recognition-memory filter over the candidate facts (a chat model keeps the relevant ones)."""
+
+    before: int  # candidate facts
+    after: int  # facts kept
+    error: str | None = None  # why its reply was not usable (then every candidate is kept)
+    call: ModelCall | None = None
+
+
+class GraphRetrieval(BaseModel):
+    """What a graph source (HippoRAG 2) reported for one query: facts -> seed entities -> PPR."""
+
+    kind: Literal["graph"] = "graph"
+    fallback: str | None = None  # "dense": no fact matched, the hits are the dense passage ranking
+    facts: list[GraphFact] = Field(default_factory=list)
+    seeds: list[GraphSeed] = Field(default_factory=list)
+    top_nodes: list[GraphNode] = Field(default_factory=list)
+    recognition: RecognitionFilter | None = None
+
+
+class HybridRetrieval(BaseModel):
+    """What a hybrid source reported: its graph half's retrieval (the dense half reports nothing)."""
+
+    kind: Literal["hybrid"] = "hybrid"
+    graph: GraphRetrieval
+
+
+class RemoteRetrieval(BaseModel):
+    """A source served by another routerag (``sources/remote.py``): where, and what the source there reported."""
+
+    kind: Literal["remote"] = "remote"
+    url: str
+    server_latency_ms: float = 0.0  # the search's time on the server
+    details: GraphRetrieval | HybridRetrieval | None = Field(default=None, discriminator="kind")
+
+
+SourceDetails = Annotated[GraphRetrieval | HybridRetrieval | RemoteRetrieval, Field(discriminator="kind")]
+"""What a source reported about one search, by kind of source (``Step.source_details``)."""
+
+_SOURCE_DETAILS: dict[str, type[BaseModel]] = {"graph": GraphRetrieval, "hybrid": HybridRetrieval, "remote": RemoteRetrieval}
+
+
+def read_source_details(reported: dict[str, Any]) -> GraphRetrieval | HybridRetrieval | RemoteRetrieval | None:
+    """The typed record of what a source reported with a result (``QueryResult.metadata``), or
+    None when it reported nothing of a known kind (a plugin source's own extras stay with its results)."""
+    upgraded = upgrade_source_details(reported)
+    model = _SOURCE_DETAILS.get(str(upgraded.get("kind"))) if upgraded is not None else None
+    if upgraded is None or model is None:
+        return None
+    inner = upgraded.get("details")
+    if model is RemoteRetrieval and isinstance(inner, dict):  # what the remote source reported, if of a known kind
+        upgraded = {**upgraded, "details": read_source_details(inner)}
+    record = model.model_validate(upgraded)
+    assert isinstance(record, GraphRetrieval | HybridRetrieval | RemoteRetrieval)
+    return record
+
+
 class Segment(BaseModel):
     """A piece of the policy's transcript. Training masks ``observation`` (and ``prompt``) tokens
     out of the loss; only ``model`` tokens are the policy's own."""
@@ -69,6 +170,7 @@ class Route(BaseModel):
     reason: str = ""  # why, in words, when the strategy knows
     scores: dict[str, float] = Field(default_factory=dict)  # the router's score of every option
     proposed: str | None = None  # what the policy asked for when a router overrode it
+    model: str | None = None  # the trained router model that scored the options (learned routers)
 
 
 class Selection(BaseModel):
@@ -100,7 +202,8 @@ class ForcedAnswer(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    reader: str = "policy"  # "policy": generated after the forced-answer cue; "top_hit_title": the last search's top title
+    reader: str = "policy"  # "policy": generated after the forced-answer cue; "top_hit_title": the last search's top title;
+    # "last_hop": a fusion's reply had no answer, the last sub-query's answer stands
 
 
 class SubQueryRef(BaseModel):
@@ -111,6 +214,16 @@ class SubQueryRef(BaseModel):
     id: str  # the sub-query's id in the plan of the ``decompose`` step
     attempt: int | None = None  # answer steps: 0 for the first try, n after n reflections
     preferred_source: str | None = None  # where the sub-query is routed at this step (None: not routed)
+    success: bool | None = None  # answer steps: whether the answer was found (False: a reflection may follow)
+
+
+class PlannedSubQuery(BaseModel):
+    """One sub-query of a decomposition plan (a ``decompose`` step's ``plan``)."""
+
+    id: str  # what SubQueryRef.id refers to
+    query: str  # may hold placeholders (#1) filled with earlier answers
+    depends_on: list[str] = Field(default_factory=list)  # ids whose answers it needs
+    variables: dict[str, str] = Field(default_factory=dict)  # placeholder name -> sub-query id
 
 
 class Step(BaseModel):
@@ -120,20 +233,43 @@ class Step(BaseModel):
     query: str | None = None
     sources: list[str] = Field(default_factory=list)  # the sources this step searched or whose hits it used
     hits: list[Hit] = Field(default_factory=list)
-    source_details: dict[str, dict[str, Any]] = Field(default_factory=dict)  # per source: what it reported (graph seeds, ...)
+    source_details: dict[str, SourceDetails] = Field(default_factory=dict)  # per source searched: what it reported, by kind
     route: Route | None = None
     selection: Selection | None = None
     forced: ForcedAnswer | None = None
     subquery: SubQueryRef | None = None
-    retrieval_cost: float | None = None  # the price of this search as the training environment charged it
+    plan: list[PlannedSubQuery] = Field(default_factory=list)  # decompose steps: the sub-queries, in execution order
+    retrieval_cost: float | None = None  # the price of this search as its episode charged it (RouteRAG: mode_cost)
     observation: str = ""  # exactly what was shown to the model
     answer: str | None = None  # intermediate answer of this step, if any
+    intermediate: bool = False  # answer steps: not the trace's final answer (a hop's, an iteration's, a chain's)
+    iteration: int | None = None  # iterative strategies (Iter-RetGen): the round this step belongs to, from 0
     model_calls: list[ModelCall] = Field(default_factory=list)
     retrieval_ms: float = 0.0
     latency_ms: float = 0.0
     format_error: str | None = None
     raw_output: str = ""  # the model's text for this step, verbatim
-    metadata: dict[str, Any] = Field(default_factory=dict)  # extras no code reads (shown as they are)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_stored_extras(cls, data: Any) -> Any:
+        return upgrade_step_extras(data)
+
+    @field_validator("source_details", mode="before")
+    @classmethod
+    def _known_kinds(cls, details: Any) -> Any:
+        """Stored records without a ``kind`` get the one their keys show; what no kind describes is left out."""
+        if not isinstance(details, dict):
+            return details
+        out: dict[str, Any] = {}
+        for name, reported in details.items():
+            if isinstance(reported, dict):
+                record = read_source_details(reported)
+                if record is not None:
+                    out[name] = record
+            else:
+                out[name] = reported
+        return out
 
     @model_validator(mode="after")
     def _one_meaning_of_sources(self) -> Step:

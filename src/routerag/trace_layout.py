@@ -3,15 +3,19 @@
 The old :class:`~routerag.trace.Step` kept routing, selection, forced answers and sub-query
 references as ``metadata`` keys, plus ``routing_reason`` and ``kept_doc_ids`` fields, and a
 route/reflect step's choice in ``sources``. :func:`upgrade_trace` maps a stored trace (a dict,
-as read from JSON) into the typed records; what no record holds stays in ``metadata``. Pure
-dict transforms: no model is built here, so ``routerag.trace`` validates the result.
+as read from JSON) into the typed records. Steps kept a free-form ``metadata`` until every extra
+that carried meaning got a typed field: :func:`upgrade_step_extras` maps those keys of a stored
+step and drops the rest; :func:`upgrade_source_details` gives a stored source report (recorded
+before reports had a ``kind``) the kind its keys show. Pure dict transforms: no model is built
+here, so ``routerag.trace`` validates the result.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-SCHEMA_VERSION = 2  # 1 (implicit): the metadata layout; 2: typed Route/Selection/ForcedAnswer/SubQueryRef
+SCHEMA_VERSION = 3  # 1 (implicit): the metadata layout; 2: typed Route/Selection/ForcedAnswer/SubQueryRef;
+# 3: no step metadata (typed fields), source reports typed by kind (2 is read by upgrade_step_extras / upgrade_source_details)
 
 
 def upgrade_trace(data: Any) -> Any:
@@ -86,3 +90,51 @@ def _selection(kind: Any, kept_ids: list[str], meta: dict[str, Any]) -> dict[str
     candidates = meta.pop("candidates", None)
     return {"selector": meta.pop("selector", None), "candidates": None if candidates is None else int(candidates),
             "kept": kept_ids, "kept_sources": kept_sources, "fallback": None if fallback is None else str(fallback)}
+
+
+GRAPH_KEYS = ("seeds", "top_nodes", "facts", "fallback", "recognition")
+
+
+def upgrade_source_details(reported: dict[str, Any]) -> dict[str, Any] | None:
+    """A source's report with its ``kind`` (``graph``, ``hybrid``, ``remote``): as it is when it
+    has one, else the kind its keys show (stored traces); None when no known kind fits."""
+    if isinstance(reported.get("kind"), str):
+        return reported
+    if "remote_url" in reported:
+        inner = {k: v for k, v in reported.items() if k not in ("remote_url", "server_latency_ms")}
+        return {"kind": "remote", "url": str(reported["remote_url"]),
+                "server_latency_ms": float(reported.get("server_latency_ms") or 0.0),
+                "details": upgrade_source_details(inner) if inner else None}
+    graph = reported.get("graph")
+    if isinstance(graph, dict):
+        return {"kind": "hybrid", "graph": upgrade_source_details(graph) or {"kind": "graph"}}
+    if any(key in reported for key in GRAPH_KEYS):
+        return {**reported, "kind": "graph"}
+    return None
+
+
+def upgrade_step_extras(data: Any) -> Any:
+    """A stored step (a dict) with its ``metadata`` keys that carried meaning moved into the
+    typed fields that now hold them (``intermediate``, ``iteration``, a decomposition's ``plan``,
+    ``subquery.success``, ``route.model``, a fusion's ``forced`` fallback); the other keys (copies
+    of what other fields or the run's parameters hold) are dropped. Anything else as it is."""
+    if not isinstance(data, dict) or "metadata" not in data:
+        return data
+    step = dict(data)
+    meta = step.pop("metadata", None)
+    if not isinstance(meta, dict):
+        return step
+    if isinstance(meta.get("intermediate"), bool):
+        step.setdefault("intermediate", meta["intermediate"])
+    if isinstance(meta.get("iteration"), int):
+        step.setdefault("iteration", meta["iteration"])
+    if isinstance(meta.get("subqueries"), list):
+        step.setdefault("plan", meta["subqueries"])
+    if meta.get("used_fallback") is True:
+        step.setdefault("forced", {"reader": "last_hop"})
+    subquery, route = step.get("subquery"), step.get("route")
+    if isinstance(meta.get("success"), bool) and isinstance(subquery, dict):
+        step["subquery"] = {**subquery, "success": meta["success"]}
+    if isinstance(meta.get("router_model"), str) and isinstance(route, dict):
+        step["route"] = {**route, "model": meta["router_model"]}
+    return step

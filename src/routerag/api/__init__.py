@@ -1,15 +1,19 @@
 """The front door: the one place where a request becomes work, with routerag's defaults applied
-once. The CLI (``routerag ask``/``demo``/``eval``/``index``/``serve``/``train``) and the service
-call these functions and build no strategy, index, model or trainer themselves:
+once. Every CLI command calls these functions and builds no strategy, index, model or trainer
+itself; the service, one layer below, uses the same strategy resolution (``strategies.resolve``):
 
 * :func:`ask` / :func:`open_asker` (``api.asking``): one question (or a few, over one loaded
-  strategy) -> :class:`~routerag.trace.Trace`; :func:`answer` and :func:`strategy_factory` are the
-  service's (its own model pool and mounted sources);
+  strategy) -> :class:`~routerag.trace.Trace`; :func:`answer` and :func:`strategy_factory`
+  (``strategies.resolve``) are the service's (its own model pool and mounted sources);
 * :func:`evaluate` (``api.evaluating``): a fingerprinted, resumable run -> :class:`EvaluateResult`;
 * :func:`build_index` (``api.indexing``): a corpus -> an index directory -> :class:`IndexResult`;
 * :func:`serve` / :func:`serve_retrieval` (``api.serving``): the ask service / the retrieval API;
-* :func:`train` (``api.training``): a recipe -> :class:`~routerag.train.recipes.TrainRunSummary`;
-* :func:`resolve_strategy` (``api.strategy``): strategy + params + model -> a ready strategy.
+* :func:`train` (``api.training``): a recipe -> :class:`~routerag.train.recipes.TrainRunSummary`
+  (and the verl / LoRA exports);
+* ``api.routing``: the learned router's labels, training and manifest; ``api.runs``: reports over
+  stored runs and their compression (imported from their modules);
+* :func:`resolve_strategy` (``strategies.resolve``, below the front door so that the run
+  assembler and the service use it too): strategy + params + model -> a ready strategy.
 
 The defaults, and who gets them:
 
@@ -46,10 +50,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "INTERACTIVE_COMPONENTS": "strategy", "ResolvedStrategy": "strategy", "StrategyParamsError": "strategy",
-    "resolve_strategy": "strategy",
-    "AskParams": "asking", "Asker": "asking", "ask": "asking", "open_asker": "asking", "answer": "asking",
-    "strategy_factory": "asking",
+    "INTERACTIVE_COMPONENTS": "asking", "ResolvedStrategy": "strategies.resolve",
+    "StrategyParamsError": "strategies.resolve", "resolve_strategy": "strategies.resolve",
+    "AskParams": "asking", "Asker": "asking", "ask": "asking", "open_asker": "asking",
+    "answer": "strategies.resolve", "strategy_factory": "strategies.resolve",
     "EvaluateParams": "evaluating", "EvaluateResult": "evaluating", "evaluate": "evaluating",
     "default_run_dir": "evaluating",
     "IndexParams": "indexing", "IndexResult": "indexing", "build_index": "indexing", "index_documents": "indexing",
@@ -67,16 +71,17 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from routerag.api.asking import Asker, AskParams, answer, ask, open_asker, strategy_factory
+    from routerag.api.asking import INTERACTIVE_COMPONENTS, Asker, AskParams, ask, open_asker
     from routerag.api.evaluating import EvaluateParams, EvaluateResult, default_run_dir, evaluate
     from routerag.api.indexing import IndexParams, IndexRequestError, IndexResult, build_index, index_documents
     from routerag.api.serving import ServeParams, ServeRequestError, serve, serve_retrieval
-    from routerag.api.strategy import INTERACTIVE_COMPONENTS, ResolvedStrategy, StrategyParamsError, resolve_strategy
     from routerag.api.training import TrainRequestError, build_golden, train
+    from routerag.strategies.resolve import ResolvedStrategy, StrategyParamsError, answer, resolve_strategy, strategy_factory
 
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'routerag.api' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"routerag.api.{module}"), name)
+    package = "routerag" if "." in module else "routerag.api"  # "strategies.resolve" lives below the front door
+    return getattr(importlib.import_module(f"{package}.{module}"), name)

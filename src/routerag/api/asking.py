@@ -1,35 +1,37 @@
 """``ask``: one question (or a handful over one loaded strategy, :func:`open_asker`) answered by a
 strategy over an index — the job of ``routerag ask`` and ``routerag demo``. The service brings its
-own model (a pool) and mounted sources: :func:`answer` and :func:`strategy_factory` build its
-strategies from a :class:`~routerag.api.strategy.ResolvedStrategy`.
+own model (a pool) and mounted sources and builds its strategies with
+:func:`~routerag.strategies.resolve.answer` and :func:`~routerag.strategies.resolve.strategy_factory`.
 
 ``on_step`` (everywhere here): called with each step as the strategy appends it to the trace
 (``StrategyContext.on_step``), e.g. to stream it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from routerag.api.strategy import INTERACTIVE_COMPONENTS, ResolvedStrategy, resolve_strategy
 from routerag.corpus.schema import Question
-from routerag.eval.config import EvalConfig
-from routerag.llm.base import ChatModel
-from routerag.sources.sourceset import SourceSet
-from routerag.strategies.base import Strategy, StrategyContext
+from routerag.run.config import RunConfig
+from routerag.runtime.base import Strategy
 from routerag.trace import StepObserver, Trace
+
+INTERACTIVE_COMPONENTS: tuple[str, ...] = ("dense", "bm25", "graph")
+"""The index components ``routerag ask``/``demo`` build over a dataset's corpus (every mode the
+routerag strategy can route to)."""
 
 
 class AskParams(BaseModel):
-    """What to answer with: the strategy, its params, the model and the dataset (an
-    ``EvalConfig``), over a prebuilt index or one built over the dataset's corpus."""
+    """What to answer with: the strategy, its params, the model and the dataset (a ``RunConfig``;
+    an ``EvalConfig`` is one), over a prebuilt index or one built over the dataset's corpus."""
 
     model_config = ConfigDict(extra="forbid")
 
-    config: EvalConfig = Field(default_factory=EvalConfig, description="strategy, params, model, dataset, index settings")
+    config: RunConfig = Field(default_factory=RunConfig, description="strategy, params, model, dataset, index settings")
     index_dir: Path | None = Field(None, description="a prebuilt index directory; None: index the dataset's corpus "
                                    "(components: INTERACTIVE_COMPONENTS)")
     shipped_policy: bool = Field(True, description="routerag on a bundled base runs with the policy adapter shipped for it")
@@ -40,7 +42,7 @@ class Asker:
     """A loaded strategy, ready for questions."""
 
     strategy: Strategy
-    config: EvalConfig
+    config: RunConfig
     """The configuration it runs: the model configuration with the front door's defaults applied."""
     index_dir: Path | None
     """The index it searches (None: the dataset has no corpus)."""
@@ -49,20 +51,45 @@ class Asker:
         return self.strategy.run(question)
 
 
+
+def ask_params(config: Path | None, overrides: Sequence[str] | None = (), *, index_dir: Path | None = None,
+               shipped_policy: bool = True, **fields: Any) -> AskParams:
+    """``AskParams`` from a YAML file (an ``EvalConfig``'s shape, so an evaluation's configuration
+    serves ``ask`` too), ``key.path=value`` overrides, then ``fields`` (the options given on the
+    command line; None: not given). The strategy's params are checked against its ``Params``."""
+    from routerag.config import load_config
+    from routerag.eval.config import EvalConfig
+
+    explicit = {k: v for k, v in fields.items() if v is not None}
+    cfg = load_config(EvalConfig, config, list(overrides or ()), updates=explicit)
+    return AskParams(config=cfg, index_dir=index_dir, shipped_policy=shipped_policy)
+
+def ask_questions(params: AskParams, n: int) -> list[Question]:
+    """The first ``n`` questions (evenly spaced) of the configuration's dataset, gold answers
+    included (``routerag demo``)."""
+    from routerag.corpus.datasets import load_dataset
+
+    return load_dataset(params.config.dataset, n_questions=n).questions
+
+
+def answer_scores(answer: str, gold: list[str]) -> tuple[float, float]:
+    """Exact match and token F1 of ``answer`` against the ``gold`` answers (the evaluation's metrics)."""
+    from routerag.eval.metrics import exact_match, token_f1
+
+    return exact_match(answer, gold), token_f1(answer, gold)
+
+
 def open_asker(params: AskParams, *, on_step: StepObserver | None = None) -> Asker:
     """Resolve the strategy (the shipped policy unless ``shipped_policy=False``), load or build the
     index, build the model. Raises a ``RouteragError`` for an unknown name or bad params before
     anything is loaded."""
-    from routerag.llm.factory import build_model
+    from routerag.run.assemble import open_run
 
     cfg = params.config
     if params.index_dir is None:
         cfg = cfg.model_copy(update={"components": list(INTERACTIVE_COMPONENTS)})
-    resolved = resolve_strategy(cfg.strategy, cfg.params, cfg.model, shipped_policy=params.shipped_policy)
-    sources, index_dir = _sources(cfg, params.index_dir)
-    assert resolved.model is not None
-    context = StrategyContext(model=build_model(resolved.model), sources=sources, on_step=on_step)
-    return Asker(resolved.build(context), cfg.model_copy(update={"model": resolved.model}), index_dir)
+    run = open_run(cfg, shipped_policy=params.shipped_policy, index_dir=params.index_dir, on_step=on_step)
+    return Asker(run.resolved.build(run.context), cfg.model_copy(update={"model": run.resolved.model}), run.index_dir)
 
 
 def ask(question: str | Question, params: AskParams, *, on_step: StepObserver | None = None) -> Trace:
@@ -70,30 +97,4 @@ def ask(question: str | Question, params: AskParams, *, on_step: StepObserver | 
     return open_asker(params, on_step=on_step).ask(question)
 
 
-def _sources(cfg: EvalConfig, index_dir: Path | None) -> tuple[SourceSet, Path | None]:
-    if index_dir is not None:
-        from routerag.index.bundle import load_index
 
-        return load_index(index_dir).sources(cfg.modes), index_dir
-    from routerag.corpus.datasets import load_dataset
-    from routerag.eval.setup import build_sources
-
-    sources, manifests = build_sources(load_dataset(cfg.dataset), cfg)
-    return sources, manifests[0].parent if manifests else None
-
-
-def strategy_factory(resolved: ResolvedStrategy, model: ChatModel, sources: SourceSet, *,
-                     on_step: StepObserver | None = None) -> Callable[[], Strategy]:
-    """A fresh strategy per call over ``model`` and ``sources`` (the service's runs: one per answer)."""
-
-    def make() -> Strategy:
-        return resolved.build(StrategyContext(model=model, sources=sources, on_step=on_step))
-
-    return make
-
-
-def answer(resolved: ResolvedStrategy, model: ChatModel, sources: SourceSet, question: str | Question, *,
-           on_step: StepObserver | None = None) -> Trace:
-    """One question with a resolved strategy over the caller's model and sources (the service's
-    ``/v1/ask`` and ``/v1/ask/stream``)."""
-    return strategy_factory(resolved, model, sources, on_step=on_step)().run(question)

@@ -4,13 +4,14 @@ directory holds ``run.json``, ``results.jsonl`` (one record per question) and ``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from routerag.eval.config import EvalConfig
-from routerag.eval.runner import Engine, RunOutcome
+from routerag.eval.runner import ENGINES, Engine, RunOutcome
 from routerag.progress import Listener
 
 
@@ -31,6 +32,32 @@ class EvaluateParams(BaseModel):
 class EvaluateResult(BaseModel):
     run_dir: Path
     outcome: RunOutcome
+
+    @property
+    def results_path(self) -> Path:
+        """The run's record file (``results.jsonl``, or its compressed form)."""
+        return results_path(self.run_dir)
+
+
+__all__ = ["ENGINES", "EvaluateParams", "EvaluateResult", "default_run_dir", "eval_config", "evaluate", "results_path"]
+
+
+def eval_config(path: Path | None, overrides: Sequence[str] = ()) -> EvalConfig:
+    """An evaluation configuration (a YAML file and ``key.path=value`` overrides) whose dataset,
+    strategy and metric names are known (``UnknownNameError`` otherwise)."""
+    from routerag.config import load_config
+    from routerag.eval.setup import check_names
+
+    config = load_config(EvalConfig, path, list(overrides))
+    check_names(config)
+    return config
+
+
+def results_path(run_dir: Path) -> Path:
+    """The record file of the run in ``run_dir``."""
+    from routerag.eval.runs import RunDir
+
+    return RunDir(run_dir).results.path
 
 
 def default_run_dir(config: EvalConfig) -> Path:

@@ -17,7 +17,7 @@ from routerag.errors import RouteragError
 if TYPE_CHECKING:
     from routerag.corpus.schema import Document
     from routerag.index.settings import IndexSettings
-    from routerag.sources.base import RetrievalRequest
+    from routerag.sources.base import RetrievalRequest, RetrievalResponse
 
 DEFAULT_COMPONENTS: tuple[str, ...] = ("dense", "bm25")
 
@@ -41,6 +41,32 @@ def retrieval_request(queries: list[str], k: int, sources: list[str]) -> Retriev
         return RetrievalRequest(queries=queries, k=k, sources=sources)
     except ValidationError as exc:
         raise RetrievalRequestError("; ".join(err["msg"].removeprefix("Value error, ") for err in exc.errors())) from None
+
+
+def retrieve(index_dir: Path, query: str, k: int, modes: Sequence[str] | None = None) -> RetrievalResponse:
+    """The top ``k`` hits for ``query`` from each of ``modes`` (default: every mode the index
+    mounts) — ``routerag retrieve``. An unknown mode, or a request refused as invalid, is a
+    :class:`RetrievalRequestError` naming why (a mode the index cannot mount: the reason)."""
+    from routerag.index.bundle import load_index
+    from routerag.sources.registry import mount_bundle
+
+    sources, unmounted = mount_bundle(load_index(index_dir))
+    mounted = sources.names()
+    wanted = list(modes or mounted)
+    unknown = [m for m in wanted if m not in mounted]
+    if unknown:
+        why = "; ".join(f"{m}: {unmounted[m]}" for m in unknown if m in unmounted)
+        raise RetrievalRequestError(f"unknown mode {', '.join(unknown)}; mounted: {', '.join(mounted) or '(none)'}"
+                                    + (f" ({why})" if why else ""))
+    return sources.retrieve(retrieval_request([query], k, wanted))
+
+
+def convert_docstore(index_dir: Path, to: str) -> bool:
+    """Rewrite an index's documents as ``to`` (``arrow``: one memory-mapped Arrow file; ``jsonl``);
+    the components are untouched (row i stays document i). False when they are stored so already."""
+    from routerag.index.bundle import convert_docstore as convert
+
+    return convert(index_dir, to)
 
 
 ENGINES = ("local", "ray")

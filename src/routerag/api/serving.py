@@ -5,9 +5,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,13 +36,36 @@ class ServeParams(BaseModel):
     model: ModelConfig = Field(default_factory=ModelConfig, description="the model (ask service only)")
 
 
+
+def retrieval_settings(config: Path | None, overrides: Sequence[str] | None = ()) -> ServerSettings:
+    """The retrieval API's settings: a YAML file of ``ServerSettings`` and ``key.path=value`` overrides."""
+    from routerag.config import load_config
+    from routerag.server.settings import ServerSettings
+
+    return load_config(ServerSettings, config, list(overrides or ()))
+
+
+def service_settings(config: Path | None, overrides: Sequence[str] | None = ()) -> ServiceSettings:
+    """The ask service's settings: a YAML file of ``ServiceSettings`` and ``key.path=value`` overrides."""
+    from routerag.config import load_config
+    from routerag.server.settings import ServiceSettings
+
+    return load_config(ServiceSettings, config, list(overrides or ()))
+
+
+def load_model_config(config: Path | None, overrides: Sequence[str] | None = ()) -> ModelConfig:
+    """A model configuration: a YAML file of ``ModelConfig`` and ``key=value`` overrides."""
+    from routerag.config import load_config
+
+    return load_config(ModelConfig, config, list(overrides or ()))
+
 def mounted_sources(index_dir: Path, modes: list[str] | None, announce: Announce) -> SourceSet:
     """The index's sources (``modes``, or all); each one that cannot be mounted is announced."""
     from routerag.index.bundle import load_index
+    from routerag.sources.registry import mount_bundle
 
-    bundle = load_index(index_dir)
-    sources = bundle.sources(modes or None)
-    for mode, why in bundle.unmounted.items():
+    sources, unmounted = mount_bundle(load_index(index_dir), modes or None)
+    for mode, why in unmounted.items():
         announce(f"not serving {mode}: {why}")
     if not sources.names():
         raise ServeRequestError(f"{index_dir}: no source could be mounted")
@@ -107,3 +130,31 @@ def serve_retrieval_on_ray(params: ServeParams, settings: ServerSettings, *, rep
     announce(f"serving {params.index_dir} with {replicas} Ray Serve replica(s) on http://{settings.host}:{settings.port} "
              f"(docs at /docs{', API key required' if settings.api_key else ''})")
     serve_on_ray(params.index_dir, params.modes, settings, RayServeSettings(replicas=replicas, encoder_replicas=encoder_replicas))
+
+
+def service_openapi() -> dict[str, Any]:
+    """The ask service's OpenAPI document, from the app built over a scripted model, no sources and
+    a throw-away data folder (its routes depend on none of them); nothing is served
+    (``routerag docs reference``)."""
+    import tempfile
+
+    from routerag.llm.scripted import ScriptedModel
+    from routerag.server.app import create_app
+    from routerag.server.settings import ServiceSettings
+    from routerag.sources.sourceset import SourceSet
+
+    with tempfile.TemporaryDirectory(prefix="routerag-reference-") as tmp:
+        app = create_app(ScriptedModel(["unused"]), SourceSet(), ServiceSettings(data_dir=Path(tmp)))
+        try:
+            return app.openapi()
+        finally:
+            app.state.runs.shutdown()
+            app.state.sources.shutdown()
+
+
+def retrieval_openapi() -> dict[str, Any]:
+    """The retrieval server's OpenAPI document, from the app built over no sources."""
+    from routerag.server.retrieval_app import create_retrieval_app
+    from routerag.sources.sourceset import SourceSet
+
+    return create_retrieval_app(SourceSet()).openapi()

@@ -12,7 +12,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from pathlib import Path
 
+    from routerag.llm.lora_gguf import LoraGGUFInfo
     from routerag.train.config import TrainConfig
+    from routerag.train.export_peft import PeftExportInfo
     from routerag.train.golden import Grounder
     from routerag.train.golden.grounding import GroundingRouting
     from routerag.train.golden_set import GoldenSetStats
@@ -64,3 +66,42 @@ def build_golden(sources: Sequence[str], out: Path, *, eval_sets: Sequence[str],
         raise
     except ValueError as exc:
         raise TrainRequestError(str(exc)) from None
+
+
+def export_verl(dataset: str, out: Path | None = None, *, out_dir: Path | None = None, split: str = "train",
+                limit: int | None = None, exclude: Sequence[str] = ("2wiki",)) -> tuple[Path, int, int]:
+    """Training questions in the verl / Search-R1 parquet schema (``routerag export-verl``); for the
+    train split, questions overlapping the ``exclude`` evaluation sets are dropped. Returns the
+    file, the rows written and the questions dropped."""
+    from routerag.corpus.contamination import check_overlap
+    from routerag.corpus.datasets import load_dataset
+    from routerag.train.export_verl import export_parquet, verl_data_path
+
+    questions = load_dataset(dataset, n_questions=limit).questions
+    dropped = 0
+    if exclude and split == "train":
+        bad = set(check_overlap(questions, list(exclude)).overlapping)
+        dropped = len(bad)
+        questions = [q for q in questions if q.qid not in bad]
+    path = export_parquet(questions, out or verl_data_path(dataset, out_dir), dataset, split=split)
+    return path, len(questions), dropped
+
+
+def export_lora_gguf(adapter: Path, out: Path, *, base: str = "bundled:qwen2.5-coder-0.5b", dtype: str = "f16") -> LoraGGUFInfo:
+    """A PEFT LoRA adapter folder as a llama.cpp LoRA adapter GGUF over the ``base`` model's GGUF
+    (a path or ``bundled:`` name)."""
+    from routerag.llm.resolve import resolve_model_file
+    from routerag.train.export_gguf import export_lora_gguf as export
+
+    return export(adapter, resolve_model_file(base), out, dtype=dtype)
+
+
+def export_lora_peft(adapter: str, out: Path, *, base: str = "bundled:qwen2.5-coder-0.5b",
+                     base_model: str = "Qwen/Qwen2.5-Coder-0.5B-Instruct") -> PeftExportInfo:
+    """A llama.cpp LoRA adapter GGUF (or ``policy:NAME``, a shipped policy) as a PEFT adapter
+    folder (what vLLM serves); ``base_model`` is recorded as ``base_model_name_or_path``."""
+    from routerag.llm.resolve import resolve_model_file
+    from routerag.train.adapters import resolve_adapter
+    from routerag.train.export_peft import export_peft_adapter
+
+    return export_peft_adapter(resolve_adapter(adapter), resolve_model_file(base), out, base_model=base_model)

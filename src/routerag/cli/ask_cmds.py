@@ -21,13 +21,9 @@ POLICY_HELP = ("routerag on a bundled base: apply the SFT policy adapter shipped
 def _ask_params(config: Optional[Path], overrides: list[str], index: Optional[Path], policy: bool, **fields):
     """The front door's ``AskParams``: the configuration file and ``--set`` overrides, then the
     options given on the command line."""
-    from routerag.api import AskParams
-    from routerag.config import load_config
-    from routerag.eval.config import EvalConfig
+    from routerag.api.asking import ask_params
 
-    explicit = {k: v for k, v in fields.items() if v is not None}
-    cfg = load_config(EvalConfig, config, overrides, updates=explicit)  # params checked against the strategy's
-    return AskParams(config=cfg, index_dir=index, shipped_policy=policy)
+    return ask_params(config, overrides, index_dir=index, shipped_policy=policy, **fields)
 
 
 @app.command()
@@ -86,6 +82,9 @@ def demo(
     set_: Annotated[list[str], typer.Option("--set", help="override: key.path=value (repeatable)")] = [],
     as_json: Annotated[bool, typer.Option("--json", help="print one Trace JSON per line")] = False,
     policy: Annotated[bool, typer.Option("--policy/--untrained", help=POLICY_HELP)] = True,
+    compare: Annotated[Optional[str], typer.Option(
+        "--compare", help="also answer each question with this strategy (e.g. vanilla) on the same model and index, "
+        "and show what the policy changes: answers, searches, sources, tokens, seconds")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="also show llama.cpp's own log and routerag's info log")] = False,
 ) -> None:
     """Answer a handful of real multi-hop questions from the bundled demo data with the bundled
@@ -93,29 +92,38 @@ def demo(
     what the policy did, what it cost and how the answers compare with the gold ones."""
     from routerag import progress
     from routerag.api import open_asker
+    from routerag.api.asking import answer_scores, ask_questions
     from routerag.cli.progress import RichProgress
-    from routerag.cli.render import DemoRow, render_demo_summary, render_trace
-    from routerag.corpus.datasets import load_dataset
-    from routerag.eval.metrics import exact_match, token_f1
+    from routerag.cli.render import DemoRow, render_demo_compare, render_demo_summary, render_trace
 
     _quiet_native_logs(verbose)
     params = _ask_params(config, set_, None, policy, strategy=strategy, dataset="demo")
-    data = load_dataset(params.config.dataset, n_questions=questions)
+    other = _ask_params(config, set_, None, policy, strategy=compare, dataset="demo") if compare else None
+    picked = ask_questions(params, questions)
     rows: list[DemoRow] = []
+    other_rows: list[DemoRow] = []
     with progress.reporting(RichProgress(Console(stderr=True))):
         asker = open_asker(params)
-        for i, q in enumerate(data.questions, start=1):
-            with progress.step(f"question {i}/{len(data.questions)}: {_clip(q.question, 60)}"):
-                trace = asker.ask(q)
-            row = DemoRow(question=q, trace=trace, em=exact_match(trace.answer, q.answers), f1=token_f1(trace.answer, q.answers))
-            rows.append(row)
-            if as_json:
-                typer.echo(json.dumps({"qid": q.qid, "gold": q.answers, "em": row.em, "f1": row.f1, "trace": trace.model_dump(mode="json")}))
-            else:
-                console.print(render_trace(trace, gold=q.answers))
+        other_asker = open_asker(other) if other is not None else None
+        for i, q in enumerate(picked, start=1):
+            for who, rows_of in ((asker, rows), (other_asker, other_rows)):
+                if who is None:
+                    continue
+                with progress.step(f"question {i}/{len(picked)} with {who.config.strategy}: {_clip(q.question, 60)}"):
+                    trace = who.ask(q)
+                em, f1 = answer_scores(trace.answer, q.answers)
+                row = DemoRow(question=q, trace=trace, em=em, f1=f1)
+                rows_of.append(row)
+                if as_json:
+                    typer.echo(json.dumps({"qid": q.qid, "strategy": who.config.strategy, "gold": q.answers, "em": em,
+                                           "f1": f1, "trace": trace.model_dump(mode="json")}))
+                else:
+                    console.print(render_trace(trace, gold=q.answers))
     if as_json:
         return
     console.print(render_demo_summary(rows, asker.config, asker.index_dir))
+    if other_asker is not None:
+        console.print(render_demo_compare(rows, other_rows, asker.config, other_asker.config))
 
 
 def _clip(text: str, limit: int) -> str:

@@ -39,13 +39,8 @@ def eval_command(
     actor_cpus: float = typer.Option(1.0, "--actor-cpus", min=0, help="--engine ray: CPUs reserved per actor (e.g. 0.25 for served models)"),
 ) -> None:
     """Evaluate a strategy on a dataset: resumable, one JSON record per question, a summary at the end."""
-    from routerag.api import EvaluateParams, default_run_dir, evaluate
+    from routerag.api.evaluating import ENGINES, EvaluateParams, default_run_dir, eval_config, evaluate, results_path
     from routerag.cli.progress import RichProgress
-    from routerag.config import load_config
-    from routerag.eval.config import EvalConfig
-    from routerag.eval.runner import ENGINES
-    from routerag.eval.runs import RunDir
-    from routerag.eval.setup import check_names
     from routerag.registry import UnknownNameError
 
     if engine not in ENGINES:
@@ -62,8 +57,7 @@ def eval_command(
     elif limit is not None:
         sets.append(f"limit={limit}")
     try:
-        cfg = load_config(EvalConfig, config, sets)
-        check_names(cfg)
+        cfg = eval_config(config, sets)
         run_path = out or default_run_dir(cfg)
         typer.echo(f"run directory: {run_path}", err=True)
         result = evaluate(EvaluateParams(config=cfg, out=run_path, concurrency=concurrency, retry_errors=retry_errors,
@@ -75,7 +69,7 @@ def eval_command(
         _fail(f"interrupted; finished questions are kept in {run_path} - run the same command to resume", 130)
     outcome = result.outcome
     if outcome.recovery.repaired:
-        typer.echo(f"warning: {outcome.recovery.message(RunDir(run_path).results.path)}", err=True)
+        typer.echo(f"warning: {outcome.recovery.message(results_path(run_path))}", err=True)
     s = outcome.summary
     scores = "  ".join(f"{name} {100 * value:.1f}" for name, value in s.metrics.items())
     typer.echo(
@@ -85,7 +79,7 @@ def eval_command(
         f"  retrieval turns {s.cost.retrieval_turns:.2f}  tokens {s.cost.total_tokens:.0f}  latency {s.cost.latency_ms / 1000:.2f}s"
         + (f"\n  routing accuracy {100 * s.routing.accuracy:.1f} (n={s.routing.n})" if s.routing else "")
     )
-    typer.echo(f"results: {RunDir(run_path).results.path}")
+    typer.echo(f"results: {result.results_path}")
 
 
 @app.command("report")
@@ -99,23 +93,12 @@ def report_command(
     seed: int = typer.Option(0, "--seed", help="seed of the paired bootstrap"),
 ) -> None:
     """Tables in the papers' layout, paired bootstrap comparisons and plots over stored runs."""
-    from routerag.eval.report import DEFAULT_TABLE_METRICS, build_report, load_runs, render_markdown, write_report
+    from routerag.api.runs import ReportRequestError, report
 
-    names = _split(metrics) or list(DEFAULT_TABLE_METRICS)
-    loaded = load_runs(runs)
-    unknown = [m for m in [*names, plot_metric] if not any(m in r.summary.metrics for r in loaded)]
-    if unknown:
-        known = sorted({m for r in loaded for m in r.summary.metrics})
-        _fail(f"metric(s) {', '.join(unknown)} not in these runs; they have: {', '.join(known)}", 2)
-    if baseline is not None and not any(r.label == baseline for r in loaded):
-        _fail(f"no run is labelled {baseline!r}; labels: {', '.join(dict.fromkeys(r.label for r in loaded))}", 2)
-    report = build_report(loaded, names, seed=seed, baseline=baseline)
-    files = write_report(report, out)
-    if plots:
-        from routerag.eval.plots import plot_all
-
-        for path in plot_all(report.runs, report.table, out, plot_metric):
-            files[path.stem] = path
-    typer.echo(render_markdown(report))
-    for path in files.values():
+    try:
+        made = report(runs, out, metrics=_split(metrics), baseline=baseline, plot_metric=plot_metric, plots=plots, seed=seed)
+    except ReportRequestError as exc:  # a usage error: exit 2
+        _fail(str(exc), 2)
+    typer.echo(made.markdown)
+    for path in made.files.values():
         typer.echo(f"wrote {path}", err=True)

@@ -80,14 +80,10 @@ def convert_docstore_command(
     JSON lines; the components (vectors, BM25, graph) are untouched: row i stays document i."""
     import time
 
-    from routerag.index.bundle import convert_docstore
-    from routerag.index.manifest import IndexLoadError
+    from routerag.api.indexing import convert_docstore
 
     t0 = time.perf_counter()
-    try:
-        changed = convert_docstore(index_dir, to)
-    except IndexLoadError as exc:
-        _fail(str(exc))
+    changed = convert_docstore(index_dir, to)
     if not changed:
         typer.echo(f"{index_dir}: its documents are already stored as {to}")
         return
@@ -125,25 +121,12 @@ def retrieve_command(
     as_json: bool = typer.Option(False, "--json", help="print the RetrievalResponse as JSON"),
 ) -> None:
     """Retrieve the top-k hits for a query from each mode of an index."""
-    from routerag.api.indexing import RetrievalRequestError, retrieval_request
-    from routerag.index.bundle import load_index
+    from routerag.api.indexing import RetrievalRequestError, retrieve
 
-    bundle = load_index(index_dir)
-    sources = bundle.sources()
-    mounted = sources.names()
-    wanted = _split(modes) or mounted
-    unknown = [m for m in wanted if m not in mounted]
-    if unknown:
-        why = "; ".join(f"{m}: {bundle.unmounted[m]}" for m in unknown if m in bundle.unmounted)
-        _fail(
-            f"unknown mode {', '.join(unknown)}; mounted: {', '.join(mounted) or '(none)'}" + (f" ({why})" if why else ""),
-            code=2,
-        )
     try:
-        request = retrieval_request([query], k, wanted)
+        response = retrieve(index_dir, query, k, _split(modes))
     except RetrievalRequestError as exc:  # a usage error: exit 2
         _fail(str(exc), code=2)
-    response = sources.retrieve(request)
     if as_json:
         sys.stdout.write(response.model_dump_json(indent=2) + "\n")
     else:

@@ -12,8 +12,9 @@ from rich.table import Table
 from rich.text import Text
 
 from routerag.corpus.schema import Question
-from routerag.eval.config import EvalConfig
 from routerag.llm.config import ModelConfig
+from routerag.llm.policy_card import PolicyCard
+from routerag.run.config import RunConfig
 from routerag.trace import Step, Trace
 
 _STYLE = {
@@ -104,6 +105,12 @@ class DemoRow:
     em: float
     f1: float
 
+    @classmethod
+    def of(cls, question: Question, trace: Trace) -> DemoRow:
+        from routerag.api.asking import answer_scores
+
+        return cls(question, trace, *answer_scores(trace.answer, question.answers))
+
 
 def _model_words(model: ModelConfig) -> str:
     resolved = model.resolved()
@@ -113,7 +120,7 @@ def _model_words(model: ModelConfig) -> str:
     return words
 
 
-def render_demo_summary(rows: list[DemoRow], config: EvalConfig, index_dir: Path | None) -> RenderableType:
+def render_demo_summary(rows: list[DemoRow], config: RunConfig, index_dir: Path | None) -> RenderableType:
     """What a newcomer needs after the traces: what the policy did, what it cost, how each answer
     compares with the gold, what the scores mean, and where to go next."""
     n = len(rows)
@@ -148,6 +155,10 @@ def render_demo_summary(rows: list[DemoRow], config: EvalConfig, index_dir: Path
     )
     if errors:
         did.append(f"\n{len(errors)} question(s) failed: {errors[0].error}", style="red")
+    card = _policy_card(config)
+    if card is not None:
+        did.append("\nWhat this policy scores ", style="bold")
+        did.append(f"({card.name}, from its evaluation runs): {card.summary()}.")
 
     table = Table(title="How the answers compare with the gold", title_justify="left", show_lines=False)
     for column, justify in (("#", "right"), ("question", "left"), ("answer", "left"), ("gold", "left"),
@@ -166,8 +177,8 @@ def render_demo_summary(rows: list[DemoRow], config: EvalConfig, index_dir: Path
     meaning = Text(
         f"Mean EM {em:.2f}, F1 {f1:.2f} over {n} question{'s' * (n != 1)}. EM is 1 when the answer equals a gold answer "
         "after normalisation (case, articles, punctuation); F1 is their word overlap (0-1). A handful of questions "
-        "says nothing about a method: docs/results/README.md has 50-100-question tables with paired confidence "
-        "intervals, where this 0.5B model on CPU gets most multi-hop questions wrong.",
+        "says nothing about a method: the README's results table has 50-100-question runs with paired confidence "
+        "intervals (docs/guides/evaluation.md).",
         style="dim",
     )
 
@@ -184,9 +195,58 @@ def render_demo_summary(rows: list[DemoRow], config: EvalConfig, index_dir: Path
     nxt.add_row(f"routerag report runs/demo-{config.strategy} --out report", "tables with EM/F1, cost and routing, plots")
     if index_dir is not None:
         nxt.add_row(f"routerag serve {index_dir}", "the web UI and HTTP API over this demo index; then open http://127.0.0.1:8700/")
-    nxt.add_row("docs/evaluation.md, docs/strategies.md", "what the numbers and the strategies mean")
+    if config.strategy != "vanilla":
+        nxt.add_row(f"routerag demo --strategy {config.strategy} --compare vanilla", "the same questions with vanilla RAG beside: what the policy changes")
+    nxt.add_row("docs/guides/evaluation.md, docs/guides/strategies.md", "what the numbers and the strategies mean")
     return Panel(
         Group(did, Text(""), table, meaning, Text(""), Text("Where to go next", style="bold"), nxt),
         title="[bold]demo summary[/]",
         border_style="bright_black",
     )
+
+
+def _policy_card(config: RunConfig) -> PolicyCard | None:
+    """The evaluation card of the shipped policy this run applies (None for any other adapter)."""
+    from routerag.llm.policy_card import policy_card
+
+    lora = config.model.lora_path
+    if lora is None:
+        return None
+    card = policy_card(config.model)
+    return card if card is not None and Path(lora).parent.name == card.name else None
+
+
+def render_demo_compare(rows: list[DemoRow], other: list[DemoRow], config: RunConfig, other_config: RunConfig) -> RenderableType:
+    """The same questions answered by two strategies: what the first one changes (answers,
+    searches, sources, tokens, seconds)."""
+    a, b = config.strategy, other_config.strategy
+    table = Table(title=f"{a} beside {b} on the same questions, model and index", title_justify="left")
+    for column, justify in (("#", "right"), ("gold", "left"), (f"{a} answer", "left"), (f"{b} answer", "left"),
+                            ("searches", "right"), ("sources", "left"), ("tokens", "right"), ("s", "right")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+
+    def answer(row: DemoRow) -> Text:
+        return Text(_clip(row.trace.answer or "(none)", 24), style="green" if row.em == 1 else ("yellow" if row.f1 > 0 else "red"))
+
+    def sources(row: DemoRow) -> str:
+        return ",".join(f"{k}×{v}" for k, v in sorted(row.trace.retrieval_calls_by_source().items())) or "-"
+
+    for i, (x, y) in enumerate(zip(rows, other), start=1):
+        table.add_row(
+            str(i), _clip(" | ".join(x.question.answers), 20), answer(x), answer(y),
+            f"{x.trace.retrieval_turns} / {y.trace.retrieval_turns}", f"{sources(x)} / {sources(y)}",
+            f"{x.trace.prompt_tokens + x.trace.completion_tokens:,} / {y.trace.prompt_tokens + y.trace.completion_tokens:,}",
+            f"{x.trace.latency_ms / 1000:.1f} / {y.trace.latency_ms / 1000:.1f}",
+        )
+    n = max(len(rows), 1)
+    em_a, em_b = sum(r.em for r in rows) / n, sum(r.em for r in other) / n
+    changed = sum(1 for x, y in zip(rows, other) if (x.trace.answer or "") != (y.trace.answer or ""))
+    better = sum(1 for x, y in zip(rows, other) if x.em > y.em)
+    worse = sum(1 for x, y in zip(rows, other) if x.em < y.em)
+    words = Text(
+        f"{a} changed {changed} of {len(rows)} answers ({better} right where {b} was wrong, {worse} the other way); "
+        f"EM {em_a:.2f} vs {em_b:.2f}. A handful of questions shows what changes, not which is better: the results "
+        "table in the README compares them on 50-100 questions with paired confidence intervals.",
+        style="dim",
+    )
+    return Panel(Group(table, words), title=f"[bold]{a} vs {b}[/]", border_style="bright_black")

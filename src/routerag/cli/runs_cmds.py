@@ -1,6 +1,6 @@
 """``routerag runs compress`` / ``routerag runs uncompress``: store finished evaluation runs as
 ``results.jsonl.xz`` (every reader and resume accept every form, the earlier ``results.jsonl.gz`` too; see
-:mod:`routerag.eval.runs`)."""
+:mod:`routerag.api.runs`)."""
 
 from __future__ import annotations
 
@@ -16,21 +16,13 @@ app.add_typer(runs_app, name="runs")
 
 def _run_dirs(paths: list[Path]) -> list[Path]:
     """Each path is a run directory (it has run.json) or a folder searched for run directories."""
-    from routerag.eval.runs import HEADER_NAME
+    from routerag.api.runs import RunsRequestError, find_run_dirs
 
-    found: list[Path] = []
-    for path in paths:
-        if not path.is_dir():
-            typer.echo(f"error: {path} is not a directory", err=True)
-            raise typer.Exit(2)
-        if (path / HEADER_NAME).is_file():
-            found.append(path)
-        else:
-            found.extend(sorted(p.parent for p in path.rglob(HEADER_NAME)))
-    if not found:
-        typer.echo(f"error: no run directory (a folder with {HEADER_NAME}) under {', '.join(map(str, paths))}", err=True)
-        raise typer.Exit(2)
-    return found
+    try:
+        return find_run_dirs(paths)
+    except RunsRequestError as exc:  # a usage error: exit 2
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 @runs_app.command("compress")
@@ -40,15 +32,13 @@ def compress_command(
     """Replace each finished run's results.jsonl by results.jsonl.xz (verified before the plain
     file is removed; a results.jsonl.gz packed earlier is re-packed as xz). `routerag report` reads
     it as before; resuming the run decompresses it."""
-    from routerag.eval.runs import RunDir, RunError
+    from routerag.api.runs import RunError, compress_run
 
     failed = 0
     plain_total = packed_total = 0
     for path in _run_dirs(paths):
-        run = RunDir(path)
         try:
-            with run.lock():
-                report = run.results.compress()
+            report = compress_run(path)
         except RunError as exc:
             typer.echo(f"error: {exc}", err=True)
             failed += 1
@@ -68,18 +58,16 @@ def uncompress_command(
 ) -> None:
     """Turn results.jsonl.xz (or .gz) back into results.jsonl (resume does this by itself; this is for
     reading the log with line tools)."""
-    from routerag.eval.runs import RunDir, RunError
+    from routerag.api.runs import RunError, uncompress_run
 
     failed = 0
     for path in _run_dirs(paths):
-        run = RunDir(path)
         try:
-            with run.lock():
-                run.results.unpack()
+            location = uncompress_run(path)
         except RunError as exc:
             typer.echo(f"error: {exc}", err=True)
             failed += 1
             continue
-        typer.echo(f"{path}: {run.results.location.name}")
+        typer.echo(f"{path}: {location.name}")
     if failed:
         raise typer.Exit(1)

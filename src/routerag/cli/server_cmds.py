@@ -56,11 +56,9 @@ def serve_retrieval_command(
 ) -> None:
     """Serve POST /retrieve, GET /sources, GET /health and the Search-R1 endpoint (/retrieve/searchr1)."""
     from routerag.api import ServeParams, serve_retrieval
-    from routerag.api.serving import serve_retrieval_on_ray
-    from routerag.config import load_config
-    from routerag.server.settings import ServerSettings
+    from routerag.api.serving import retrieval_settings, serve_retrieval_on_ray
 
-    settings = load_config(ServerSettings, config, _server_overrides(host, port, api_key_env, overrides))
+    settings = retrieval_settings(config, _server_overrides(host, port, api_key_env, overrides))
     params = ServeParams(index_dir=index_dir, modes=_modes(modes))
     if on_ray:
         serve_retrieval_on_ray(params, settings, replicas=replicas, encoder_replicas=encoder_replicas, announce=_announce)
@@ -82,10 +80,8 @@ def serve_command(
 ) -> None:
     """Serve POST /v1/ask, /v1/ask/stream, /v1/runs and the retrieval API under /retrieval."""
     from routerag.api import ServeParams, serve
-    from routerag.config import load_config
-    from routerag.llm.config import ModelConfig
-    from routerag.server.settings import ServiceSettings
+    from routerag.api.serving import load_model_config, service_settings
 
-    settings = load_config(ServiceSettings, config, _server_overrides(host, port, api_key_env, overrides))
-    model_cfg = load_config(ModelConfig, model_config, model_overrides)
+    settings = service_settings(config, _server_overrides(host, port, api_key_env, overrides))
+    model_cfg = load_model_config(model_config, model_overrides)
     serve(ServeParams(index_dir=index_dir, modes=_modes(modes), model=model_cfg), settings, announce=_announce)

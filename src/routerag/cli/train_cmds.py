@@ -23,7 +23,7 @@ def _fail(message: str, code: int = 1) -> NoReturn:
 @app.command("train")
 def train_command(
     recipe: str = typer.Argument(..., help=RECIPE_HELP),
-    config: Path = typer.Option(None, "--config", help="a YAML file of TrainConfig (see configs/train/)"),
+    config: Path = typer.Option(None, "--config", help="a YAML file of the recipe's configuration (see configs/train/; base: FILE layers one on another)"),
     overrides: list[str] = typer.Option(None, "--set", help="override a setting: key.path=value (repeatable), e.g. grpo.max_steps=10"),
     out: Path = typer.Option(None, "--out", "-o", help="run directory (default: the config's output_dir); an existing one is resumed"),
     dry_run: bool = typer.Option(False, "--dry-run", help="validate and print the resolved configuration, train nothing"),
@@ -32,9 +32,9 @@ def train_command(
     import yaml
 
     from routerag.api import train
-    from routerag.config import ConfigError, load_config
+    from routerag.config import ConfigError
     from routerag.registry import UnknownNameError
-    from routerag.train.config import TrainConfig
+    from routerag.train.config import load_train_config
     from routerag.train.recipes import RECIPES
 
     if recipe not in RECIPES:
@@ -43,7 +43,7 @@ def train_command(
     if out is not None:
         items.append(f"output_dir={out}")
     try:
-        cfg = load_config(TrainConfig, config, items)  # reward names and params are checked here
+        cfg = load_train_config(config, items)  # reward names and params are checked here
     except (ConfigError, UnknownNameError) as exc:  # a usage error: exit 2
         _fail(str(exc), 2)
     if dry_run:
@@ -67,18 +67,10 @@ def export_verl_command(
     exclude: list[str] = typer.Option(["2wiki"], "--exclude", help="evaluation datasets whose questions are dropped (repeatable)"),
 ) -> None:
     """Write training questions in the verl / Search-R1 parquet schema (reward: routerag.train.export_verl.compute_score)."""
-    from routerag.corpus.contamination import check_overlap
-    from routerag.corpus.datasets import load_dataset
-    from routerag.train.export_verl import export_parquet, verl_data_path
+    from routerag.api.training import export_verl
 
-    questions = load_dataset(dataset, n_questions=limit).questions
-    dropped = 0
-    if exclude and split == "train":
-        bad = set(check_overlap(questions, exclude).overlapping)
-        dropped = len(bad)
-        questions = [q for q in questions if q.qid not in bad]
-    path = export_parquet(questions, out or verl_data_path(dataset, out_dir), dataset, split=split)
-    typer.echo(f"wrote {len(questions)} rows to {path} ({dropped} dropped as overlapping {', '.join(exclude)})")
+    path, rows, dropped = export_verl(dataset, out, out_dir=out_dir, split=split, limit=limit, exclude=exclude)
+    typer.echo(f"wrote {rows} rows to {path} ({dropped} dropped as overlapping {', '.join(exclude)})")
 
 
 @app.command("export-lora-gguf")
@@ -89,10 +81,9 @@ def export_lora_gguf_command(
     dtype: str = typer.Option("f16", "--dtype", help="f16 | f32"),
 ) -> None:
     """Export a PEFT LoRA adapter as a llama.cpp LoRA adapter GGUF (for --set model.lora_path=...)."""
-    from routerag.llm.resolve import resolve_model_file
-    from routerag.train.export_gguf import export_lora_gguf
+    from routerag.api.training import export_lora_gguf
 
-    info = export_lora_gguf(adapter, resolve_model_file(base), out, dtype=dtype)
+    info = export_lora_gguf(adapter, out, base=base, dtype=dtype)
     typer.echo(f"wrote {info.path}: {info.tensors} tensors, rank {info.rank}, alpha {info.alpha:g}, {info.architecture}")
 
 
@@ -106,17 +97,9 @@ def export_lora_peft_command(
                                    help="HF id of the base model, recorded as base_model_name_or_path (what vLLM serves)"),
 ) -> None:
     """Export a llama.cpp LoRA adapter GGUF as a PEFT adapter folder (vLLM --lora-modules NAME=FOLDER)."""
-    from routerag.llm.base import ModelError
-    from routerag.llm.config import MissingPolicyError
-    from routerag.llm.lora_gguf import LoraExportError
-    from routerag.llm.resolve import resolve_model_file
-    from routerag.train.adapters import resolve_adapter
-    from routerag.train.export_peft import export_peft_adapter
+    from routerag.api.training import export_lora_peft
 
-    try:
-        info = export_peft_adapter(resolve_adapter(adapter), resolve_model_file(base), out, base_model=base_model)
-    except (LoraExportError, ModelError, MissingPolicyError) as exc:
-        _fail(str(exc))
+    info = export_lora_peft(adapter, out, base=base, base_model=base_model)
     typer.echo(f"wrote {info.path}: {info.tensors} tensors, rank {info.rank}, alpha {info.alpha:g}, "
                f"modules {', '.join(info.target_modules)}, layers {info.layers[0]}-{info.layers[-1]}")
 

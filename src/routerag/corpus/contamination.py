@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
+from routerag.corpus.normalize import normalize_answer
 from routerag.corpus.schema import Question
-from routerag.eval.normalize import normalize_answer
 
 
 def question_key(question: str, answer: str) -> str:

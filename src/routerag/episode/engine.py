@@ -1,6 +1,6 @@
 """The episode engine: the one implementation of a multi-turn tag-protocol episode (Search-R1
-style), for evaluation (:class:`~routerag.strategies.agentic.TagLoop`) and training
-(:class:`~routerag.train.env.RouteRAGEnv`) alike.
+style), for evaluation (:class:`~routerag.strategies.agentic.TagStrategy`) and training
+(:class:`~routerag.train.env.RolloutEnv`) alike.
 
 An explicit state machine (after verl's agent loop)::
 
@@ -29,10 +29,11 @@ from pydantic import BaseModel, Field
 
 from routerag.episode.ports import PolicyPort, Turn
 from routerag.episode.segments import SegmentLog
+from routerag.llm.base import GenerationParams, Message
 from routerag.protocol.routerag_tags import ParsedAction, TagProtocol, parse_action
-from routerag.strategies.base import StrategyContext
-from routerag.strategies.loop import Render, add_step, retrieve_step
-from routerag.strategies.parsing import clean_answer
+from routerag.runtime.base import StrategyContext
+from routerag.runtime.loop import Render, add_step, retrieve_step
+from routerag.runtime.parsing import clean_answer
 from routerag.trace import ForcedAnswer, Route, Step, Trace
 
 Finish = Literal["answer", "forced", "truncated"]
@@ -70,7 +71,10 @@ MODE_ERRORS = ("missing_mode", "unknown_mode")  # what ``strict_modes`` refuses
 
 @dataclass(frozen=True)
 class EpisodeRules:
-    """What varies between users of the engine (one strategy, or the training environment)."""
+    """What varies between the strategies that run on the engine. A tag strategy builds its rules
+    from its Params (:meth:`~routerag.strategies.agentic.TagStrategy.episode`), for evaluation and
+    for the training environment alike; limits of a port (tokens per turn, per completion, per
+    observation) belong to the port, not here."""
 
     protocol: TagProtocol
     budget: int  # searches (and invalid turns) before the forced answer
@@ -79,10 +83,20 @@ class EpisodeRules:
     invalid_message: str
     force_answer: str  # observation ending with the answer-open tag
     prefix: str = ""  # prompt-side text that starts the assistant turn; parsed with the first turn
-    max_observation_tokens: int | None = None  # evidence is cut to this many tokens (the token port)
     strict_modes: bool = False  # a search without a usable mode tag is an invalid action (no retrieval)
     reader: Literal["policy", "top_hit_title"] = "policy"  # who answers when the budget is spent
     search_cost: Callable[[SearchPlan], float] | None = None  # the charge of one retrieval (Step.retrieval_cost)
+
+
+@dataclass(frozen=True)
+class EpisodeSetup:
+    """One tag strategy's episode for one question: its rules, its prompt messages (system and
+    user turns, before any chat template) and the per-turn generation settings of a chat model
+    (the token port of training takes its own limits)."""
+
+    rules: EpisodeRules
+    messages: list[Message]
+    generation: GenerationParams
 
 
 class Episode:
@@ -161,12 +175,12 @@ class Episode:
             self.ctx, self.trace, plan.query, plan.sources, plan.k, rules.render,
             route=plan.route, format_error="; ".join(errors) or None,
             retrieval_cost=rules.search_cost(plan) if rules.search_cost is not None else None,
-            metadata={"tags": plan.tags, "raw_query": action.query}, **self._common(turn, action),
+            **self._common(turn, action),
         )
         step.latency_ms = turn.latency_ms + step.retrieval_ms
         self.searches.append((plan, step))
         self._emit(step)
-        self._observe(step.observation, rules.max_observation_tokens)
+        self._observe(step.observation, evidence=True)
         return self._next_turn()
 
     def _invalid(self) -> State:
@@ -231,8 +245,8 @@ class Episode:
         if self.on_step is not None:
             self.on_step(step)
 
-    def _observe(self, text: str, limit: int | None = None) -> None:
-        self.log.add("observation", self.policy.add_observation(text, limit))
+    def _observe(self, text: str, *, evidence: bool = False) -> None:
+        self.log.add("observation", self.policy.add_observation(text, evidence=evidence))
 
 
 def run_episode(ctx: StrategyContext, trace: Trace, policy: PolicyPort, rules: EpisodeRules,

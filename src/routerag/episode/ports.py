@@ -6,7 +6,7 @@ Two adapters:
 
 * :class:`ChatPolicy` wraps a :class:`~routerag.llm.base.ChatModel` (evaluation, the server):
   one growing assistant turn continued with ``continue_final``; text the model wrote after the
-  action of a turn is dropped from the context;
+  action of a turn is dropped from the context; evidence is shown whole;
 * :class:`TokenPolicy` wraps a token-level ``generate`` and a :class:`TokenCodec` (training):
   completion ids, log-probs and the loss mask are appended here and nowhere else; every sampled
   token is kept (the loss must see exactly the sampled sequence) and observations may be cut to
@@ -23,10 +23,13 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from routerag.llm.base import GenerationParams, Message
+from routerag.protocol.graphrag_r1_tags import DOCUMENTS_CLOSE
 from routerag.protocol.routerag_tags import INFORMATION_CLOSE
-from routerag.strategies.base import StrategyContext
-from routerag.strategies.loop import call_model, generated_text
+from routerag.runtime.base import StrategyContext
+from routerag.runtime.loop import call_model, generated_text
 from routerag.trace import ModelCall
+
+EVIDENCE_CLOSE = (INFORMATION_CLOSE, DOCUMENTS_CLOSE)  # the closing tags of the protocols' evidence blocks
 
 Generate = Callable[[list[int], list[str], int], tuple[list[int], list[float]]]
 """``generate(prompt_ids, stop_strings, max_new_tokens) -> (completion_ids, logprobs)``."""
@@ -70,9 +73,9 @@ class PolicyPort(Protocol):
         dropped). Returns the text that entered the context."""
         ...
 
-    def add_observation(self, text: str, limit: int | None = None) -> str:
-        """Append environment text (evidence, a repair, a cue), cut to ``limit`` tokens when
-        given. Returns the text that entered the context."""
+    def add_observation(self, text: str, *, evidence: bool = False) -> str:
+        """Append environment text (``evidence``: a search's rendered hits; else a repair or a
+        cue); a port may cut evidence to its own limit. Returns the text that entered the context."""
         ...
 
 
@@ -80,19 +83,22 @@ class PolicyPort(Protocol):
 
 
 class ChatPolicy:
-    """A :class:`ChatModel` continuing one growing assistant turn after fixed prompt messages."""
+    """A :class:`ChatModel` continuing one growing assistant turn after fixed prompt messages;
+    ``prefix`` (the rules' prompt-side start of the assistant turn) opens that turn. Observations
+    are never cut (evaluation shows evidence whole)."""
 
-    def __init__(self, ctx: StrategyContext, messages: list[Message], generation: GenerationParams) -> None:
+    def __init__(self, ctx: StrategyContext, messages: list[Message], generation: GenerationParams, *, prefix: str = "") -> None:
         if not messages or messages[-1].role == "assistant":
             raise ValueError("a chat episode starts from prompt messages ending with a user/system turn")
         self.ctx = ctx
         self.messages = list(messages)
         self.generation = generation
-        self._assistant: list[str] = []
+        self.prefix = prefix
+        self._assistant: list[str] = [prefix] if prefix else []
 
     @property
     def prompt_text(self) -> str:
-        return "\n\n".join(m.content for m in self.messages)
+        return "\n\n".join(m.content for m in self.messages) + self.prefix
 
     @property
     def assistant_text(self) -> str:
@@ -119,9 +125,7 @@ class ChatPolicy:
         self._assistant.append(text)
         return text
 
-    def add_observation(self, text: str, limit: int | None = None) -> str:
-        if limit is not None:
-            raise ValueError("a chat episode does not cut observations (evaluation shows them whole)")
+    def add_observation(self, text: str, *, evidence: bool = False) -> str:
         self._assistant.append(text)
         return text
 
@@ -138,22 +142,26 @@ class TokenCodec(Protocol):
 
     def render_prompt(self, user_text: str) -> str: ...
 
+    def render_messages(self, messages: Sequence[Message]) -> str: ...
+
 
 def cut_observation(codec: TokenCodec, text: str, limit: int) -> list[int]:
-    """At most ``limit`` token ids of an observation. An ``<information>`` block is cut inside its
-    body and keeps its closing tag (and the whitespace after it), so a cut observation still looks
-    like the ones the policy saw in SFT and sees in evaluation (which cuts none) — a block cut
-    through its closing tag makes the policy go on writing the document instead of acting. Other
-    text is cut at ``limit``."""
+    """At most ``limit`` token ids of an observation. An evidence block (RouteRAG's
+    ``<information>``, GraphRAG-R1's ``<|begin_of_documents|>``) is cut inside its body and keeps
+    its closing tag (and the whitespace after it), so a cut observation still looks like the ones
+    the policy saw in SFT and sees in evaluation (which cuts none) — a block cut through its
+    closing tag makes the policy go on writing the document instead of acting. Other text is cut
+    at ``limit``."""
     ids = codec.encode(text)
     if len(ids) <= limit:
         return ids
     core = text.rstrip()
-    if core.endswith(INFORMATION_CLOSE):
-        suffix_ids = codec.encode(" ...\n" + INFORMATION_CLOSE + text[len(core):])
-        if len(suffix_ids) < limit:
-            body_ids = codec.encode(core[: -len(INFORMATION_CLOSE)])
-            return body_ids[: limit - len(suffix_ids)] + suffix_ids
+    for close in EVIDENCE_CLOSE:
+        if core.endswith(close):
+            suffix_ids = codec.encode(" ...\n" + close + text[len(core):])
+            if len(suffix_ids) < limit:
+                body_ids = codec.encode(core[: -len(close)])
+                return body_ids[: limit - len(suffix_ids)] + suffix_ids
     return ids[:limit]
 
 
@@ -170,11 +178,13 @@ def _split_at_stop(text: str, stops: Sequence[str]) -> tuple[str, str | None]:
 class TokenPolicy:
     """A token-level ``generate`` over prompt + completion ids: the one place where the completion
     ids, their log-probs and the loss mask (``env_mask``: 1 = the policy's own token, 0 = inserted
-    by the environment) grow, always together."""
+    by the environment) grow, always together. Evidence is cut to ``max_observation_tokens``
+    (:func:`cut_observation`; None: uncut)."""
 
     def __init__(self, codec: TokenCodec, generate: Generate, prompt_text: str, *, max_new_tokens: int,
-                 max_completion_tokens: int) -> None:
+                 max_completion_tokens: int, max_observation_tokens: int | None = None) -> None:
         self.codec = codec
+        self.max_observation_tokens = max_observation_tokens
         self._generate = generate
         self._prompt_text = prompt_text
         self.max_new_tokens = max_new_tokens
@@ -215,8 +225,9 @@ class TokenPolicy:
         self._append(turn.ids, turn.logprobs, 1)  # every sampled token, even after the action
         return turn.text
 
-    def add_observation(self, text: str, limit: int | None = None) -> str:
+    def add_observation(self, text: str, *, evidence: bool = False) -> str:
         ids = self.codec.encode(text)
+        limit = self.max_observation_tokens if evidence else None
         if limit is not None and len(ids) > limit:
             ids = cut_observation(self.codec, text, limit)
             text = self.codec.decode(ids)

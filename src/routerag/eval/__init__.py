@@ -4,6 +4,7 @@ traces, the resumable runner, reports, plots and the paired bootstrap.
 ``metrics``/``normalize`` are light to import; ``runner``, ``report`` and ``plots`` are imported
 from their modules where needed."""
 
+from routerag.corpus.normalize import normalize_answer
 from routerag.eval.metrics import (
     DEFAULT_METRICS,
     METRICS,
@@ -16,7 +17,6 @@ from routerag.eval.metrics import (
     token_f1,
     token_precision,
 )
-from routerag.eval.normalize import normalize_answer
 
 __all__ = [
     "DEFAULT_METRICS",

@@ -1,53 +1,25 @@
-"""``EvalConfig``: everything that decides an evaluation's answers, from YAML + ``--set`` overrides.
-Runtime knobs that do not change answers (output folder, concurrency, progress bar) are command
-options, not configuration, and stay out of the run's fingerprint.
+"""``EvalConfig``: a :class:`~routerag.run.config.RunConfig` (everything that decides the answers)
+plus what only an evaluation needs — the sample size, the report label, the answer metrics and
+an optional judge model. Runtime knobs that do not change answers (output folder, concurrency,
+progress bar) are command options, not configuration, and stay out of the run's fingerprint.
 
 Names are checked against their registries and the strategy's ``params`` against its ``Params``
 when the configuration is validated (``load_config``), before any index or model is built."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field
 
-from routerag.config import validation_reasons
 from routerag.eval.metrics import DEFAULT_METRICS, METRICS
-from routerag.index.component import COMPONENTS
-from routerag.index.settings import IndexSettings
 from routerag.llm.config import ModelConfig
 from routerag.registry import RegisteredName
-from routerag.strategies import STRATEGIES
+from routerag.run.config import RunConfig
 
 
-class EvalConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
-
-    dataset: str = Field("demo", description="a registered dataset (2wiki, musique, hotpotqa, law-med, ...) or file:<path>")
-    strategy: Annotated[str, RegisteredName(STRATEGIES, unknown_name=True)] = Field("vanilla", description="a registered strategy (routerag, graphrag-r1, r1-router, realroute, ...)")
+class EvalConfig(RunConfig):
     limit: int | None = Field(200, ge=1, description="evenly spaced questions to evaluate; None: all")
     label: str | None = Field(None, description="the row name in report tables (default: the strategy)")
     metrics: list[Annotated[str, RegisteredName(METRICS, unknown_name=True)]] = Field(default_factory=lambda: list(DEFAULT_METRICS), description="registered answer metrics")
-    params: dict[str, Any] = Field(default_factory=dict, description="the strategy's parameters (validated by its Params)")
-    model: ModelConfig = Field(default_factory=ModelConfig)
     judge_model: ModelConfig | None = Field(None, description="adds the 'judge' metric (LLM-as-judge) with this model")
-    index: IndexSettings = Field(default_factory=IndexSettings)
-    components: list[Annotated[str, RegisteredName(COMPONENTS, unknown_name=True)]] = Field(default_factory=lambda: ["dense", "bm25"], description="index components built over the corpus")
-    modes: list[str] | None = Field(None, description="source modes to mount (default: every mode the index serves)")
-    source_mode: str = Field("passage", description="multi-source datasets: the mode each named source is served with")
-
-    @model_validator(mode="after")
-    def _check_params(self) -> EvalConfig:
-        """``params`` must validate against the strategy's ``Params`` (pydantic's conversions, as
-        ``resolve_strategy`` applies to YAML/``--set`` values); kept as written, so the resolved
-        configuration a run stores is unchanged. A strategy whose optional dependency is missing
-        is left to ``resolve_strategy`` to report."""
-        try:
-            cls = STRATEGIES.get(self.strategy)
-        except ImportError:
-            return self
-        try:
-            cls.Params.model_validate(self.params)
-        except ValidationError as exc:
-            raise ValueError(f"invalid params for strategy {self.strategy!r}: {validation_reasons(exc)}") from None
-        return self

@@ -7,9 +7,9 @@ embedder on first use. The LLM judge needs a model and the question, so it is a 
 (:class:`LLMJudge`) rather than a registry entry.
 
 Choices where the reference scripts disagree (details and hand-checked cases in
-``docs/evaluation.md``):
+``docs/concepts/metrics.md``):
 
-* normalisation: SQuAD's, plus NFKC and Unicode punctuation (:mod:`routerag.eval.normalize`);
+* normalisation: SQuAD's, plus NFKC and Unicode punctuation (:mod:`routerag.corpus.normalize`);
 * F1 special-cases *yes/no/noanswer* as HotpotQA, 2Wiki and FlashRAG do: if either side
   normalises to one of them and the two differ, F1 is 0 (SQuAD and MuSiQue do not);
 * an answer that normalises to nothing: F1 = 1 only if both sides are empty (SQuAD 2.0), where
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel
 
-from routerag.eval.normalize import normalize_answer
+from routerag.corpus.normalize import normalize_answer
 from routerag.llm.base import ChatModel, GenerationParams, Message
 from routerag.registry import Registry
 from routerag.trace import ModelCall

@@ -4,12 +4,10 @@ the index manifest's hash, and the fingerprint of the configuration that determi
 from __future__ import annotations
 
 import hashlib
-import json
 import platform
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 from routerag import __version__
 from routerag.eval.runs import Versions
@@ -63,8 +61,3 @@ def collect_versions(model: str | None = None, index_manifest: str | None = None
         index_manifest=index_manifest,
     )
 
-
-def fingerprint(payload: Any) -> str:
-    """A stable hash of a JSON-serialisable payload (keys sorted)."""
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]

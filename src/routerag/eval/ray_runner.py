@@ -32,7 +32,7 @@ from typing import Any
 from routerag.corpus.schema import Question
 from routerag.eval.runs import QuestionRecord
 from routerag.raycluster import ensure_ray
-from routerag.strategies.base import Strategy
+from routerag.runtime.base import Strategy
 
 ENV_PREFIX = "ROUTERAG_"
 

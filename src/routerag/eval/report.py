@@ -63,6 +63,12 @@ def load_run(path: str | Path) -> LoadedRun:
     matches: bool | None = None
     if run_dir.summary_path.is_file():
         raw = json.loads(run_dir.summary_path.read_bytes())
+        if not records and raw.get("n_done") and not run_dir.results.location.exists():
+            raise RunError(
+                f"{path}: summary.json counts {raw['n_done']} answered questions but the per-question log "
+                f"({run_dir.results.path.name}[.xz]) is not here, so nothing can be rebuilt from it; restore the log "
+                "(a stored run whose log left the repository: docs/results/README.md names the commit that has it)"
+            )
         stored = RunSummary.model_validate(raw)
         # a summary written before the question-type breakdown existed is compared without it
         matches = stored == (summary if "breakdown" in raw else summary.model_copy(update={"breakdown": {}}))

@@ -1,7 +1,7 @@
 """The evaluation runner: answer every sampled question once, score it, append it to the run's
 log, and survive crashes.
 
-It takes already-built objects — a factory of :class:`~routerag.strategies.base.Strategy`
+It takes already-built objects — a factory of :class:`~routerag.runtime.base.Strategy`
 instances and the list of :class:`~routerag.corpus.schema.Question` — so it is testable without a
 model or an index; the ``routerag eval`` command builds those from the configuration.
 
@@ -32,17 +32,17 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
-from routerag.config import atomic_write_text
+from routerag.config import atomic_write_text, fingerprint
 from routerag.corpus.question_types import dataset_type
 from routerag.corpus.sampling import spread_order
 from routerag.corpus.schema import Question
 from routerag.eval.cost import trace_cost
 from routerag.eval.metrics import DEFAULT_METRICS, METRICS, LLMJudge, score_answer
-from routerag.eval.provenance import collect_versions, fingerprint
+from routerag.eval.provenance import collect_versions
 from routerag.eval.routing import routing_outcome
 from routerag.eval.runs import QuestionRecord, RecoveryReport, RunDir, RunError, RunHeader, Versions
 from routerag.eval.summary import RunSummary, summarize
-from routerag.strategies.base import Strategy
+from routerag.runtime.base import Strategy
 from routerag.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -83,15 +83,27 @@ def evaluate_question(
     metrics: Sequence[str],
     judge: LLMJudge | None = None,
 ) -> QuestionRecord:
-    """Answer and score one question. Exceptions of the strategy become the record's error."""
+    """Answer and score one question. Exceptions of the strategy become the record's error. The one
+    per-question function of every evaluation path: ``routerag eval`` (thread pool or Ray actors)
+    and the service's runs (``server/jobs.py``)."""
     t0 = time.perf_counter()
     try:
         trace = strategy.run(question)
     except Exception as exc:  # noqa: BLE001 - one question's failure must not end the run
-        trace = Trace(question=question.question, strategy=strategy_name, qid=question.qid)
-        trace.error = f"{type(exc).__name__}: {exc}"
+        trace = failed_trace(question, strategy_name, exc)
     if trace.latency_ms <= 0:
         trace.latency_ms = (time.perf_counter() - t0) * 1000.0
+    return record_question(trace, question, position, metrics=metrics, judge=judge)
+
+
+def failed_trace(question: Question, strategy_name: str, exc: BaseException) -> Trace:
+    """The trace of a question whose strategy could not answer (it raised, or could not be built)."""
+    return Trace(question=question.question, strategy=strategy_name, qid=question.qid, error=f"{type(exc).__name__}: {exc}")
+
+
+def record_question(trace: Trace, question: Question, position: int, *, metrics: Sequence[str],
+                    judge: LLMJudge | None = None) -> QuestionRecord:
+    """The record of one answered question: its trace scored against the gold answers."""
     prediction = trace.answer or ""
     scores: dict[str, float | None]
     judge_raw = None
@@ -218,6 +230,20 @@ def _open_header(run_dir: RunDir, spec: RunSpec, questions: Sequence[Question]) 
     return stored
 
 
+def open_results(run_dir: RunDir) -> tuple[RecoveryReport, dict[str, QuestionRecord]]:
+    """Ready a run's results log for appending: a partial last line (a crash mid-write) is cut;
+    returns what was repaired and the finished records by qid (the first of each). Resuming
+    ``routerag eval`` and a service run both start here."""
+    log_ = run_dir.results
+    recovery = log_.recover()
+    if recovery.repaired:
+        log.info(recovery.message(log_.path))
+    by_qid: dict[str, QuestionRecord] = {}
+    for record in log_.read():
+        by_qid.setdefault(record.qid, record)
+    return recovery, by_qid
+
+
 def write_summary(run_dir: RunDir, header: RunHeader) -> RunSummary:
     summary = summarize(header, run_dir.read_records())
     atomic_write_text(run_dir.summary_path, summary.model_dump_json(indent=2))
@@ -260,13 +286,7 @@ def run_evaluation(
     with run_dir.lock():
         header = _open_header(run_dir, spec, questions)
         log_ = run_dir.results
-        recovery = log_.recover()  # the caller reports a repair (RunOutcome.recovery), once
-        if recovery.repaired:
-            log.info(recovery.message(log_.path))
-        records = log_.read()
-        by_qid: dict[str, QuestionRecord] = {}
-        for record in records:
-            by_qid.setdefault(record.qid, record)
+        recovery, by_qid = open_results(run_dir)  # the caller reports a repair (RunOutcome.recovery), once
         retried = 0
         if retry_errors and any(r.error for r in by_qid.values()):
             kept = [r for r in by_qid.values() if not r.error]

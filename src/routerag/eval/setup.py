@@ -1,28 +1,25 @@
 """Build what an evaluation needs from an :class:`EvalConfig`: the sampled questions, the model,
-the sources (an index over the dataset's corpus, cached under ``cache_dir("indexes")``) and a
-strategy factory. Names are checked before anything expensive is loaded."""
+the sources (assembled by ``routerag.run.assemble``, as for every other job), a strategy factory
+and the answer fingerprint. Names are checked before anything expensive is loaded."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from pydantic import BaseModel
 
-from routerag.api.strategy import ResolvedStrategy, resolve_strategy
-from routerag.config import fingerprint_dump
-from routerag.corpus.datasets import Dataset, load_dataset
+from routerag.config import fingerprint, fingerprint_dump
+from routerag.corpus.datasets import load_dataset
 from routerag.corpus.schema import Question
 from routerag.eval.config import EvalConfig
 from routerag.eval.metrics import METRICS
-from routerag.eval.provenance import collect_versions, files_sha256, fingerprint
+from routerag.eval.provenance import collect_versions, files_sha256
 from routerag.eval.runner import Engine, RunSpec, StrategyFactory
-from routerag.index.settings import IndexSettings
-from routerag.paths import cache_dir
 from routerag.process_local import ProcessLocal
+from routerag.run.assemble import resolve_run, sources_for
+from routerag.runtime.base import Strategy
 from routerag.strategies import STRATEGIES, StrategyContext
-from routerag.strategies.base import Strategy
+from routerag.strategies.resolve import ResolvedStrategy
 
 
 @dataclass
@@ -45,58 +42,8 @@ def resolve(config: EvalConfig) -> ResolvedStrategy:
     """The configuration's strategy, params and model through the front door. An evaluation runs
     exactly what its configuration names: no shipped policy is added (see ``routerag.api``)."""
     check_names(config)
-    return resolve_strategy(config.strategy, config.params, config.model, shipped_policy=False)
+    return resolve_run(config, shipped_policy=False)
 
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "dataset"
-
-
-def index_settings_for(dataset: Dataset, config: EvalConfig) -> IndexSettings:
-    """The configured index settings, except that a dataset shipping its own OpenIE (MuSiQue's
-    gpt-3.5-turbo extraction) builds its graph from it unless the configuration names an extractor."""
-    graph = config.index.graph
-    if dataset.openie_path is None or "extractor" in graph.model_fields_set or graph.openie_file:
-        return config.index
-    graph = graph.model_copy(update={"extractor": "precomputed", "openie_file": str(dataset.openie_path)})
-    return config.index.model_copy(update={"graph": graph})
-
-
-def _index_root(dataset: Dataset, config: EvalConfig) -> Path:
-    from routerag.index.manifest import corpus_hash
-
-    docs = dataset.documents()
-    key = fingerprint(
-        {
-            "corpus": corpus_hash(d.doc_id for d in docs),
-            "sources": sorted(dataset.sources),
-            "index": fingerprint_dump(index_settings_for(dataset, config)),
-            "components": sorted(config.components),
-            "source_mode": config.source_mode if dataset.multisource else None,
-        }
-    )[:12]
-    return cache_dir("indexes") / f"{_slug(dataset.index_name or dataset.name)}-{key}"
-
-
-def build_sources(dataset: Dataset, config: EvalConfig):
-    """The dataset's sources: one bundle over its corpus (all modes it can serve), or one named
-    source per corpus of a multi-source dataset. Returns ``(SourceSet, manifest paths)``."""
-    from routerag.sources.sourceset import SourceSet
-
-    if not dataset.documents():
-        return SourceSet(), []
-    root = _index_root(dataset, config)
-    if dataset.multisource:
-        from routerag.sources.multi import NamedCorpus, multi_source_set
-
-        corpora = [NamedCorpus(name=s.name, profile=s.profile, docs=s.docs) for s in dataset.sources.values()]
-        sources = multi_source_set(corpora, root, config.index, mode=config.source_mode)
-        return sources, [root / c.name / "manifest.json" for c in corpora]
-    from routerag.index.bundle import cached_index
-
-    settings = index_settings_for(dataset, config)
-    bundle = cached_index(dataset.corpus, root, settings, config.components)
-    return bundle.sources(config.modes), [root / "manifest.json"]
 
 
 def fingerprint_params(params: BaseModel) -> dict:
@@ -126,15 +73,6 @@ def answer_fingerprint(config: EvalConfig, params: BaseModel, model_identity: st
     return fingerprint(payload)
 
 
-def _sources_for(resolved: ResolvedStrategy, dataset: Dataset, config: EvalConfig):
-    """``(SourceSet, manifest paths)`` the strategy answers from: none for a strategy that does
-    not retrieve (direct, rule: no index to build), else :func:`build_sources`."""
-    if resolved.retrieves:
-        return build_sources(dataset, config)
-    from routerag.sources.sourceset import SourceSet
-
-    return SourceSet(), []
-
 
 class ConfigStrategyFactory(ProcessLocal[EvalConfig, tuple[ResolvedStrategy, StrategyContext]]):
     """A :data:`StrategyFactory` that carries only the configuration, for ``--engine ray``: the
@@ -148,7 +86,7 @@ class ConfigStrategyFactory(ProcessLocal[EvalConfig, tuple[ResolvedStrategy, Str
         from routerag.llm.factory import build_model
 
         resolved = resolve(self.config)
-        sources, _ = _sources_for(resolved, load_dataset(self.config.dataset), self.config)
+        sources, _ = sources_for(resolved, load_dataset(self.config.dataset), self.config)
         assert resolved.model is not None
         return resolved, StrategyContext(model=build_model(resolved.model), sources=sources)
 
@@ -170,7 +108,7 @@ def build_setup(config: EvalConfig, name: str, *, engine: Engine = "thread") -> 
     questions = dataset.sample(config.limit).questions
     if not questions:
         raise ValueError(f"dataset {config.dataset!r} has no questions to evaluate")
-    sources, manifests = _sources_for(resolved_strategy, dataset, config)
+    sources, manifests = sources_for(resolved_strategy, dataset, config)
     assert resolved_strategy.model is not None
     identity = model_identity(resolved_strategy.model.resolved())
     factory: StrategyFactory

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from routerag.eval.metrics import cover_em
 from routerag.eval.runs import QuestionRecord
-from routerag.sources.base import Hit
+from routerag.trace import Hit
 
 
 class StopCell(BaseModel):

@@ -148,7 +148,7 @@ class BM25Index:
         if not arrays.is_dir():
             raise IndexLoadError(f"{arrays}: missing; the BM25 index is incomplete, rebuild it")
         try:
-            # memory-mapped: the score matrix stays in the page cache, not in the process (docs/scale.md)
+            # memory-mapped: the score matrix stays in the page cache, not in the process (docs/guides/scaling.md)
             retriever = bm25s.BM25.load(str(arrays), load_corpus=False, mmap=True, allow_pickle=False)
         except (OSError, ValueError, KeyError, EOFError) as exc:
             raise IndexLoadError(f"{arrays}: corrupt BM25 arrays ({type(exc).__name__}: {exc}); rebuild it") from None

@@ -32,7 +32,6 @@ from routerag.registry import UnknownNameError
 
 if TYPE_CHECKING:
     from routerag.index.embedder import Embedder
-    from routerag.sources.sourceset import SourceSet
 
 BUNDLE_KIND = "bundle"
 CONFIG_NAME = "config.resolved.yaml"
@@ -64,7 +63,6 @@ class IndexBundle:
         self.settings = settings
         self.manifest = manifest
         self.components = components
-        self.unmounted: dict[str, str] = {}  # source mode -> why ``sources()`` did not mount it
 
     # ---------------------------------------------------------------- access
     def has(self, component: str) -> bool:
@@ -130,16 +128,6 @@ class IndexBundle:
         self.manifest = self.manifest.model_copy(update={"components": [*self.manifest.components, name]})
         write_manifest(self.directory, self.manifest)
         return component
-
-    # ---------------------------------------------------------------- sources
-    def sources(self, modes: Sequence[str] | None = None) -> "SourceSet":
-        """Mount every source mode this bundle can serve (``passage``, ``bm25``, ``graph``,
-        ``hybrid``, ``triples``); modes whose component or class is missing are recorded in
-        ``self.unmounted`` with the reason."""
-        from routerag.sources.registry import mount_bundle
-
-        sourceset, self.unmounted = mount_bundle(self, modes)
-        return sourceset
 
 
 def _read_settings(directory: Path) -> IndexSettings:

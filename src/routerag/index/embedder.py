@@ -38,7 +38,7 @@ class EmbedderConfig(BaseModel):
     passage_prefix: str = ""
     # Compute precision of the local model. "auto" runs in bfloat16 where the CPU has native bf16
     # arithmetic (AVX512-BF16 / AMX) or on a GPU, else float32. bf16 and fp32 vectors of the same
-    # model are interchangeable (top-5 overlap 98.6% on 2Wiki, docs/retrieval.md), so the precision
+    # model are interchangeable (top-5 overlap 98.6% on 2Wiki, docs/experiments/), so the precision
     # is not part of the embedder identity and indexes stay portable between machines.
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     # Where the local model runs. "auto": the first CUDA GPU when torch sees one, else the CPU. Like

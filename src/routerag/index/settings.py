@@ -126,7 +126,7 @@ class GraphSettings(BaseModel):
     damping: float = Field(0.5, gt=0, lt=1, description="PPR damping factor")
     fact_topk: int = Field(5, ge=1, description="facts kept after fact retrieval")
     recognition_filter: bool = Field(False, description="LLM recognition-memory filter over facts")
-    # the approximations for graphs at scale (docs/scale.md); the defaults keep the exact path,
+    # the approximations for graphs at scale (docs/guides/scaling.md); the defaults keep the exact path,
     # and are left out of fingerprints, so indexes and runs stored before them keep their keys
     ppr: Literal["power", "local"] = Field(
         "power", description="PPR solver: power iteration over the whole graph (exact), or forward push "

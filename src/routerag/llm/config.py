@@ -37,7 +37,7 @@ BUNDLED_POLICIES: dict[str, str] = {
     BUNDLED_PREFIX + "qwen2.5-coder-1.5b": "routerag-sft-outcome-qwen2.5-coder-1.5b",
 }
 """The shipped policy of each bundled base model (``bundled:`` name -> ``data/policies/<name>``): the
-``routerag`` strategy on that base applies it unless told otherwise (docs/training.md)."""
+``routerag`` strategy on that base applies it unless told otherwise (docs/guides/models.md)."""
 
 
 class MissingPolicyError(RouteragError, FileNotFoundError):

@@ -19,7 +19,7 @@ the Search-R1 adapter of the retrieval server. Two tag readers, on purpose:
 * :func:`leading_mode_tags` reads a *trainer's* request to the server (Search-R1 clients put the
   tags first): leading tags only, any 1-32 non-space characters, de-duplicated.
 
-This module imports only pydantic and :class:`routerag.sources.base.Hit` (no strategy, model or
+This module imports only pydantic and :class:`routerag.trace.Hit` (no strategy, model or
 server code), so every layer can use it.
 """
 
@@ -31,7 +31,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from routerag.sources.base import Hit
+from routerag.trace import Hit
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 SEARCH_OPEN, SEARCH_CLOSE = "<search>", "</search>"
@@ -43,6 +43,13 @@ MODES: tuple[Mode, ...] = ("passage", "graph", "hybrid")
 # the mode <-> tag table: [graph][passage] (both methods) is the hybrid mode
 MODE_TAGS: dict[str, str] = {"passage": "[passage]", "graph": "[graph]", "hybrid": "[graph][passage]"}
 COMBINED_MODE = "hybrid"  # what two or more distinct known tags resolve to
+
+# Relative price of one retrieval call per mode (RouteRAG: graph retrieval is "substantially more
+# expensive" than dense passage retrieval; hybrid runs both). Deterministic, so a reward built on it
+# does not depend on machine load. The RouteRAG episode charges these by default
+# (``RouteRAGParams.mode_cost``) and records the charge as ``Step.retrieval_cost``.
+DEFAULT_MODE_COST: dict[str, float] = {"passage": 1.0, "graph": 3.0, "hybrid": 4.0}
+UNLISTED_PRICE = 1.0  # a mode or source that a price table does not list
 
 
 ActionKind = Literal["search", "answer", "none"]

@@ -19,7 +19,7 @@ class RoutingError(RouteragError, ValueError):
 
 if TYPE_CHECKING:
     from routerag.llm.base import GenerationParams
-    from routerag.strategies.base import StrategyContext
+    from routerag.runtime.base import StrategyContext
 
 
 class RouteChoice(BaseModel):
@@ -35,7 +35,7 @@ class RouteResult(BaseModel):
     format_error: str | None = None
     raw_output: str | None = None
     model_calls: list[ModelCall] = Field(default_factory=list)
-    metadata: dict[str, Any] = Field(default_factory=dict)  # what the router wants recorded in the trace step
+    metadata: dict[str, Any] = Field(default_factory=dict)  # the router's own record; router_model becomes Route.model
 
     @property
     def choice(self) -> str:
@@ -47,11 +47,9 @@ class RouteResult(BaseModel):
 
     def as_route(self, chosen_by: str) -> Route:
         """The decision as a trace step's route record (``chosen_by``: the router's name)."""
-        return Route(choice=self.choice, chosen_by=chosen_by, reason=self.reason, scores=self.scores)
-
-    def extras(self) -> dict[str, Any]:
-        """What the router recorded that the route record does not hold (a model's name, similarities)."""
-        return {k: v for k, v in self.metadata.items() if k not in ("router", "scores")}
+        model = self.metadata.get("router_model")
+        return Route(choice=self.choice, chosen_by=chosen_by, reason=self.reason, scores=self.scores,
+                     model=model if isinstance(model, str) else None)
 
 
 @runtime_checkable

@@ -1,5 +1,5 @@
 """The ``learned`` router: a small classifier trained on routing outcomes
-(:mod:`routerag.routing.labels`, :mod:`routerag.routing.train`) scores each choice's probability
+(:mod:`routerag.train.router.labels`, :mod:`routerag.train.router.fit`) scores each choice's probability
 of success from the query's sentence embedding (the bundled all-MiniLM-L6-v2) and cheap query
 features (:mod:`routerag.routing.features`); no model call.
 

@@ -1,5 +1,5 @@
 """The ``llm`` router (the papers'): one model call over the source profiles; the reply names one
-source (:func:`routerag.strategies.source_routing.parse_route`), which ranks first with score 1."""
+source (:func:`routerag.routing.source_routing.parse_route`), which ranks first with score 1."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ class LLMRouter:
         self.generation = generation
 
     def route(self, query: str, choices: Mapping[str, str]) -> RouteResult:
-        from routerag.strategies.loop import call_model, generated_text
-        from routerag.strategies.source_routing import parse_route, route_messages
+        from routerag.routing.source_routing import parse_route, route_messages
+        from routerag.runtime.loop import call_model, generated_text
 
         response, call = call_model(self.context, route_messages(query, choices), self.generation, "route")
         text = generated_text(response)

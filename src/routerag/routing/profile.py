@@ -1,5 +1,5 @@
 """The ``profile-embedding`` router: the choice whose profile is most similar to the query
-(cosine of the bundled sentence embedder; :func:`routerag.strategies.source_routing.embedding_route`)."""
+(cosine of the bundled sentence embedder; :func:`routerag.routing.source_routing.embedding_route`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ class ProfileEmbeddingRouter:
         self.embedder = embedder
 
     def route(self, query: str, choices: Mapping[str, str]) -> RouteResult:
-        from routerag.strategies.source_routing import embedding_route
+        from routerag.routing.source_routing import embedding_route
 
         decision, sims = embedding_route(query, choices, self.embedder)
         return RouteResult(ranked=ranked_by_score(sims, first=decision.source), reason=decision.reason,

@@ -6,7 +6,8 @@
   strategy context's step observer); ``trace`` (the full trace), ``done``.
 * ``POST /v1/runs``: a background run over many questions (given, or sampled evenly from a named
   dataset) with one configuration, or a comparison of several. ``GET /v1/runs/{id}`` polls,
-  ``/traces`` pages, ``/report`` gives the comparison table and disagreements, ``DELETE`` cancels.
+  ``/traces`` pages, ``/report`` gives the comparison table and disagreements, ``DELETE`` cancels,
+  ``POST /v1/runs/{id}/resume`` continues a run a crash interrupted (:mod:`routerag.server.jobs`).
 * ``POST/GET/DELETE /v1/sources``: upload custom sources (see :mod:`routerag.server.sources_api`);
   a request mounts them by name with ``sources: [...]``.
 * ``GET /v1/strategies``, ``GET /v1/datasets``, ``GET /v1/info``: what the UI needs to build forms.
@@ -32,8 +33,6 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from routerag.api.asking import answer
-from routerag.api.strategy import StrategyParamsError
 from routerag.corpus.schema import Question
 from routerag.llm.base import ChatModel
 from routerag.llm.config import ModelConfig
@@ -58,6 +57,7 @@ from routerag.server.upload_parse import UploadRejected
 from routerag.server.uploads import SourceStore
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES
+from routerag.strategies.resolve import StrategyParamsError, answer
 from routerag.trace import Trace, trace_json_schema
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ served by one ``SourceSet.retrieve`` call (up to ``max_batch`` queries), and eac
 its own slice of the answer. Batches only form while requests wait for a thread, so an idle
 server adds no delay. A dense source encodes a batch far faster than the same queries one by one
 (one transformer forward pass instead of many), which is what bounds many concurrent
-single-query clients on a small CPU; see docs/service.md for the measurement.
+single-query clients on a small CPU; see docs/experiments/ for the measurement.
 
 A batch whose call fails is retried request by request, so an error reaches only the request
 that caused it.

@@ -7,11 +7,17 @@ scored with :func:`routerag.eval.runner.evaluate_question` and each configuratio
 with :func:`routerag.eval.summary.summarize` — the same code as ``routerag eval``. The report
 lists per-question disagreements (different normalised answers or different EM).
 
-Runs live in memory (the most recent ``keep`` finished ones); with a ``store_dir`` every finished
-run is also stored there and read back on start, for the run browser: ``<run_id>.json`` holds its
-status and questions, and ``<run_id>/<n>/`` each configuration's answers in the run format of
-``routerag eval`` (``run.json``, ``results.jsonl``, ``summary.json``; :mod:`routerag.eval.runs`),
-so ``routerag report`` reads a service run as it reads an evaluation.
+Runs live in memory (the most recent ``keep`` finished ones); with a ``store_dir`` every run is
+also stored there as it goes and read back on start: ``<run_id>.json`` holds its status, questions
+and the configurations as requested, and ``<run_id>/<n>/`` each configuration's answers in the
+run format of ``routerag eval`` (``run.json``, ``results.jsonl``, ``summary.json``;
+:mod:`routerag.eval.runs`), so ``routerag report`` reads a service run as it reads an evaluation.
+Each answer is appended (fsynced) to ``results.jsonl`` when it finishes, by the runner's own log
+writer, so a service killed mid-run (``kill -9``, an OOM kill) loses no finished answer: on the
+next start the run is listed as ``interrupted`` with them, and :meth:`RunManager.resume` answers
+the rest (the log is recovered as ``routerag eval`` recovers it; no question is answered twice).
+A clean shutdown (SIGTERM) cancels the runs in flight and stores them as ``cancelled``. Folders on
+disk follow the same bound as memory: the ``keep`` most recent finished or interrupted runs.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,18 +40,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from routerag import __version__
 from routerag.config import atomic_write_text
+from routerag.corpus.normalize import normalize_answer
 from routerag.corpus.schema import Question
 from routerag.eval.metrics import DEFAULT_METRICS
-from routerag.eval.normalize import normalize_answer
-from routerag.eval.runner import evaluate_question
+from routerag.eval.runner import evaluate_question, failed_trace, open_results, record_question
 from routerag.eval.runs import QuestionRecord, RunDir, RunError, RunHeader, Versions
 from routerag.eval.summary import RunSummary, summarize
-from routerag.strategies.base import Strategy
+from routerag.runtime.base import Strategy
 from routerag.trace import Trace
 
 log = logging.getLogger(__name__)
 
-RunState = Literal["queued", "running", "done", "cancelled", "failed"]
+RunState = Literal["queued", "running", "done", "cancelled", "failed", "interrupted"]
+RESUMABLE: tuple[RunState, ...] = ("interrupted", "cancelled")
 _RUN_ID = "0123456789abcdef"
 
 
@@ -77,8 +84,9 @@ class RunStatus(BaseModel):
     errors: int  # traces with ``error`` set
     skipped: int  # answers not run because the run was cancelled
     created_at: float
+    resumed: int = 0  # times the run was resumed (POST /v1/runs/{id}/resume)
     started_at: float | None = None
-    finished_at: float | None = None
+    finished_at: float | None = None  # set once the run has ended (done, cancelled, failed) or was found interrupted
     error: str | None = None  # why the run failed (state "failed")
 
 
@@ -129,12 +137,17 @@ class UnknownRunError(KeyError):
         return str(self.args[0])
 
 
+class RunNotResumableError(ValueError):
+    """The run is not interrupted or cancelled (it runs, or it ended with every answer)."""
+
+
 @dataclass
 class RunConfig:
     """A validated configuration; ``make()`` builds a fresh strategy (one per answer)."""
 
     info: ConfigInfo
     make: Callable[[], Strategy]
+    request: dict[str, Any] = field(default_factory=dict)  # as the client sent it: rebuilt from it on resume
 
 
 @dataclass
@@ -142,7 +155,10 @@ class _Run:
     status: RunStatus
     questions: list[Question]
     records: list[list[QuestionRecord | None]]  # [config][question]
+    requests: list[dict[str, Any]] = field(default_factory=list)  # RunConfig.request of each configuration
     cancel: threading.Event = field(default_factory=threading.Event)
+    write_lock: threading.Lock = field(default_factory=threading.Lock)  # one appender per run's logs
+    store_error: str | None = None  # an answer that could not be appended: the run ends "failed"
 
 
 class _Persisted(BaseModel):
@@ -150,7 +166,12 @@ class _Persisted(BaseModel):
 
     status: RunStatus
     questions: list[Question]
+    requests: list[dict[str, Any]] = Field(default_factory=list)  # the configurations as requested (for resume)
     records: list[list[QuestionRecord | None]] | None = None  # only in files stored before the run directories
+
+
+def _is_run_id(name: str) -> bool:
+    return len(name) == 16 and not set(name) - set(_RUN_ID)
 
 
 def _versions() -> Versions:
@@ -195,14 +216,26 @@ class RunManager:
         status = RunStatus(run_id=run_id, strategy=first.strategy, params=first.params, configs=[c.info for c in configs],
                            dataset=dataset, n_questions=len(questions), state="queued",
                            total=len(questions) * len(configs), done=0, errors=0, skipped=0, created_at=time.time())
-        run = _Run(status=status, questions=questions, records=[[None] * len(questions) for _ in configs])
+        run = _Run(status=status, questions=questions, records=[[None] * len(questions) for _ in configs],
+                   requests=[c.request for c in configs])
+        if self._store is not None:
+            try:
+                self._open_store(run)  # before any answer: a crash from here on leaves an interrupted run
+            except Exception as exc:  # noqa: BLE001 — the run still runs and ends, "failed" with the reason
+                log.exception("cannot store run %s", run_id)
+                run.store_error = f"{type(exc).__name__}: {exc}"
         with self._lock:
             self._runs[run_id] = run
             self._evict()
-        for position, question in enumerate(questions):
-            for c, config in enumerate(configs):
-                self._pool.submit(self._answer, run, c, position, question, config)
+        self._schedule(run, configs)
         return status.model_copy()
+
+    def _schedule(self, run: _Run, configs: Sequence[RunConfig]) -> None:
+        """Queue every answer the run does not have yet (all of them for a new run)."""
+        for position, question in enumerate(run.questions):
+            for c, config in enumerate(configs):
+                if run.records[c][position] is None:
+                    self._pool.submit(self._answer, run, c, position, question, config)
 
     def _answer(self, run: _Run, c: int, position: int, question: Question, config: RunConfig) -> None:
         if run.cancel.is_set():
@@ -217,13 +250,18 @@ class RunManager:
             record = evaluate_question(strategy, question, position, strategy_name=config.info.strategy,
                                        metrics=DEFAULT_METRICS)
         except Exception as exc:  # noqa: BLE001 — this answer failed; the run goes on and ends
-            trace = Trace(question=question.question, strategy=config.info.strategy, qid=question.qid,
-                          error=f"{type(exc).__name__}: {exc}")
-            record = QuestionRecord(position=position, qid=question.qid, question=question.question, golds=question.answers,
-                                    prediction="", metrics={}, cost={}, error=trace.error, trace=trace)
+            record = record_question(failed_trace(question, config.info.strategy, exc), question, position,
+                                     metrics=DEFAULT_METRICS)
         self._finish_one(run, c, position, record)
 
     def _finish_one(self, run: _Run, c: int, position: int, record: QuestionRecord | None) -> None:
+        if record is not None and self._store is not None and run.store_error is None:
+            try:
+                with run.write_lock:  # appended before it is counted: what a client sees done is on disk
+                    self._run_dir(run.status.run_id, c).results.append(record)
+            except Exception as exc:  # noqa: BLE001 — the run goes on in memory and ends "failed"
+                log.exception("cannot append an answer of run %s", run.status.run_id)
+                run.store_error = f"{type(exc).__name__}: {exc}"
         with self._lock:
             s = run.status
             if record is None:
@@ -250,9 +288,10 @@ class RunManager:
         # the last answer is in: nothing of this run changes any more, so no lock is needed
         try:
             if self._store is not None:
+                if run.store_error is not None:
+                    raise RunError(run.store_error)
                 self._write_runs(run, status)
-                atomic_write_text(self._status_path(status.run_id),
-                                  _Persisted(status=status, questions=run.questions).model_dump_json())
+                self._write_status(run, status)
             return status
         except Exception as exc:  # noqa: BLE001 — the reason becomes the run's state
             log.exception("cannot save run %s", status.run_id)
@@ -267,6 +306,21 @@ class RunManager:
             except Exception:  # noqa: BLE001
                 log.exception("cannot save failed run %s", status.run_id)
         return failed
+
+    def _write_status(self, run: _Run, status: RunStatus) -> None:
+        atomic_write_text(self._status_path(status.run_id),
+                          _Persisted(status=status, questions=run.questions, requests=run.requests).model_dump_json())
+
+    def _open_store(self, run: _Run) -> None:
+        """The status file (state ``queued``), then each configuration's run directory with its
+        header, as ``routerag eval`` opens one; answers are appended to it as they finish."""
+        status = run.status
+        self._write_status(run, status)
+        for c, info in enumerate(status.configs):
+            run_dir = self._run_dir(status.run_id, c)
+            run_dir.path.mkdir(parents=True, exist_ok=True)
+            if not run_dir.exists():
+                run_dir.write_header(run_header(status, info, run.questions))
 
     def _status_path(self, run_id: str) -> Path:
         assert self._store is not None
@@ -283,45 +337,75 @@ class RunManager:
             header = run_header(status, info, run.questions)
             done = [r for r in records if r is not None]
             run_dir.path.mkdir(parents=True, exist_ok=True)
-            run_dir.results.rewrite(done)
+            run_dir.results.rewrite(done)  # the appended log, in question order
             atomic_write_text(run_dir.summary_path, summarize(header, done).model_dump_json(indent=2))
-            run_dir.write_header(header)  # last: a folder with a header is a complete run
+            if not run_dir.exists():
+                run_dir.write_header(header)
 
     def _read_runs(self, saved: _Persisted) -> list[list[QuestionRecord | None]]:
         if saved.records is not None:
             return saved.records
+        position = {q.qid: i for i, q in enumerate(saved.questions)}
         records: list[list[QuestionRecord | None]] = []
         for c in range(len(saved.status.configs)):
             per_config: list[QuestionRecord | None] = [None] * len(saved.questions)
             run_dir = self._run_dir(saved.status.run_id, c)
             if run_dir.exists():
-                for record in run_dir.read_records():
-                    if 0 <= record.position < len(per_config):
-                        per_config[record.position] = record
+                for record in run_dir.read_records():  # a damaged tail is left for resume to cut
+                    i = position.get(record.qid)
+                    if i is not None and per_config[i] is None:
+                        per_config[i] = record
             records.append(per_config)
         return records
 
+    def _interrupted(self, saved: _Persisted, records: list[list[QuestionRecord | None]]) -> RunStatus:
+        """A run stored as queued or running: the process died under it. It ended when its files last changed."""
+        done = [r for per_config in records for r in per_config if r is not None]
+        run_id = saved.status.run_id
+        paths = [self._status_path(run_id)] + [self._run_dir(run_id, c).results.path for c in range(len(records))]
+        ended = max(p.stat().st_mtime for p in paths if p.exists())
+        return saved.status.model_copy(update={"state": "interrupted", "done": len(done), "skipped": 0,
+                                               "errors": sum(r.error is not None for r in done), "finished_at": ended})
+
     def _load(self) -> None:
+        """Read the stored runs back: the ``keep`` most recent; older ones, and folders without a
+        status file (a run whose removal was cut short), are removed from disk."""
         assert self._store is not None
-        files = sorted(self._store.glob("*.json"), key=lambda p: p.stat().st_mtime)[-self._keep :]
+        files = [p for p in self._store.glob("*.json") if _is_run_id(p.stem)]
+        files.sort(key=lambda p: p.stat().st_mtime)
+        old, files = files[: max(0, len(files) - self._keep)], files[-self._keep :]
+        for path in old:
+            self._remove_stored(path.stem)
+        stored = {p.stem for p in files}
+        for folder in self._store.iterdir():
+            if folder.is_dir() and _is_run_id(folder.name) and folder.name not in stored:
+                shutil.rmtree(folder, ignore_errors=True)
         for path in files:
-            if len(path.stem) != 16 or set(path.stem) - set(_RUN_ID):
-                continue
             try:
                 saved = _Persisted.model_validate_json(path.read_text(encoding="utf-8"))
                 records = self._read_runs(saved)
             except (ValidationError, OSError, ValueError, RunError) as exc:
                 log.warning("skipping saved run %s: %s", path, exc)
                 continue
-            self._runs[saved.status.run_id] = _Run(status=saved.status, questions=saved.questions, records=records)
+            status = saved.status
+            if status.finished_at is None:
+                status = self._interrupted(saved, records)
+                log.warning("run %s was interrupted with %d of %d answers; POST /v1/runs/%s/resume continues it",
+                            status.run_id, status.done, status.total, status.run_id)
+            self._runs[status.run_id] = _Run(status=status, questions=saved.questions, records=records,
+                                             requests=saved.requests)
+
+    def _remove_stored(self, run_id: str) -> None:
+        assert self._store is not None
+        self._status_path(run_id).unlink(missing_ok=True)  # first: a folder without it is removed on the next start
+        shutil.rmtree(self._store / run_id, ignore_errors=True)
 
     def _evict(self) -> None:
         finished = [rid for rid, r in self._runs.items() if r.status.finished_at is not None]
         for rid in finished[: max(0, len(finished) - self._keep)]:
             del self._runs[rid]
             if self._store is not None:
-                self._status_path(rid).unlink(missing_ok=True)
-                shutil.rmtree(self._store / rid, ignore_errors=True)
+                self._remove_stored(rid)
 
     # ------------------------------------------------------------------ reading
     def _get(self, run_id: str) -> _Run:
@@ -392,6 +476,54 @@ class RunManager:
             if run.status.finished_at is None:
                 run.cancel.set()
             return run.status.model_copy()
+
+    def requests(self, run_id: str) -> tuple[Sequence[ConfigInfo], Sequence[dict[str, Any]]]:
+        """A run's configurations, resolved and as requested (to rebuild them for :meth:`resume`)."""
+        with self._lock:
+            run = self._get(run_id)
+            return tuple(run.status.configs), tuple(run.requests)
+
+    def resume(self, run_id: str, configs: Sequence[RunConfig]) -> RunStatus:
+        """Answer what an interrupted or cancelled run has not answered, with ``configs`` rebuilt
+        from its stored requests; its logs are recovered first (a line cut by the crash is dropped)."""
+        with self._lock:
+            run = self._get(run_id)
+            previous = run.status.model_copy()
+            if previous.state not in RESUMABLE:
+                raise RunNotResumableError(f"run {run_id!r} is {previous.state}; only an interrupted or cancelled run resumes")
+            if len(configs) != len(previous.configs):
+                raise ValueError(f"run {run_id!r} has {len(previous.configs)} configurations, not {len(configs)}")
+            run.status.state = "queued"  # claimed: a second resume is refused from here on
+        try:
+            records = run.records
+            if self._store is not None:
+                records = []
+                for c in range(len(configs)):
+                    _, by_qid = open_results(self._run_dir(run_id, c))
+                    records.append([by_qid.get(q.qid) for q in run.questions])
+        except Exception:
+            with self._lock:
+                run.status.state = previous.state
+            raise
+        done = [r for per_config in records for r in per_config if r is not None]
+        with self._lock:
+            run.records = records
+            run.cancel = threading.Event()
+            run.store_error = None
+            run.status = previous.model_copy(update={
+                "state": "queued", "done": len(done), "errors": sum(r.error is not None for r in done), "skipped": 0,
+                "finished_at": None, "error": None, "resumed": previous.resumed + 1})
+            status = run.status.model_copy()
+        if self._store is not None:
+            self._write_status(run, status)  # stored as running again: a crash now leaves it interrupted
+        if len(done) == status.total:  # nothing was left: it ends at once
+            final = self._persist(run, status.model_copy(update={"state": "done", "finished_at": time.time()}))
+            with self._lock:
+                run.status = final
+                self._evict()
+            return final.model_copy()
+        self._schedule(run, configs)
+        return status
 
     def shutdown(self) -> None:
         with self._lock:

@@ -1,5 +1,5 @@
 """Turning request bodies into runnable things: a strategy name plus JSON params become a
-validated :class:`PreparedStrategy` through the front door (``routerag.api``); a list of custom
+validated :class:`PreparedStrategy` through :func:`~routerag.strategies.resolve.resolve_strategy` (the front door's defaults); a list of custom
 source names becomes the ``SourceSet`` a run sees. Nothing a request sends is executed: names are looked up in registries, params are
 validated by the strategy's own pydantic ``Params`` model."""
 
@@ -9,11 +9,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from routerag.api.strategy import ResolvedStrategy, StrategyParamsError, resolve_strategy
 from routerag.llm.config import ModelConfig
 from routerag.registry import UnknownNameError
 from routerag.server.retrieval_app import ApiError
 from routerag.sources.sourceset import SourceSet
+from routerag.strategies.resolve import ResolvedStrategy, StrategyParamsError, resolve_strategy
 
 
 class StrategyConfig(BaseModel):

@@ -99,14 +99,15 @@ class RetrievalReplica:
 
     async def __init__(self, index_dir: str, modes: list[str] | None, settings: ServerSettings, encoder: Any) -> None:  # type: ignore[misc]  # Serve awaits it
         from routerag.index.bundle import load_index
+        from routerag.sources.registry import mount_bundle
 
         bundle = await asyncio.to_thread(load_index, Path(index_dir))
         if encoder is not None and bundle.has("dense"):
             identity, dim = await encoder.describe.remote()
             bundle.component("dense").use_embedder(ServedEmbedder(encoder, identity, dim))
-        self.sources = bundle.sources(modes)
+        self.sources, unmounted = mount_bundle(bundle, modes)
         if not self.sources.names():
-            raise RuntimeError(f"{index_dir}: no source could be mounted ({bundle.unmounted})")
+            raise RuntimeError(f"{index_dir}: no source could be mounted ({unmounted})")
         self.settings = settings
 
     def __serve_build_asgi_app__(self) -> Any:

@@ -8,15 +8,25 @@ import anyio
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
-from routerag.api.asking import strategy_factory
 from routerag.corpus.sampling import evenly_spaced
 from routerag.corpus.schema import Question
 from routerag.llm.base import ChatModel
+from routerag.runtime.base import Strategy
 from routerag.server.errors import ERRORS, ApiError, ErrorReply
-from routerag.server.jobs import ConfigInfo, RunConfig, RunManager, RunQuestion, RunReport, RunStatus, to_question
+from routerag.server.jobs import (
+    ConfigInfo,
+    RunConfig,
+    RunManager,
+    RunNotResumableError,
+    RunQuestion,
+    RunReport,
+    RunStatus,
+    to_question,
+)
 from routerag.server.prepare import PreparedStrategy, StrategyConfig
 from routerag.server.settings import ServiceSettings
 from routerag.sources.sourceset import SourceSet
+from routerag.strategies.resolve import strategy_factory
 from routerag.trace import Trace
 
 MAX_CONFIGS = 8
@@ -68,6 +78,16 @@ def build_runs_router(
 ) -> APIRouter:
     router = APIRouter(tags=["runs"])
 
+    def build(config: StrategyConfig, label: str) -> RunConfig:
+        strategy, sourceset = prepare(config)
+
+        def make() -> Strategy:
+            return strategy_factory(strategy, model_for(strategy), sourceset)()  # the model: built on first use
+
+        info = ConfigInfo(label=label, strategy=strategy.name, params=strategy.params.model_dump(mode="json"),
+                          sources=list(config.sources))
+        return RunConfig(info=info, make=make, request=config.model_dump(mode="json"))
+
     def load_questions(body: RunRequest) -> list[Question]:
         if body.questions is not None:
             picked = evenly_spaced(body.questions, body.sample_size)
@@ -99,15 +119,7 @@ def build_runs_router(
         for i, q in enumerate(body.questions or []):
             check_question(q.question, f"question {i}")
         configs = body.configs or [StrategyConfig(strategy=body.strategy, params=body.params, sources=body.sources)]
-        prepared: list[RunConfig] = []
-        for label, config in zip(_labels(configs), configs):
-            strategy, sourceset = prepare(config)
-            def make(strategy: PreparedStrategy = strategy, sourceset: SourceSet = sourceset):  # noqa: ANN202
-                return strategy_factory(strategy, model_for(strategy), sourceset)()  # the model: built on first use
-
-            info = ConfigInfo(label=label, strategy=strategy.name, params=strategy.params.model_dump(mode="json"),
-                              sources=list(config.sources))
-            prepared.append(RunConfig(info=info, make=make))
+        prepared = [build(config, label) for label, config in zip(_labels(configs), configs)]
         questions = await anyio.to_thread.run_sync(load_questions, body)
         if not questions:
             raise ApiError(422, "no questions to run")
@@ -133,6 +145,25 @@ def build_runs_router(
                 summary="per-configuration EM/F1/latency/tokens/turns and per-question disagreements")
     async def run_report(run_id: str) -> RunReport:
         return await anyio.to_thread.run_sync(runs.report, run_id)
+
+    @router.post("/v1/runs/{run_id}/resume", response_model=RunStatus, status_code=202, responses={
+                     **ERRORS, 404: {"model": ErrorReply, "description": "no such run"},
+                     409: {"model": ErrorReply, "description": "the run is not interrupted or cancelled"}},
+                 summary="continue an interrupted (or cancelled) run: only the questions it has not answered run")
+    async def resume_run(run_id: str) -> RunStatus:
+        infos, requests = runs.requests(run_id)
+        if len(requests) != len(infos):
+            raise ApiError(409, f"run {run_id!r} was stored without its requests and cannot be resumed")
+        configs = []
+        for info, request in zip(infos, requests):
+            # rebuilt from what the client sent, checked as a new run is (a source since removed -> 422)
+            configs.append(build(StrategyConfig.model_validate(request), info.label))
+        try:
+            return await anyio.to_thread.run_sync(runs.resume, run_id, configs)
+        except RunNotResumableError as exc:
+            raise ApiError(409, str(exc)) from None
+        except OSError as exc:
+            raise ApiError(503, f"the run's answers cannot be read ({type(exc).__name__}: {exc})") from None
 
     @router.delete("/v1/runs/{run_id}", response_model=RunStatus, summary="cancel a run")
     async def cancel_run(run_id: str) -> RunStatus:

@@ -24,7 +24,8 @@ from routerag.protocol.routerag_tags import leading_mode_tags as parse_mode_tags
 from routerag.protocol.routerag_tags import render_tags
 from routerag.server.errors import ERRORS, ApiError
 from routerag.server.settings import SearchR1Settings, ServerSettings
-from routerag.sources.base import MAX_K, Hit, RetrievalRequest, RetrievalResponse
+from routerag.sources.base import MAX_K, RetrievalRequest, RetrievalResponse
+from routerag.trace import Hit
 
 
 class SearchR1Request(BaseModel):

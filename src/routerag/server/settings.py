@@ -25,7 +25,7 @@ def is_loopback(host: str) -> bool:
 
 
 class SecuritySettings(BaseModel):
-    """What the front door (:mod:`routerag.server.guard`) accepts; see docs/security.md."""
+    """What the front door (:mod:`routerag.server.guard`) accepts; see docs/concepts/security.md."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -96,7 +96,7 @@ class ServerSettings(BaseModel):
     micro_batching: bool = Field(
         False, description="serve concurrent requests for the same sources and k that wait for a thread with one "
                            "retrieval call (up to max_batch queries); no delay is added. Off by default: its "
-                           "measured gain on 2 cores was within the noise and p50 rose (docs/service.md)")
+                           "measured gain on 2 cores was within the noise and p50 rose (docs/experiments/)")
     searchr1: SearchR1Settings = Field(default_factory=SearchR1Settings)
     security: SecuritySettings = Field(default_factory=SecuritySettings)
 
@@ -125,9 +125,9 @@ class ServiceSettings(BaseModel):
     ask_threads: int = Field(4, ge=1, le=64, description="strategy runs of /v1/ask at once (worker threads)")
     run_workers: int = Field(1, ge=1, le=64, description="questions of background runs answered at once")
     max_run_questions: int = Field(5_000, ge=1, description="most questions in one background run")
-    keep_runs: int = Field(100, ge=1, description="finished runs kept (oldest dropped first)")
+    keep_runs: int = Field(100, ge=1, description="finished (or interrupted) runs kept, in memory and on disk (oldest dropped first)")
     data_dir: Path | None = Field(
-        None, description="where uploaded sources and finished runs are kept; default: routerag.paths.cache_dir('service')"
+        None, description="where uploaded sources and runs are kept; default: routerag.paths.cache_dir('service')"
     )
     uploads: UploadSettings = Field(default_factory=UploadSettings, description="limits on uploaded custom sources")
     ui: bool = Field(True, description="serve the web UI at /")

@@ -178,7 +178,7 @@ class SourceStore:
 
     # ------------------------------------------------------------------ worker
     def _build(self, meta: CustomSource, parsed: ParsedUpload) -> None:
-        from routerag.api.indexing import index_documents
+        from routerag.index.bundle import build_index
 
         t0 = time.perf_counter()
         directory = self._dir(meta.name)
@@ -186,7 +186,7 @@ class SourceStore:
             directory.mkdir(parents=True, exist_ok=True)
             self._save(meta)
             docs = [d.model_copy(update={"source": meta.name}) for d in parsed.docs]
-            index_documents(docs, directory / "index", components=("bm25",), overwrite=True)
+            build_index(docs, directory / "index", components=("bm25",), overwrite=True)
             update = {"state": "ready", "indexed_at": time.time(), "index_ms": round((time.perf_counter() - t0) * 1000, 1)}
         except Exception as exc:  # noqa: BLE001 — reported as the source's state
             log.exception("indexing %s failed", meta.name)

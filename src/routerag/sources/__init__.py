@@ -1,12 +1,5 @@
 """Knowledge sources behind one protocol, and their registry."""
 
-from routerag.sources.base import (
-    Hit,
-    QueryResult,
-    RetrievalError,
-    RetrievalRequest,
-    RetrievalResponse,
-    Source,
-)
+from routerag.sources.base import QueryResult, RetrievalError, RetrievalRequest, RetrievalResponse, Source
 
-__all__ = ["Hit", "QueryResult", "RetrievalError", "RetrievalRequest", "RetrievalResponse", "Source"]
+__all__ = ["QueryResult", "RetrievalError", "RetrievalRequest", "RetrievalResponse", "Source"]

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from routerag.errors import RouteragError
+from routerag.trace import Hit
 
 MAX_QUERY_CHARS = 2_000
 MAX_BATCH = 256
@@ -24,15 +25,6 @@ class RetrievalError(RouteragError, ValueError):
     """A retrieval request that cannot be served (unknown source, bad query, ...)."""
 
 
-class Hit(BaseModel):
-    doc_id: str
-    title: str
-    text: str
-    score: float
-    source: str  # the mounted source that returned it ("passage", "graph", "law", ...)
-    mode: str  # the retrieval kind that scored it ("passage", "bm25", "graph", "hybrid", ...)
-    rank: int  # 1-based rank within its result list
-    metadata: dict[str, Any] = Field(default_factory=dict)  # e.g. triples, PPR seeds
 
 
 class QueryResult(BaseModel):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from routerag.sources.base import Hit
+from routerag.trace import Hit
 
 RRF_K = 60
 

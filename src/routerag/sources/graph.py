@@ -12,11 +12,12 @@ Per query (all queries of a call are embedded, scored and propagated as one batc
 
 For large graphs each step has an approximation, off by default (``graph.ann=ivf``: step 1 through
 a FAISS IVF index; ``graph.prior_topk``: step 3's prior on the top passages only;
-``graph.ppr=local``: step 4 by forward push from the reset's support); see docs/scale.md.
+``graph.ppr=local``: step 4 by forward push from the reset's support); see docs/guides/scaling.md.
 
 No fact (empty graph, or the filter rejected all) -> the dense passage ranking, with
 ``QueryResult.metadata["fallback"] = "dense"``. ``QueryResult.metadata`` carries the kept facts,
-the seed entities and the top PPR nodes for display.
+the seed entities and the top PPR nodes for display (a search step records them as
+:class:`routerag.trace.GraphRetrieval`).
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ import numpy as np
 from routerag.index.graph import GraphIndex
 from routerag.index.threads import single_threaded_blas
 from routerag.index.vector_topk import top_rows
-from routerag.sources.base import Hit, QueryResult, SourceIdentity, Stopwatch
+from routerag.sources.base import QueryResult, SourceIdentity, Stopwatch
 from routerag.sources.hits import check_k, check_queries
+from routerag.trace import Hit
 
 if TYPE_CHECKING:
     from routerag.index.bundle import IndexBundle
@@ -174,7 +176,7 @@ class GraphSource(SourceIdentity):
         seeds_of: list[tuple[np.ndarray, np.ndarray]] = []
         pending: list[tuple[int, dict[str, Any]]] = []
         for i, query in enumerate(queries):
-            meta: dict[str, Any] = {"fallback": None}
+            meta: dict[str, Any] = {"kind": "graph", "fallback": None}  # a trace.GraphRetrieval
             candidates, raw, low, span = facts[i]
             if self.recognition is not None and len(candidates):
                 result = self.recognition(query, [g.data.facts[f] for f in candidates])

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from routerag.index.docstore import DocStore
-from routerag.sources.base import MAX_QUERY_CHARS, Hit, RetrievalError
+from routerag.sources.base import MAX_QUERY_CHARS, RetrievalError
+from routerag.trace import Hit
 
 
 def check_queries(queries: Sequence[str]) -> list[str]:

@@ -63,6 +63,6 @@ class HybridSource(SourceIdentity):
             ]
         share = sw.ms / len(queries)
         return [
-            QueryResult(query=q, source=self.name, hits=hits, latency_ms=share, metadata={"graph": g.metadata})
+            QueryResult(query=q, source=self.name, hits=hits, latency_ms=share, metadata={"kind": "hybrid", "graph": g.metadata})
             for q, hits, g in zip(queries, fused, graph)
         ]

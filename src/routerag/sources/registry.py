@@ -18,9 +18,8 @@ if TYPE_CHECKING:
 
 
 class Bundle(Protocol):
-    """What mounting needs of an index bundle (:class:`routerag.index.bundle.IndexBundle`, which
-    calls :func:`mount_bundle` from ``IndexBundle.sources``: a structural type, so the two modules
-    do not import each other)."""
+    """What mounting needs of an index bundle (:class:`routerag.index.bundle.IndexBundle`: a
+    structural type; the index layer sits below the sources and never imports them)."""
 
     def has(self, component: str) -> bool: ...
 
@@ -72,3 +71,8 @@ def mount_bundle(bundle: Bundle, modes: Sequence[str] | None = None) -> tuple["S
             continue
         sourceset.mount(source)
     return sourceset, skipped
+
+
+def bundle_sources(bundle: Bundle, modes: Sequence[str] | None = None) -> "SourceSet":
+    """The sources of :func:`mount_bundle`, without the reasons for the modes it skipped."""
+    return mount_bundle(bundle, modes)[0]

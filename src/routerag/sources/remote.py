@@ -207,7 +207,8 @@ class RemoteSource:
         out = []
         for result in results:
             hits = [h.model_copy(update={"source": self.name}) for h in result.hits]
-            metadata = {**result.metadata, "remote_url": self.client.url, "server_latency_ms": result.latency_ms}
+            metadata = {"kind": "remote", "url": self.client.url, "server_latency_ms": result.latency_ms,  # a trace.RemoteRetrieval
+                        "details": result.metadata or None}
             out.append(result.model_copy(update={"source": self.name, "hits": hits,
                                                  "latency_ms": per_query_ms, "metadata": metadata}))
         return out

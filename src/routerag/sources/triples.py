@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from routerag.index.graph import GraphIndex, fact_text
-from routerag.sources.base import Hit, QueryResult, SourceIdentity, Stopwatch
+from routerag.sources.base import QueryResult, SourceIdentity, Stopwatch
 from routerag.sources.graph import top_rows
 from routerag.sources.hits import check_k, check_queries
+from routerag.trace import Hit
 
 if TYPE_CHECKING:
     from routerag.index.bundle import IndexBundle

@@ -3,7 +3,7 @@
 Built-ins are registered lazily (``"module:Class"``): a strategy's module is imported only when
 it is looked up with ``STRATEGIES.get(name)``."""
 
-from routerag.strategies.base import STRATEGIES, Strategy, StrategyContext
+from routerag.runtime.base import STRATEGIES, Strategy, StrategyContext
 
 _BUILTINS = {
     "routerag": "routerag.strategies.routerag:RouteRAG",

@@ -4,7 +4,7 @@ questions), no retrieval (``direct``), one step (``vanilla``) or the multi-step 
 (``routerag`` with the shipped policy, or ``ircot``) - and that strategy answers.
 
 The classifier is a router of :mod:`routerag.routing` (default ``learned``: the strategy model
-trained on strategy labels from outcomes, :mod:`routerag.routing.strategy_labels`; cost-aware with
+trained on strategy labels from outcomes, :mod:`routerag.train.router.strategy_labels`; cost-aware with
 ``router_margin``), asked to rank the choices of ``strategies`` (choice label -> registered
 strategy). The trace starts with a ``route`` step holding the choice, the strategy run and every
 choice's score; the chosen strategy's steps, transcript and answer follow.
@@ -27,12 +27,13 @@ from pydantic import BaseModel, Field, model_validator
 from routerag.config import FILE_CONTENT, OMIT_AT_DEFAULT
 from routerag.registry import RegisteredName
 from routerag.routing import ROUTERS
-from routerag.strategies.base import STRATEGIES, Strategy, StrategyContext, registry_resolver
-from routerag.strategies.loop import LoopStrategy, add_step
-from routerag.trace import Route, Step, Trace
+from routerag.runtime.base import STRATEGIES, Strategy, StrategyContext, registry_resolver
+from routerag.runtime.loop import LoopStrategy, add_step
+from routerag.trace import Step, Trace
 
-# revision 1 added ``rule``: on 2wiki-train it beats every model strategy on yes/no questions, at no cost
-DEFAULT_STRATEGIES = {"rule": "rule", "direct": "direct", "vanilla": "vanilla", "routerag": "routerag"}
+# ``rule`` (the no-model yardstick) is not a default choice: it answers a user's yes/no question "yes"
+# without looking. Add it (``strategies: {rule: rule, ...}``) only to compare with published numbers.
+DEFAULT_STRATEGIES = {"direct": "direct", "vanilla": "vanilla", "routerag": "routerag"}
 
 
 class AdaptiveParams(BaseModel):
@@ -82,16 +83,13 @@ class AdaptiveParams(BaseModel):
         return self
 
 
-def _params_of(strategy: Strategy) -> dict[str, Any]:
-    params = getattr(strategy, "params", None)
-    return params.model_dump(mode="json") if isinstance(params, BaseModel) else {}
-
-
 class Adaptive(LoopStrategy):
     name: ClassVar[str] = "adaptive"
     # 1: ``rule`` among the default choices, and the shipped strategy router retrained over the four
     # (features v2, the question's answer form); revision-0 runs are in docs/results/runs-rev0
-    revision: ClassVar[int] = 1
+    # 2: ``rule`` out of the default choices (the router picks among direct, vanilla, routerag);
+    # revision-1 runs are in docs/results/runs-rev1
+    revision: ClassVar[int] = 2
     Params: ClassVar[type[BaseModel]] = AdaptiveParams
     params: AdaptiveParams
 
@@ -128,10 +126,10 @@ class Adaptive(LoopStrategy):
         if choice not in self.runners:
             raise ValueError(f"router {p.router!r} chose {choice!r}, not one of {sorted(self.runners)}")
         latency = sum(c.latency_ms for c in result.model_calls)
-        add_step(trace, "route", route=Route(choice=choice, chosen_by=self.router.name, reason=result.reason, scores=result.scores),
+        # the label's strategy and its params are the run's (trace.params: strategies, strategy_params)
+        add_step(trace, "route", route=result.as_route(self.router.name),
                  model_calls=result.model_calls, latency_ms=latency, format_error=result.format_error,
-                 raw_output=result.raw_output or "",
-                 metadata={"strategy": p.strategies[choice], **result.extras(), "strategy_params": _params_of(self.runners[choice])})
+                 raw_output=result.raw_output or "")
         before = len(trace.steps)
         self._filling.trace = trace
         try:

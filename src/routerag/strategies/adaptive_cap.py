@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from routerag.sources.base import Hit
+from routerag.trace import Hit
 
 
 class CapQuota(BaseModel):

@@ -24,9 +24,8 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, Field
 
 from routerag.llm.base import GenerationParams, Message
-from routerag.sources.base import Hit
-from routerag.strategies.loop import LoopStrategy, add_step, call_model, record_exchange, retrieve_step
-from routerag.strategies.parsing import clean_answer, clean_query
+from routerag.runtime.loop import LoopStrategy, add_step, call_model, record_exchange, retrieve_step
+from routerag.runtime.parsing import clean_answer, clean_query
 from routerag.strategies.prompts import (
     DIRECT_SHORT_EXAMPLES,
     DIRECT_SHORT_SYSTEM,
@@ -39,7 +38,7 @@ from routerag.strategies.prompts import (
     question_user,
     wikipedia_docs,
 )
-from routerag.trace import ForcedAnswer, ModelCall, Step, Trace
+from routerag.trace import ForcedAnswer, Hit, ModelCall, Step, Trace
 
 
 class DirectParams(BaseModel):
@@ -167,7 +166,7 @@ class IRCoT(LoopStrategy):
                     _finish(trace, answer, response.text, call, reasoning=" ".join(thoughts))
                     return
                 add_step(trace, "answer", answer=answer, raw_output=response.text, model_calls=[call], latency_ms=call.latency_ms,
-                         reasoning=" ".join(thoughts), metadata={"intermediate": True, "chain_answer": True})
+                         reasoning=" ".join(thoughts), intermediate=True)  # the chain's own answer
                 marked = True
                 break
             query, errors = clean_query(thought, trace.question, p.max_query_chars)
@@ -177,7 +176,7 @@ class IRCoT(LoopStrategy):
         # the QA reader over every gathered document; without the mark it is forced (a format error)
         answer, raw, call = _answer(self, trace, pool, p.model_copy(update={"max_tokens": 64}))
         if marked:
-            _finish(trace, answer, raw, call, metadata={"reader": "direct"})
+            _finish(trace, answer, raw, call)
         else:
             _finish(trace, answer, raw, call, format_error="no_answer_within_budget", forced=ForcedAnswer())
 
@@ -192,8 +191,8 @@ class IterRetGen(LoopStrategy):
         generation = ""
         for iteration in range(p.iterations):
             query, _ = clean_query(f"{trace.question} {generation}", trace.question, p.max_query_chars)
-            step = retrieve_step(self.context, trace, query, [p.source], p.k, format_docs, metadata={"iteration": iteration})
+            step = retrieve_step(self.context, trace, query, [p.source], p.k, format_docs, iteration=iteration)
             generation, raw, call = _answer(self, trace, step.hits, p)
             add_step(trace, "answer", answer=generation, raw_output=raw, model_calls=[call], latency_ms=call.latency_ms,
-                     metadata={"iteration": iteration, "intermediate": iteration < p.iterations - 1})
+                     iteration=iteration, intermediate=iteration < p.iterations - 1)
         trace.answer = generation

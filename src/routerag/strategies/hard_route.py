@@ -9,11 +9,10 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
-from routerag.sources.base import Hit
-from routerag.strategies.base import StrategyContext
-from routerag.strategies.loop import LoopStrategy, retrieve_step
+from routerag.runtime.base import StrategyContext
+from routerag.runtime.loop import LoopStrategy, retrieve_step
 from routerag.strategies.sieve import SieveParams, SievePipeline, route_step, searchable
-from routerag.trace import SubQueryRef, Trace
+from routerag.trace import Hit, SubQueryRef, Trace
 
 
 class HardRouteParams(SieveParams):

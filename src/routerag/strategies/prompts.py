@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-# the RouteRAG protocol's renderers and grammar live in the protocol module
+# GraphRAG-R1's texts and the RouteRAG protocol's renderers and grammar live in the protocol modules
+from routerag.protocol.graphrag_r1_tags import GRAPHRAG_R1_INVALID as GRAPHRAG_R1_INVALID
+from routerag.protocol.graphrag_r1_tags import GRAPHRAG_R1_SYSTEM as GRAPHRAG_R1_SYSTEM
+from routerag.protocol.graphrag_r1_tags import graph_and_text_block as graph_and_text_block
 from routerag.protocol.routerag_tags import format_docs as format_docs
 from routerag.protocol.routerag_tags import information_block as information_block
 from routerag.protocol.routerag_tags import routerag_grammar as routerag_grammar
-from routerag.sources.base import Hit
+from routerag.trace import Hit
 
 # ---------------------------------------------------------------- evidence renderings
 
@@ -81,38 +84,7 @@ def routerag_prompt(question: str, few_shot: bool = False) -> str:
     return ROUTERAG_PROMPT.format(question=question, examples=ROUTERAG_EXAMPLE if few_shot else "")
 
 
-# ---------------------------------------------------------------- GraphRAG-R1
-
-# The system prompt of R1-Searcher (Song et al., 2025), whose action format GraphRAG-R1
-# (Yu et al., 2025) adopts; the evidence sentence is ours (GraphRAG-R1 returns facts and passages).
-GRAPHRAG_R1_SYSTEM = """The User asks a question, and the Assistant solves it. \
-The Assistant first thinks about the reasoning process in the mind and then provides the User with the final answer. \
-The output format of reasoning process and final answer are enclosed within <think> </think> and <answer> </answer> tags, \
-respectively, i.e., "<think> reasoning process here </think><answer> final answer here </answer>". \
-During the thinking process, **the Assistant can perform searching** for uncertain knowledge if necessary with the format of \
-"<|begin_of_query|> search query (only list keywords, such as "keyword_1 keyword_2 ...")<|end_of_query|>". \
-**A query must involve only a single triple**. \
-Then, the search system will provide the Assistant with the retrieval information with the format of \
-"<|begin_of_documents|> ...search results... <|end_of_documents|>". \
-The search results contain knowledge-graph facts (subject | relation | object) and passages."""
-
-GRAPHRAG_R1_INVALID = (
-    "\nMy previous action is invalid. If I want to search, I should write the query between "
-    "<|begin_of_query|> and <|end_of_query|>. If I want to give the final answer, I should put it "
-    "between <answer> and </answer>. Let me try again.\n"
-)
-
-
-def graph_and_text_block(facts: Sequence[Hit], passages: Sequence[Hit]) -> str:
-    """GraphRAG-R1 observation: facts first, then passages, inside the documents tags."""
-    parts: list[str] = []
-    if facts:
-        parts.append("Facts:\n" + "".join(f"({i}) {h.text}\n" for i, h in enumerate(facts, start=1)))
-    if passages:
-        parts.append("Passages:\n" + format_docs(passages))
-    body = "\n".join(parts) or "No results.\n"
-    return f"\n\n<|begin_of_documents|>\n{body}<|end_of_documents|>\n\n"
-
+# ---------------------------------------------------------------- GraphRAG-R1: routerag.protocol.graphrag_r1_tags
 
 # ---------------------------------------------------------------- R1-Router
 

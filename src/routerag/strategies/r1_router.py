@@ -24,10 +24,9 @@ from pydantic import BaseModel, Field
 
 from routerag.llm.base import GenerationParams, Message
 from routerag.protocol.routerag_tags import ANSWER_CLOSE, ANSWER_OPEN
-from routerag.sources.base import Hit
-from routerag.strategies.base import StrategyContext
-from routerag.strategies.loop import LoopStrategy, add_step, call_model, record_exchange, retrieve_step
-from routerag.strategies.parsing import clean_query, copies_instruction, extract_reasoning, extract_tag, match_name, tagged_answer
+from routerag.runtime.base import StrategyContext
+from routerag.runtime.loop import LoopStrategy, add_step, call_model, record_exchange, retrieve_step
+from routerag.runtime.parsing import clean_query, copies_instruction, extract_reasoning, extract_tag, match_name, tagged_answer
 from routerag.strategies.prompts import (
     R1_ROUTER_FINAL_SYSTEM,
     R1_ROUTER_GUIDELINES,
@@ -38,7 +37,7 @@ from routerag.strategies.prompts import (
     r1_router_history,
     r1_router_ret_system,
 )
-from routerag.trace import ModelCall, Route, Trace
+from routerag.trace import Hit, ModelCall, Route, Trace
 
 
 class R1RouterParams(BaseModel):
@@ -141,7 +140,7 @@ class R1Router(LoopStrategy):
             sub = parse_sub_question(text, list(offered), trace.question, step_no == 0, self.params.max_query_chars)
             if sub.query is None:
                 add_step(trace, "decompose", reasoning=sub.reasoning, raw_output=text, model_calls=[call],
-                         format_error="; ".join(sub.errors) or None, metadata={"stop": True})
+                         format_error="; ".join(sub.errors) or None)  # no query: the model stopped decomposing
                 break
             history.append((sub.text, self._answer_step(trace, sub, offered, text, call)))
         text, call = self._ask(trace, R1_ROUTER_FINAL_SYSTEM, r1_router_final(trace.question, history), "answer")
@@ -162,12 +161,12 @@ class R1Router(LoopStrategy):
             self.context, trace, query, [offered[retriever]], self.params.k, render,
             model_calls=[call], reasoning=sub.reasoning, raw_output=text,
             route=Route(choice=offered[retriever], chosen_by="policy", reason=f"<ret> {retriever}"),
-            format_error="; ".join(sub.errors) or None, metadata={"retriever": retriever},
+            format_error="; ".join(sub.errors) or None,
         )
         step.latency_ms = call.latency_ms + step.retrieval_ms
         reply, answer_call = self._ask(trace, R1_ROUTER_STEP_ANSWER_SYSTEM, step.observation, "answer")
         answer, errors = tagged_answer(reply)
         add_step(trace, "answer", query=query, answer=answer, raw_output=reply, model_calls=[answer_call],
-                 format_error="; ".join(errors) or None, latency_ms=answer_call.latency_ms, metadata={"intermediate": True})
+                 format_error="; ".join(errors) or None, latency_ms=answer_call.latency_ms, intermediate=True)
         inside = extract_tag(reply, ANSWER_OPEN, ANSWER_CLOSE)
         return inside if inside is not None and inside.strip() else answer  # history shows it as written

@@ -21,7 +21,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from routerag.llm.base import GenerationParams, Message
-from routerag.strategies.loop import LoopStrategy, add_step, call_model, record_exchange
+from routerag.runtime.loop import LoopStrategy, add_step, call_model, record_exchange
 from routerag.strategies.prompts import R1_ROUTER_GUIDELINES, r1_router_ret_system
 from routerag.strategies.r1_router import parse_sub_question
 from routerag.trace import Route, Trace

@@ -14,14 +14,13 @@ from typing import Annotated, ClassVar
 from pydantic import BaseModel, Field
 
 from routerag.registry import RegisteredName
-from routerag.sources.base import Hit
+from routerag.runtime.base import StrategyContext
+from routerag.runtime.loop import LoopStrategy, add_step, retrieve_step
 from routerag.strategies.adaptive_cap import CapQuota, apply_cap
-from routerag.strategies.base import StrategyContext
-from routerag.strategies.loop import LoopStrategy, add_step, retrieve_step
 from routerag.strategies.selectors import SELECTORS, SelectionRequest
 from routerag.strategies.sieve import SieveParams, SievePipeline, route_step, searchable
+from routerag.trace import Hit, SubQueryRef, Trace
 from routerag.trace import Selection as TraceSelection
-from routerag.trace import SubQueryRef, Trace
 
 
 class RealRouteParams(SieveParams):

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from routerag.jsontext import as_text, extract_json, partial_object
 from routerag.llm.base import Message
-from routerag.strategies.source_routing import ROUTE_QUERY_CHARS, match_source, render_profiles
+from routerag.routing.source_routing import ROUTE_QUERY_CHARS, match_source, render_profiles
 from routerag.strategies.subanswer import SubAnswer
 
 

@@ -16,12 +16,15 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, Field, create_model, model_validator
 
 from routerag.config import OMIT_AT_DEFAULT
+from routerag.episode.engine import EpisodeRules, EpisodeSetup
 from routerag.llm.base import GenerationParams, Message
 from routerag.protocol.routerag_tags import (
     COMBINED_MODE,
+    DEFAULT_MODE_COST,
     MODE_TAGS,
     MODES,
     SEARCH_R1,
+    UNLISTED_PRICE,
     Mode,
     ParsedAction,
     information_block,
@@ -30,18 +33,15 @@ from routerag.protocol.routerag_tags import (
     routerag_grammar,
     split_mode_tags,
 )
-from routerag.strategies.agentic import SearchPlan, TagLoop
-from routerag.strategies.loop import LoopStrategy
-from routerag.strategies.parsing import clean_query
+from routerag.runtime.parsing import clean_query
+from routerag.strategies.agentic import SearchPlan, TagStrategy
 from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION, routerag_prompt
-from routerag.trace import Route, Trace
+from routerag.trace import Route
 
 
 class RouteRAGEpisodeParams(BaseModel):
-    """The retrieval budget and modes of one RouteRAG episode, declared once for the evaluation
-    strategy (:class:`RouteRAGParams`) and the training environment
-    (:class:`routerag.train.env.EnvConfig`). Only the leading fields are shared: pydantic puts a
-    base's fields first, so both subclasses keep their stored field order."""
+    """The retrieval budget and modes of one RouteRAG episode: the leading fields of
+    :class:`RouteRAGParams` (pydantic puts a base's fields first, in their stored order)."""
 
     k: int = Field(default=3, ge=1, le=50, description="documents per retrieval call (RouteRAG release: retriever.topk=3)")
     max_turns: int = Field(default=4, ge=0, le=32, description="retrieval budget B; invalid turns count too (RouteRAG release: max_turns=4)")
@@ -81,6 +81,37 @@ class RouteRAGParams(RouteRAGEpisodeParams):
         default=0.0, ge=0.0, le=1.0, description="learned mode router: the cheapest mode whose predicted success is "
         "within this margin of the best", json_schema_extra=OMIT_AT_DEFAULT,
     )
+    # the episode rules that training set before evaluation could (added after runs were stored; the
+    # defaults keep the old behaviour), so that a policy is evaluated under the rules it was trained with
+    mode_cost: dict[str, float] = Field(
+        default_factory=lambda: dict(DEFAULT_MODE_COST), json_schema_extra=OMIT_AT_DEFAULT,
+        description="deterministic cost of one retrieval call per mode (graph dearer than passage), recorded as "
+        "Step.retrieval_cost; modes it does not list cost 1",
+    )
+    prompt_template: str | None = Field(
+        default=None, json_schema_extra=OMIT_AT_DEFAULT,
+        description="user prompt as a str.format template with {question}; None = RouteRAG's released prompt",
+    )
+    assistant_prefix: str = Field(
+        default="", json_schema_extra=OMIT_AT_DEFAULT,
+        description="text placed at the start of the assistant turn (prompt side, e.g. '<think>'); parsed with the first turn",
+    )
+    strict_modes: bool = Field(
+        default=False, json_schema_extra=OMIT_AT_DEFAULT,
+        description="a search without a known mode tag is an invalid action (no retrieval) instead of going to default_mode; "
+        "keeps malformed tags from being rewarded",
+    )
+    reader: Literal["policy", "top_hit_title"] = Field(
+        default="policy", json_schema_extra=OMIT_AT_DEFAULT,
+        description="who answers when the budget is spent: the policy (forced '<answer>' turn) or, for routing-only "
+        "diagnostics, the title of the last search's first hit",
+    )
+
+    def user_prompt(self, question: str) -> str:
+        """The user message of an episode (before any chat template)."""
+        if self.prompt_template:
+            return self.prompt_template.format(question=question)
+        return routerag_prompt(question, few_shot=self.few_shot)
 
     def fingerprint_inputs(self) -> dict[str, str]:
         """The learned mode router's weights, when it chooses the modes."""
@@ -132,24 +163,38 @@ class ModeRouter:
         return SearchPlan(query=query, sources=[source], k=p.k, errors=choice.errors + query_errors, tags=tags, route=route)
 
 
-class RouteRAG(LoopStrategy):
+class RouteRAG(TagStrategy):
     name: ClassVar[str] = "routerag"
     Params: ClassVar[type[BaseModel]] = RouteRAGParams
     params: RouteRAGParams
 
-    def execute(self, trace: Trace) -> None:
-        p = self.params
+    @classmethod
+    def episode(cls, params: RouteRAGParams, question: str) -> EpisodeSetup:
+        """RouteRAG's episode: Search-R1 tags, searches planned by :class:`ModeRouter` and priced
+        by ``mode_cost``, ``<information>`` observations, the released prompt."""
+        p = params
+        rules = EpisodeRules(
+            protocol=SEARCH_R1, budget=p.max_turns, plan=ModeRouter(p, question), render=information_block,
+            invalid_message=INVALID_ACTION, force_answer=FORCE_ANSWER, prefix=p.assistant_prefix,
+            strict_modes=p.strict_modes, reader=p.reader, search_cost=partial(mode_price, p.mode_cost),
+        )
         generation = GenerationParams(
             max_tokens=p.max_tokens_per_turn,
             temperature=p.temperature,
             grammar=routerag_grammar([MODE_TAGS[m] for m in p.allowed_modes]) if p.grammar else None,
         )
-        loop = TagLoop(
-            protocol=SEARCH_R1, generation=generation, budget=p.max_turns, plan=ModeRouter(p, trace.question),
-            render=information_block, invalid_message=INVALID_ACTION, force_answer=FORCE_ANSWER,
-        )
-        prompt = routerag_prompt(trace.question, few_shot=p.few_shot)
-        loop.run(self.context, trace, [Message(role="user", content=prompt)])
+        return EpisodeSetup(rules=rules, messages=[Message(role="user", content=p.user_prompt(question))], generation=generation)
+
+    @classmethod
+    def search_sources(cls, params: RouteRAGParams) -> list[str]:
+        return list(dict.fromkeys(params.mode_sources[m] for m in params.allowed_modes))
+
+
+def mode_price(prices: dict[str, float], plan: SearchPlan) -> float:
+    """The charge of one retrieval: its mode's price (recorded as ``Step.retrieval_cost``)."""
+    if plan.mode is None:  # the mode ModeRouter chose (several modes may share a source)
+        raise RuntimeError("ModeRouter returned a search plan without its mode")
+    return float(prices.get(plan.mode, UNLISTED_PRICE))
 
 
 # ---------------------------------------------------------------- ablation presets

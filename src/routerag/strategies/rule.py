@@ -10,7 +10,7 @@ evaluation set — among the choice questions of ``hotpotqa-distractor-train`` (
 the first named option is the gold answer 30 times, the second 26 times. On 2Wiki the second
 option is gold more often (202 vs 148 of its 1,000 questions), so ``rule`` with
 ``option=second`` is reported beside it as the stronger variant: a learned policy's accuracy
-should be read against both (docs/evaluation.md).
+should be read against both (docs/guides/evaluation.md).
 
 A score of this strategy is what a system gets for free from the question's wording; a gain that
 is no larger than the rule's on the same questions shows no reading of evidence.
@@ -23,7 +23,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, Field
 
 from routerag.corpus.question_types import choice_options, question_form
-from routerag.strategies.loop import LoopStrategy, add_step
+from routerag.runtime.loop import LoopStrategy, add_step
 from routerag.trace import Segment, Trace
 
 
@@ -56,5 +56,4 @@ class Rule(LoopStrategy):
         answer, form = rule_answer(trace.question, self.params)
         trace.segments.append(Segment(kind="prompt", text=trace.question))
         trace.answer = answer
-        add_step(trace, "answer", answer=answer, raw_output=answer, reasoning=f"question form: {form}",
-                 metadata={"form": form})
+        add_step(trace, "answer", answer=answer, raw_output=answer, reasoning=f"question form: {form}")

@@ -28,12 +28,11 @@ from pydantic import BaseModel, Field
 from routerag.jsontext import extract_json
 from routerag.llm.base import GenerationParams, Message
 from routerag.registry import Registry
-from routerag.sources.base import Hit
+from routerag.runtime.base import StrategyContext
+from routerag.runtime.loop import call_model, generated_text
 from routerag.sources.fusion import rrf
 from routerag.strategies.adaptive_cap import best_first, group_by_source
-from routerag.strategies.base import StrategyContext
-from routerag.strategies.loop import call_model, generated_text
-from routerag.trace import ModelCall
+from routerag.trace import Hit, ModelCall
 
 
 class SelectionRequest(BaseModel):

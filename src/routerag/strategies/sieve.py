@@ -21,14 +21,14 @@ from routerag.config import OMIT_AT_DEFAULT
 from routerag.llm.base import GenerationParams, Message
 from routerag.registry import RegisteredName
 from routerag.routing import ROUTERS
-from routerag.sources.base import MAX_QUERY_CHARS, Hit
-from routerag.strategies.base import StrategyContext
+from routerag.runtime.base import StrategyContext
+from routerag.runtime.loop import add_step, call_model, generated_text
+from routerag.sources.base import MAX_QUERY_CHARS
 from routerag.strategies.decompose import Plan, SubQuery, bind, decompose_messages, execution_order, parse_plan
 from routerag.strategies.fusion_answer import Hop, fuse_messages, last_hop_answer, parse_fusion
-from routerag.strategies.loop import add_step, call_model, generated_text
 from routerag.strategies.reflection import Attempt, parse_reflection, reflect_messages
 from routerag.strategies.subanswer import SubAnswer, answer_messages, parse_subanswer, render_evidence
-from routerag.trace import ModelCall, Route, Selection, SubQueryRef, Trace
+from routerag.trace import ForcedAnswer, Hit, ModelCall, PlannedSubQuery, Route, Selection, SubQueryRef, Trace
 
 
 class SieveParams(BaseModel):
@@ -123,9 +123,13 @@ def route_step(context: StrategyContext, params: SieveParams, trace: Trace, subq
         format_error=result.format_error,
         latency_ms=0.0 if result.model_calls else wall_ms,  # a model call carries its own latency
         subquery=SubQueryRef(id=subquery_id, preferred_source=result.choice),
-        metadata=result.extras(),
     )
     return result.choice
+
+
+def _planned(subqueries: list[SubQuery]) -> list[PlannedSubQuery]:
+    """The plan as the trace records it."""
+    return [PlannedSubQuery.model_validate(s.model_dump()) for s in subqueries]
 
 
 class SievePipeline:
@@ -146,7 +150,7 @@ class SievePipeline:
         the order to execute them in."""
         if not self.params.decomposition:
             plan = Plan.single(trace.question)
-            add_step(trace, "decompose", query=trace.question, metadata={"subqueries": [s.model_dump() for s in plan.subqueries]})
+            add_step(trace, "decompose", query=trace.question, plan=_planned(plan.subqueries))
             return plan, plan.subqueries
         text, call = self._call(
             decompose_messages(trace.question, self.params.max_subqueries), "decompose", flat_json=False
@@ -161,7 +165,7 @@ class SievePipeline:
             model_calls=[call],
             raw_output=text,
             format_error=error,
-            metadata={"subqueries": [s.model_dump() for s in ordered]},
+            plan=_planned(ordered),
         )
         return plan, ordered
 
@@ -181,8 +185,7 @@ class SievePipeline:
             raw_output=text,
             format_error=error,
             selection=Selection(kept=[h.doc_id for h in evidence], kept_sources=[h.source for h in evidence]),
-            subquery=SubQueryRef(id=subquery_id, attempt=attempt, preferred_source=source),
-            metadata={"success": sub.success},
+            subquery=SubQueryRef(id=subquery_id, attempt=attempt, preferred_source=source, success=sub.success),
         )
         return sub
 
@@ -198,8 +201,7 @@ class SievePipeline:
             model_calls=[call],
             raw_output=text,
             format_error=reflection.format_error,
-            subquery=SubQueryRef(id=subquery_id, preferred_source=reflection.source),
-            metadata={"failed": [a.model_dump() for a in attempts]},
+            subquery=SubQueryRef(id=subquery_id, preferred_source=reflection.source),  # the failed attempts are the answer steps before
         )
         return reflection.query, reflection.source
 
@@ -237,7 +239,7 @@ class SievePipeline:
             model_calls=[call],
             raw_output=text,
             format_error=fusion.format_error,
-            metadata={"used_fallback": fusion.used_fallback},
+            forced=ForcedAnswer(reader="last_hop") if fusion.used_fallback else None,
         )
         trace.answer = fusion.answer
 

@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from routerag.jsontext import as_bool, as_text, extract_json, partial_object
 from routerag.llm.base import Message
-from routerag.sources.base import Hit
+from routerag.trace import Hit
 
 
 class SubAnswer(BaseModel):

@@ -1,7 +1,11 @@
 """Typed configuration of a training run (``routerag train RECIPE --config run.yaml``).
 
-Every field is documented; ``configs/train/*.yaml`` hold one file per recipe and the resolved
-configuration is written into the run directory.
+One class per recipe (``RECIPE_CONFIGS``; :data:`AnyTrainConfig` tells them apart by ``recipe``),
+each with only the sections its recipe reads and its invariants checked at load (a GRPO batch of
+whole groups of G). Every field is documented; ``configs/train/*.yaml`` hold one file per recipe
+or setup, an experiment's file may be a short override of another (``base: other.yaml``, see
+:func:`routerag.config.config_data`), and the resolved configuration is written into the run
+directory.
 """
 
 from __future__ import annotations
@@ -9,13 +13,16 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
-from typing import Any, Literal
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
-from routerag.config import OMIT_AT_DEFAULT
+from routerag.config import OMIT_AT_DEFAULT, ConfigError, config_data
+from routerag.registry import UnknownNameError
 from routerag.train.env import EnvConfig
-from routerag.train.rewards import RewardSchedule
+from routerag.train.rewards import RewardSchedule, Stage, WeightedReward, graphrag_r1_schedule, two_stage_schedule
 
 
 class ModelSpec(BaseModel):
@@ -291,29 +298,241 @@ class RFTSpec(BaseModel):
     )
 
 
+FLAT_DEFAULTS: dict[str, Any] = {"sft": SFTSpec, "rft": RFTSpec, "switch_step": 20, "pra_until": 20}
+"""The sections every recipe had in the one flat configuration (before per-recipe classes) and
+their defaults: a stored ``config.resolved.yaml`` of that time lists them all; a recipe without
+one drops it when it holds the default (what the run used), so old run records load as they are."""
+
+
+def _is_flat_default(name: str, value: Any) -> bool:
+    default = FLAT_DEFAULTS[name]
+    if not (isinstance(default, type) and issubclass(default, BaseModel)):
+        return bool(value == default)
+    try:
+        return bool(default.model_validate(value) == default())
+    except ValueError:
+        return False
+
+
 class TrainConfig(BaseModel):
-    """One training run."""
+    """What every recipe's run has; each recipe's class (``RECIPE_CONFIGS``) adds its own sections
+    and checks its invariants. Build one with :func:`train_config` (a mapping, discriminated on
+    ``recipe``) or :func:`load_train_config` (a YAML file with ``base:`` layering and overrides)."""
 
     model_config = ConfigDict(extra="forbid")
-    recipe: str = Field(default="routerag-two-stage", description="recipe name (routerag train --help lists them)")
+    recipe: str = Field(description="recipe name (routerag train --help lists them)")
     output_dir: str = Field(default="runs/train", description="run directory: config, metrics.jsonl, curves, checkpoints")
     resume: bool = Field(default=True, description="continue from the last checkpoint in output_dir when there is one")
-    model: ModelSpec = Field(default_factory=ModelSpec)
-    lora: LoraSpec = Field(default_factory=LoraSpec)
-    data: DataSpec = Field(default_factory=DataSpec)
-    sources: SourcesSpec = Field(default_factory=SourcesSpec)
-    env: EnvConfig = Field(default_factory=EnvConfig)
-    grpo: GRPOSpec = Field(default_factory=GRPOSpec)
-    sft: SFTSpec = Field(default_factory=SFTSpec)
-    rft: RFTSpec = Field(default_factory=RFTSpec)
+    model: ModelSpec = Field(default_factory=ModelSpec, description="the policy model")
+    lora: LoraSpec = Field(default_factory=LoraSpec, description="LoRA adapters (off: every weight trains)")
+    data: DataSpec = Field(default_factory=DataSpec, description="training questions")
+    sources: SourcesSpec = Field(default_factory=SourcesSpec, description="retrieval sources of the episodes")
+    env: EnvConfig = Field(default_factory=EnvConfig, description="the rollout environment (episode rules, prompt, prices)")
+    grpo: GRPOSpec = Field(default_factory=GRPOSpec, description="GRPO; its seed, threads, logging and saving steps serve every recipe")
     schedule: RewardSchedule | None = Field(default=None, description="reward stages; None = the recipe's default schedule")
-    switch_step: int = Field(default=20, ge=0, description="RouteRAG: last step of the EM stage (release: 20 of 40)")
-    pra_until: int = Field(default=20, ge=0, description="GraphRAG-R1: last step of the format+PRA stage")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_flat_defaults(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        unused = [k for k in FLAT_DEFAULTS if k in data and k not in cls.model_fields and _is_flat_default(k, data[k])]
+        return {k: v for k, v in data.items() if k not in unused} if unused else data
 
     @model_validator(mode="after")
-    def _check_adapter_start(self) -> TrainConfig:
+    def _shared_invariants(self) -> TrainConfig:
+        if type(self) is TrainConfig:
+            raise ValueError("TrainConfig holds what every recipe shares: build a recipe's configuration "
+                             "(train_config / load_train_config, or its class in RECIPE_CONFIGS)")
         if self.grpo.rollout_backend == "llamacpp" and not self.lora.enabled:
             raise ValueError("grpo.rollout_backend llamacpp samples with the LoRA adapter being trained: set lora.enabled: true")
         if self.lora.init_from and not self.lora.enabled:
             raise ValueError("lora.init_from needs lora.enabled: true (the restored adapter is what trains)")
+        if self.lora.layers_top is not None and not self.lora.enabled:
+            raise ValueError("lora.layers_top needs lora.enabled: true (it places the adapters)")
         return self
+
+    @property
+    def export_gguf(self) -> bool:
+        """Whether a LoRA run's adapter is also written as a llama.cpp adapter GGUF."""
+        return self.lora.enabled
+
+    def default_schedule(self) -> RewardSchedule:
+        """The recipe's reward schedule when ``schedule`` is not set."""
+        raise NotImplementedError
+
+    def _check_groups(self) -> None:
+        """GRPO recipes: each generation batch holds whole groups of G completions."""
+        g = self.grpo
+        per_generation = g.extra.get("steps_per_generation", g.gradient_accumulation_steps)
+        batch = int(g.extra.get("generation_batch_size", g.per_device_train_batch_size * per_generation))
+        if batch % g.num_generations:
+            raise ValueError(
+                f"grpo: a generation batch of {batch} completions (per_device_train_batch_size {g.per_device_train_batch_size} "
+                f"x {per_generation} steps) is not a multiple of the group size G = num_generations {g.num_generations}")
+
+
+class WithSFT(TrainConfig):
+    """A recipe with a supervised phase (``sft``)."""
+
+    sft: SFTSpec = Field(default_factory=SFTSpec, description="the supervised fine-tuning phase")
+
+    @property
+    def export_gguf(self) -> bool:
+        return self.lora.enabled and self.sft.export_gguf
+
+    def _refuse_unread(self, *names: str) -> None:
+        """Settings of ``sft`` this recipe does not read, refused when set (instead of silently ignored)."""
+        defaults = SFTSpec()
+        unread = [f"sft.{name}" for name in names if getattr(self.sft, name) != getattr(defaults, name)]
+        if unread:
+            raise ValueError(f"{', '.join(unread)}: not read by recipe {self.recipe}")
+        if self.sft.golden_set is not None and self.sft.ground:
+            raise ValueError("sft.ground grounds trajectories built from sft.sources; a stored sft.golden_set is grounded already")
+
+
+class RouteRAGTwoStageConfig(TrainConfig):
+    """RouteRAG: GRPO, EM through ``switch_step``, then accuracy–efficiency."""
+
+    recipe: Literal["routerag-two-stage"] = Field(default="routerag-two-stage", description="recipe name")
+    switch_step: int = Field(default=20, ge=0, description="RouteRAG: last step of the EM stage (release: 20 of 40)")
+
+    @model_validator(mode="after")
+    def _invariants(self) -> RouteRAGTwoStageConfig:
+        self._check_groups()
+        return self
+
+    def default_schedule(self) -> RewardSchedule:
+        return two_stage_schedule(self.switch_step)
+
+
+class GraphRAGR1Config(WithSFT):
+    """GraphRAG-R1: an SFT cold start (``sft.enabled``), then GRPO with format + PRA through
+    ``pra_until``, then format + CAF; every rollout in the ``graphrag-r1`` strategy's episode (its
+    own protocol, the one the trained policy is evaluated in)."""
+
+    recipe: Literal["graphrag-r1"] = Field(default="graphrag-r1", description="recipe name")
+    pra_until: int = Field(default=20, ge=0, description="GraphRAG-R1: last step of the format+PRA stage")
+    env: EnvConfig = Field(default_factory=lambda: EnvConfig(strategy="graphrag-r1"),
+                           description="the rollout environment: the graphrag-r1 episode (its params), token limits")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _graphrag_r1_episode(cls, data: Any) -> Any:
+        env = data.get("env") if isinstance(data, dict) else None
+        if isinstance(env, dict) and "strategy" not in env:  # the episode this recipe trains, unless named
+            data = {**data, "env": {**env, "strategy": "graphrag-r1"}}
+        return data
+
+    @model_validator(mode="after")
+    def _invariants(self) -> GraphRAGR1Config:
+        self._check_groups()
+        if self.env.strategy != "graphrag-r1":
+            raise ValueError(f"env.strategy {self.env.strategy!r}: recipe graphrag-r1 trains the graphrag-r1 episode "
+                             "(the protocol its strategy is evaluated in)")
+        self._refuse_unread("golden_set", "rows_files", "ground", "max_examples", "max_observation_tokens", "drop_longer")
+        return self
+
+    def default_schedule(self) -> RewardSchedule:
+        return graphrag_r1_schedule(self.pra_until)
+
+
+class R1RouterStepConfig(TrainConfig):
+    """R1-Router Step-GRPO over the per-step prompts of the released golden trajectories."""
+
+    recipe: Literal["r1-router-step"] = Field(default="r1-router-step", description="recipe name")
+
+    @model_validator(mode="after")
+    def _invariants(self) -> R1RouterStepConfig:
+        self._check_groups()
+        return self
+
+    def default_schedule(self) -> RewardSchedule:
+        return RewardSchedule(stages=[Stage(name="step", rewards=[WeightedReward(name="r1_router_step")])])
+
+
+class RouteRAGSFTConfig(WithSFT):
+    """An SFT cold start only (``sft.enabled`` is implied)."""
+
+    recipe: Literal["routerag-sft"] = Field(default="routerag-sft", description="recipe name")
+
+    @model_validator(mode="after")
+    def _invariants(self) -> RouteRAGSFTConfig:
+        self._refuse_unread()
+        return self
+
+    def default_schedule(self) -> RewardSchedule:
+        return two_stage_schedule(20)  # no reward is computed; the RouteRAG one for a record
+
+
+class RouteRAGRFTConfig(WithSFT):
+    """Rejection-sampling rounds (``rft``) scored by the two-stage schedule (the round is its step)."""
+
+    recipe: Literal["routerag-rft"] = Field(default="routerag-rft", description="recipe name")
+    rft: RFTSpec = Field(default_factory=RFTSpec, description="the rejection-sampling rounds")
+    switch_step: int = Field(default=20, ge=0, description="last round scored by EM alone (the efficiency stage after)")
+
+    @model_validator(mode="after")
+    def _invariants(self) -> RouteRAGRFTConfig:
+        self._refuse_unread("rows_files", "drop_longer")  # a round trains on its own kept rows (+ the golden ones), longer ones dropped
+        return self
+
+    def default_schedule(self) -> RewardSchedule:
+        return two_stage_schedule(self.switch_step)
+
+
+AnyTrainConfig = Annotated[
+    RouteRAGTwoStageConfig | GraphRAGR1Config | R1RouterStepConfig | RouteRAGSFTConfig | RouteRAGRFTConfig,
+    Field(discriminator="recipe"),
+]
+"""Any recipe's configuration, told apart by ``recipe``."""
+
+RECIPE_CONFIGS: dict[str, type[TrainConfig]] = {
+    cls.model_fields["recipe"].default: cls
+    for cls in (RouteRAGTwoStageConfig, GraphRAGR1Config, R1RouterStepConfig, RouteRAGSFTConfig, RouteRAGRFTConfig)
+}
+"""recipe name -> its configuration class (tests/test_train_recipes.py checks it against RECIPES)."""
+
+DEFAULT_RECIPE = "routerag-two-stage"
+"""The recipe of a configuration that names none (as when one class served every recipe)."""
+
+_ADAPTER: TypeAdapter[TrainConfig] = TypeAdapter(AnyTrainConfig)
+
+
+def train_config(data: Mapping[str, Any], where: str = "") -> TrainConfig:
+    """The recipe configuration of ``data`` (its ``recipe`` picks the class); a
+    :class:`~routerag.config.ConfigError` of one line per problem when it is not valid."""
+    recipe = data.get("recipe", DEFAULT_RECIPE)
+    if recipe not in RECIPE_CONFIGS:
+        raise ConfigError(f"{where}unknown recipe {recipe!r}; valid: {', '.join(RECIPE_CONFIGS)}")
+    try:
+        return _ADAPTER.validate_python({**data, "recipe": recipe})
+    except ValidationError as exc:
+        raise ConfigError(f"{where}invalid {recipe} configuration: {_problems(exc, str(recipe))}") from None
+    except UnknownNameError as exc:  # a reward name of the schedule
+        if not where:
+            raise
+        raise type(exc)(f"{where}{exc}") from None
+
+
+def _problems(exc: ValidationError, recipe: str) -> str:
+    out = []
+    for error in exc.errors():
+        loc = [str(p) for p in error["loc"]]
+        if loc and loc[0] == recipe:
+            loc = loc[1:]
+        where = ".".join(loc)
+        if error["type"] == "extra_forbidden":
+            out.append(f"{where}: not a setting of recipe {recipe}")
+        else:
+            msg = str(error["msg"]).removeprefix("Value error, ")
+            out.append(f"{where}: {msg}" if where else msg)
+    return "; ".join(out)
+
+
+def load_train_config(path: str | Path | None = None, overrides: list[str] | None = None,
+                      updates: dict[str, Any] | None = None) -> TrainConfig:
+    """A recipe's configuration from the YAML file at ``path`` (``base:`` layers resolved), then
+    each ``key.path=value`` override, then ``updates``; one :class:`ConfigError` line when not valid."""
+    data = config_data(path, overrides, updates)
+    return train_config(data, f"{path}: " if path is not None else "")

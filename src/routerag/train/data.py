@@ -11,13 +11,7 @@ from pathlib import Path
 from routerag.corpus.schema import Question
 from routerag.sources.sourceset import SourceSet
 from routerag.train.config import TrainConfig
-from routerag.train.rewards import (
-    RewardSchedule,
-    Stage,
-    WeightedReward,
-    graphrag_r1_schedule,
-    two_stage_schedule,
-)
+from routerag.train.rewards import RewardSchedule
 
 log = logging.getLogger(__name__)
 
@@ -65,20 +59,13 @@ def load_sources(cfg: TrainConfig) -> SourceSet:
 def grounding_sources(dataset: str, components: Sequence[str], modes: Sequence[str] | None = None) -> SourceSet:
     """The sources ``routerag eval --dataset DATASET --set components=[...]`` mounts (the same
     cached index, so training observations come from the index evaluation searches)."""
-    from routerag.corpus.datasets import load_dataset
-    from routerag.eval.config import EvalConfig
-    from routerag.eval.setup import build_sources
+    from routerag.run.assemble import dataset_sources
+    from routerag.run.config import RunConfig
 
     extra = {"modes": list(modes)} if modes else {}
-    sources, _ = build_sources(load_dataset(dataset), EvalConfig(dataset=dataset, components=list(components), **extra))
-    return sources
+    return dataset_sources(RunConfig(dataset=dataset, components=list(components), **extra))
 
 
 def default_schedule(cfg: TrainConfig) -> RewardSchedule:
-    if cfg.schedule is not None:
-        return cfg.schedule
-    if cfg.recipe == "graphrag-r1":
-        return graphrag_r1_schedule(cfg.pra_until)
-    if cfg.recipe == "r1-router-step":
-        return RewardSchedule(stages=[Stage(name="step", rewards=[WeightedReward(name="r1_router_step")])])
-    return two_stage_schedule(cfg.switch_step)
+    """The configured reward schedule, else the recipe's own."""
+    return cfg.schedule if cfg.schedule is not None else cfg.default_schedule()

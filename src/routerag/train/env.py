@@ -1,12 +1,15 @@
-"""The RouteRAG rollout environment: one multi-turn episode over token ids, trainer-independent.
+"""The rollout environment: one multi-turn episode of a tag strategy over token ids,
+trainer-independent.
 
-The episode is run by the one episode engine (:mod:`routerag.episode.engine`, the state machine
-that also runs the evaluated strategies) through its token port
+The environment takes a strategy name and that strategy's Params (:class:`EnvConfig`) and asks
+the strategy for its episode (:meth:`~routerag.strategies.agentic.TagStrategy.episode`: the
+rules, the prompt messages), the same function its evaluation runs; the one episode engine
+(:mod:`routerag.episode.engine`) then runs that episode through its token port
 (:class:`~routerag.episode.ports.TokenPolicy`): the same parser, the same recoveries, the same
-forced answer and step records as :class:`~routerag.strategies.routerag.RouteRAG`, with searches
-planned by RouteRAG's own :class:`~routerag.strategies.routerag.ModeRouter`. This module adds what
-only training needs: the :class:`EnvConfig`, the prompt over a tokenizer's chat template and the
-episode's cost.
+forced answer and step records as the evaluated strategy, so a policy is evaluated under exactly
+the rules it was trained with (``routerag``, its presets and ``graphrag-r1``, each in its own tag
+protocol). This module adds what only training needs: the token limits of the port, the prompt
+over a tokenizer's chat template and the episode's cost.
 
 The policy is any ``generate(prompt_ids, stop_strings, max_new_tokens) -> (completion_ids,
 logprobs)`` callable. The result is a :class:`Rollout`: ``prompt_ids``, ``completion_ids`` (model
@@ -24,25 +27,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from routerag.corpus.schema import Question
-from routerag.episode.engine import EpisodeRules, SearchPlan, run_episode
+from routerag.episode.engine import EpisodeSetup, run_episode
 from routerag.episode.ports import Generate as Generate
 from routerag.episode.ports import TokenCodec as TokenCodec
 from routerag.episode.ports import TokenPolicy
 from routerag.episode.ports import cut_observation as cut_observation
-from routerag.protocol.routerag_tags import MODES, SEARCH_R1, information_block
+from routerag.llm.base import Message
+from routerag.protocol.routerag_tags import DEFAULT_MODE_COST as DEFAULT_MODE_COST
 from routerag.protocol.routerag_tags import parse_action as parse_action  # the parser the engine runs here
+from routerag.registry import UnknownNameError
+from routerag.runtime.base import StrategyContext
+from routerag.runtime.loop import question_parts
 from routerag.sources.sourceset import SourceSet
-from routerag.strategies.base import StrategyContext
-from routerag.strategies.loop import question_parts
-from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION, routerag_prompt
-from routerag.strategies.routerag import ModeRouter, RouteRAGEpisodeParams, RouteRAGParams
+from routerag.strategies.agentic import TagStrategy, tag_strategy
 from routerag.trace import Trace
-from routerag.train.rewards import DEFAULT_MODE_COST, UNLISTED_PRICE
+from routerag.train.rewards import search_price
+
+P = TypeVar("P", bound=BaseModel)
 
 
 class HFCodec:
@@ -61,25 +67,38 @@ class HFCodec:
         return self.tokenizer.decode(list(ids), skip_special_tokens=False)
 
     def render_prompt(self, user_text: str) -> str:
+        return self.render_messages([Message(role="user", content=user_text)])
+
+    def render_messages(self, messages: Sequence[Message]) -> str:
+        """Prompt messages (system, user) as the policy sees them: through the chat template with
+        the generation prompt added, or, without one, their texts joined by blank lines (as the
+        chat port joins them)."""
         if not self.chat_template:
-            return user_text
+            return "\n\n".join(m.content for m in messages)
         return self.tokenizer.apply_chat_template(
-            [{"role": "user", "content": user_text}], tokenize=False, add_generation_prompt=True
+            [{"role": m.role, "content": m.content} for m in messages], tokenize=False, add_generation_prompt=True
         )
 
 
-class EnvConfig(RouteRAGEpisodeParams):
-    """Parameters of one RouteRAG episode (the budget and modes are :class:`RouteRAGEpisodeParams`,
-    shared with ``RouteRAGParams``)."""
+class EnvConfig(BaseModel):
+    """One episode of the rollout environment: a tag strategy and its Params (the episode's rules,
+    exactly as evaluation runs them), plus the limits of the token port.
+
+    The flat form of configs written before the strategy was named (``env: {k: 3, max_turns: 4,
+    allowed_modes: [passage]}``) still loads: keys that are not fields here are the strategy's
+    Params, and override ``params`` (so ``--set env.k=5`` works on either form)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    mode_sources: dict[str, str] = Field(
-        default_factory=lambda: {str(m): str(m) for m in MODES}, description="mounted source serving each mode"
+    strategy: str = Field(
+        default="routerag",
+        description="the tag strategy whose episode is run (routerag, its presets such as routerag-passage, graphrag-r1); "
+        "evaluate a policy trained here with the same strategy and params",
     )
-    mode_cost: dict[str, float] = Field(
-        default_factory=lambda: dict(DEFAULT_MODE_COST),
-        description="deterministic cost of one retrieval call per mode (graph dearer than passage)",
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the strategy's Params (docs/guides/strategies.md): budget, k, modes, prompt, assistant_prefix, "
+        "strict_modes, reader, mode_cost, ...; also accepted flat, beside the fields here",
     )
     max_new_tokens_per_turn: int = Field(default=256, ge=1, le=8192, description="generation limit of one policy turn")
     max_completion_tokens: int = Field(
@@ -87,47 +106,60 @@ class EnvConfig(RouteRAGEpisodeParams):
     )
     max_observation_tokens: int = Field(
         default=512, ge=16, le=16384,
-        description="observations are cut to this many tokens (Search-R1's max_obs_length=500), inside the <information> "
-        "block so that its closing tag stays; evaluation cuts none, so set it above the usual observation length",
+        description="evidence is cut to this many tokens (Search-R1's max_obs_length=500), inside its block so that the "
+        "closing tag stays; evaluation cuts none, so set it above the usual observation length",
     )
-    max_query_chars: int = Field(default=300, ge=16, le=2000, description="longer queries are cut at a word boundary")
-    few_shot: bool = Field(default=False, description="add RouteRAG's worked example to the prompt")
-    prompt_template: str | None = Field(
-        default=None, description="user prompt as a str.format template with {question}; None = RouteRAG's released prompt"
-    )
-    assistant_prefix: str = Field(
-        default="", description="text placed at the start of the assistant turn (prompt side, e.g. '<think>'); parsed with the first turn"
-    )
-    strict_modes: bool = Field(
-        default=False,
-        description="a search without a known mode tag is an invalid action (no retrieval) instead of going to default_mode; "
-        "keeps malformed tags from being rewarded",
-    )
-    reader: Literal["policy", "top_hit_title"] = Field(
-        default="policy",
-        description="who answers when the budget is spent: the policy (forced '<answer>' turn) or, for routing-only "
-        "diagnostics, the title of the last search's first hit",
-    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_params(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        own = {k: v for k, v in data.items() if k in cls.model_fields}
+        flat = {k: v for k, v in data.items() if k not in cls.model_fields}
+        if flat:
+            own["params"] = {**dict(own.get("params") or {}), **flat}  # a flat key overrides (--set env.k=5)
+        return own
 
     @model_validator(mode="after")
     def _check(self) -> "EnvConfig":
-        missing = [m for m in self.allowed_modes if m not in self.mode_sources]
-        if missing:
-            raise ValueError(f"mode_sources has no source for {missing}")
+        try:
+            cls = tag_strategy(self.strategy)
+        except UnknownNameError as e:  # a KeyError; pydantic reports ValueErrors
+            raise ValueError(str(e)) from None
+        unknown = sorted(set(self.params) - set(cls.Params.model_fields))
+        if unknown:
+            raise ValueError(f"strategy {self.strategy!r} has no params {unknown}; its params: {sorted(cls.Params.model_fields)}")
+        self.params = self.strategy_params().model_dump(mode="json")  # validated at load; every param, defaults included
         return self
 
-    def routing_params(self) -> RouteRAGParams:
-        """The RouteRAG strategy parameters equivalent to this episode's retrieval settings."""
-        return RouteRAGParams(
-            k=self.k, max_turns=self.max_turns, allowed_modes=list(self.allowed_modes), default_mode=self.default_mode,
-            mode_sources=dict(self.mode_sources), max_query_chars=self.max_query_chars, few_shot=self.few_shot,
-        )
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The flat form: the strategy, its params beside the token limits (as configs were written
+        before the strategy was named, so stored run configurations keep their keys)."""
+        data = handler(self)
+        return {"strategy": data.pop("strategy"), **data.pop("params"), **data}
+
+    def strategy_class(self) -> type[TagStrategy]:
+        return tag_strategy(self.strategy)
+
+    def strategy_params(self) -> BaseModel:
+        """The strategy's typed Params."""
+        return self.strategy_class().Params.model_validate(self.params)
+
+    def params_as(self, cls: type[P]) -> P:
+        """The strategy's Params as ``cls`` (e.g. ``RouteRAGParams`` for what only a RouteRAG
+        episode has: mode sources, few-shot prompt); a ValueError for another strategy."""
+        params = self.strategy_params()
+        if not isinstance(params, cls):
+            raise ValueError(f"this needs a {cls.__name__} episode; env.strategy is {self.strategy!r}")
+        return params
 
 
 class RolloutCost(BaseModel):
     retrieval_turns: int = 0
     retrieval_ms: float = 0.0  # measured wall time of the retrieval calls
-    mode_cost: float = 0.0  # sum of EnvConfig.mode_cost over the calls
+    mode_cost: float = 0.0  # sum of the charges recorded per call (Step.retrieval_cost; RouteRAG: its mode_cost)
     by_mode: dict[str, int] = Field(default_factory=dict)
     generation_ms: float = 0.0
 
@@ -149,59 +181,55 @@ class Rollout(BaseModel):
         return sum(self.env_mask)
 
 
-class RouteRAGEnv:
-    """Runs RouteRAG episodes against ``sources`` with a token-level policy."""
+class RolloutEnv:
+    """Runs episodes of ``config.strategy`` against ``sources`` with a token-level policy."""
 
     def __init__(self, sources: SourceSet, codec: TokenCodec, config: EnvConfig | None = None) -> None:
         self.sources = sources
         self.codec = codec
         self.config = config or EnvConfig()
-        self.params = self.config.routing_params()
-        unknown = [s for m, s in self.config.mode_sources.items() if m in self.config.allowed_modes and s not in sources.names()]
+        self.strategy = self.config.strategy_class()
+        self.params = self.config.strategy_params()
+        unknown = [s for s in self.strategy.search_sources(self.params) if s not in sources.names()]
         if unknown:
             raise ValueError(f"sources {unknown} are not mounted; mounted: {sources.names()}")
         # retrieve_step only reads ``ctx.sources``; no chat model is involved in a token-level rollout
         self._ctx = StrategyContext(model=None, sources=sources)  # type: ignore[arg-type]
 
+    def episode(self, question: str) -> EpisodeSetup:
+        """The strategy's episode for ``question`` (rules, prompt messages), as evaluation builds it."""
+        return self.strategy.episode(self.params, question)
+
+    def prompt_messages(self, question: str) -> list[Message]:
+        """The prompt messages of an episode (before the chat template)."""
+        return self.episode(question).messages
+
     def user_prompt(self, question: str) -> str:
         """The user message of an episode (before the chat template)."""
-        template = self.config.prompt_template
-        return template.format(question=question) if template else routerag_prompt(question, few_shot=self.config.few_shot)
+        return [m.content for m in self.prompt_messages(question) if m.role == "user"][-1]
 
     def prompt_text(self, question: str) -> str:
-        return self.codec.render_prompt(self.user_prompt(question))
-
-    def rules(self, router: ModeRouter) -> EpisodeRules:
-        """The engine's rules for one episode (``router`` plans its searches)."""
-        cfg = self.config
-        return EpisodeRules(
-            protocol=SEARCH_R1, budget=cfg.max_turns, plan=router, render=information_block,
-            invalid_message=INVALID_ACTION, force_answer=FORCE_ANSWER, prefix=cfg.assistant_prefix,
-            max_observation_tokens=cfg.max_observation_tokens, strict_modes=cfg.strict_modes, reader=cfg.reader,
-            search_cost=self._mode_cost,
-        )
-
-    def _mode_cost(self, plan: SearchPlan) -> float:
-        """The charge of one retrieval: its mode's price (recorded as ``Step.retrieval_cost``)."""
-        if plan.mode is None:  # the mode ModeRouter chose (several modes may share a source)
-            raise RuntimeError("ModeRouter returned a search plan without its mode")
-        return self.config.mode_cost.get(plan.mode, UNLISTED_PRICE)
+        """The prompt as the policy sees it: the messages through the codec's chat template."""
+        return self.codec.render_messages(self.prompt_messages(question))
 
     def rollout(self, question: str | Question, generate: Generate) -> Rollout:
         cfg = self.config
         text, qid = question_parts(question)
-        trace = Trace(question=text, strategy="routerag", qid=qid, params=self.params.model_dump(mode="json"))
-        policy = TokenPolicy(self.codec, generate, self.prompt_text(text) + cfg.assistant_prefix,
-                             max_new_tokens=cfg.max_new_tokens_per_turn, max_completion_tokens=cfg.max_completion_tokens)
+        setup = self.episode(text)
+        trace = Trace(question=text, strategy=cfg.strategy, qid=qid, params=self.params.model_dump(mode="json"))
+        policy = TokenPolicy(self.codec, generate, self.codec.render_messages(setup.messages) + setup.rules.prefix,
+                             max_new_tokens=cfg.max_new_tokens_per_turn, max_completion_tokens=cfg.max_completion_tokens,
+                             max_observation_tokens=cfg.max_observation_tokens)
         t_start = time.perf_counter()
-        episode = run_episode(self._ctx, trace, policy, self.rules(ModeRouter(self.params, text)))
+        episode = run_episode(self._ctx, trace, policy, setup.rules)
         trace.latency_ms = (time.perf_counter() - t_start) * 1000.0
         cost = RolloutCost(generation_ms=episode.policy_ms)
         for plan, step in episode.searches:
-            mode = str(plan.mode)  # set: ``_mode_cost`` refused a plan without one
+            # the mode a mode router chose; else where the search went (several sources: joined)
+            mode = plan.mode or (plan.route.choice if plan.route is not None else "+".join(plan.sources))
             cost.retrieval_turns += 1
             cost.retrieval_ms += step.retrieval_ms
-            cost.mode_cost += cfg.mode_cost.get(mode, 1.0)
+            cost.mode_cost += step.retrieval_cost if step.retrieval_cost is not None else search_price(step, DEFAULT_MODE_COST)
             cost.by_mode[mode] = cost.by_mode.get(mode, 0) + 1
         return Rollout(
             prompt_ids=policy.prompt_ids, completion_ids=policy.completion, env_mask=policy.mask,
@@ -212,3 +240,6 @@ class RouteRAGEnv:
     def rollouts(self, questions: Sequence[str | Question], generate: Generate) -> list[Rollout]:
         """One episode per entry (a trainer passes each question ``num_generations`` times)."""
         return [self.rollout(q, generate) for q in questions]
+
+
+RouteRAGEnv = RolloutEnv  # the name from when the environment ran RouteRAG's episode only

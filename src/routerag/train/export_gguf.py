@@ -134,7 +134,7 @@ def export_adapter_gguf(cfg: TrainConfig, final: Path, out: Path) -> dict[str, A
     (``model.lora_path``); None when there is nothing to export."""
     from routerag.train.policy import gguf_base_path
 
-    if not (cfg.lora.enabled and cfg.sft.export_gguf):
+    if not cfg.export_gguf:
         return None
     base = gguf_base_path(cfg.model.name)
     if base is None:

@@ -11,10 +11,9 @@
 :func:`compute_score` has verl's custom reward signature
 (``custom_reward_function.path=.../export_verl.py``, ``name=compute_score``) and scores the last
 ``<answer>`` of the response with :mod:`routerag.eval.metrics` — the same EM as evaluation and as
-the TRL recipes. It is :func:`routerag.train.verl.reward.compute_score` (the ``em`` reward over the
-decoded trajectory) returning a float; RouteRAG's batch-normalised accuracy–efficiency stage is
-:func:`routerag.train.verl.reward.compute_score_batch` (verl's ``batch`` reward manager; see
-``docs/training.md``).
+the TRL recipes — for a verl run whose rollout is not routerag's agent loop (Search-R1's own).
+With routerag's agent loop, :mod:`routerag.train.verl.reward` scores the episodes it recorded
+(RouteRAG's batch-normalised accuracy–efficiency stage included; see ``docs/guides/training-gpu.md``).
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from routerag.corpus.schema import Question
+from routerag.protocol.routerag_tags import ANSWER_CLOSE, ANSWER_OPEN, extract_tag
 from routerag.strategies.prompts import routerag_prompt
 
 ABILITY = "fact-reasoning"
@@ -69,20 +69,22 @@ def export_parquet(questions: Sequence[Question], path: str | Path, data_source:
 
 
 def extract_answer(solution_str: str) -> str | None:
-    """The last ``<answer>`` of the response (after the chat's assistant marker when the prompt
-    is included; an answer cut before its closing tag counts), or None."""
-    from routerag.train.verl.reward import trace_of_response
-
-    return trace_of_response(solution_str).answer or None
+    """The last ``<answer>`` of the response (verl hands a reward the response without its prompt;
+    an answer cut before its closing tag counts), or None."""
+    answer = (extract_tag(solution_str, ANSWER_OPEN, ANSWER_CLOSE, last=True) or "").strip()
+    return answer or None
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: dict[str, Any] | Sequence[str] | str,
                   extra_info: dict[str, Any] | None = None, *, metric: str = "em", format_score: float = 0.0) -> float:
     """verl reward: the metric of the last answer against ``ground_truth['target']``; no answer
     scores 0, a wrong answer ``format_score``."""
-    from routerag.train.verl.reward import compute_score as score_trajectory
+    from routerag.eval.metrics import METRICS
 
-    score = score_trajectory(data_source, solution_str, ground_truth, extra_info, reward="em", params={"metric": metric})["score"]
-    if score > 0:
-        return float(score)
-    return format_score if extract_answer(solution_str) is not None else 0.0
+    answer = extract_answer(solution_str)
+    if answer is None:
+        return 0.0
+    targets = ground_truth.get("target", []) if isinstance(ground_truth, dict) else ground_truth
+    golds = [targets] if isinstance(targets, str) else [str(t) for t in targets or []]
+    score = float(METRICS.get(metric)(answer, golds)) if golds else 0.0
+    return score if score > 0 else format_score

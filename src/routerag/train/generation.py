@@ -137,7 +137,7 @@ class LlamaCppSampler:
     loss in the fp32 training model. :meth:`sync` exports the trainable adapter (PEFT -> adapter
     GGUF, :func:`routerag.train.export_gguf.export_lora_gguf`) and reloads it; the rollout function
     syncs once per optimiser step, so episodes are sampled from the policy being trained (up to the
-    quantisation gap, measured in docs/training.md). Log-probabilities are llama.cpp's."""
+    quantisation gap, measured in docs/experiments/). Log-probabilities are llama.cpp's."""
 
     def __init__(self, base_gguf: str | Path, tokenizer: Any, workdir: str | Path, *, temperature: float = 1.0,
                  seed: int = 0, n_ctx: int = 4096, n_threads: int | None = None) -> None:

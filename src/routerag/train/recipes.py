@@ -43,7 +43,14 @@ from routerag.corpus.schema import Question
 from routerag.registry import Registry
 from routerag.sources.sourceset import SourceSet
 from routerag.trace import Trace
-from routerag.train.config import TrainConfig
+from routerag.train.config import (
+    GraphRAGR1Config,
+    R1RouterStepConfig,
+    RouteRAGRFTConfig,
+    RouteRAGSFTConfig,
+    RouteRAGTwoStageConfig,
+    TrainConfig,
+)
 from routerag.train.data import default_schedule, load_sources, load_training_questions
 from routerag.train.env import HFCodec, RouteRAGEnv
 from routerag.train.export_gguf import export_adapter_gguf
@@ -52,7 +59,7 @@ from routerag.train.policy import load_tokenizer_for, load_trainable
 from routerag.train.runfiles import CURVES_FILE, METRICS_FILE, last_checkpoint, plot_curves, plot_loss, start_run
 from routerag.train.sft import fit_rows, read_token_rows, run_sft, sft_rows, sft_trajectories
 
-Recipe = Callable[[TrainConfig], "TrainRunSummary"]
+Recipe = Callable[[Any], "TrainRunSummary"]  # each takes its own recipe class (train.config.RECIPE_CONFIGS)
 RECIPES: Registry[Recipe] = Registry("recipe")
 
 
@@ -94,7 +101,7 @@ def _env_for(cfg: TrainConfig, tokenizer: Any, sources: SourceSet | None) -> Rou
 
 
 @RECIPES.register("routerag-two-stage")
-def routerag_two_stage(cfg: TrainConfig) -> TrainRunSummary:
+def routerag_two_stage(cfg: RouteRAGTwoStageConfig) -> TrainRunSummary:
     """RouteRAG: GRPO (G = 5), EM until ``switch_step``, then accuracy–efficiency."""
     out, tokenizer, model, questions, sources = _prepare(cfg)
     env = _env_for(cfg, tokenizer, sources)
@@ -103,10 +110,15 @@ def routerag_two_stage(cfg: TrainConfig) -> TrainRunSummary:
 
 
 @RECIPES.register("graphrag-r1")
-def graphrag_r1(cfg: TrainConfig) -> TrainRunSummary:
-    """GraphRAG-R1: SFT cold start on golden trajectories, then format+PRA, then format+CAF."""
+def graphrag_r1(cfg: GraphRAGR1Config) -> TrainRunSummary:
+    """GraphRAG-R1: SFT cold start on golden trajectories, then format+PRA, then format+CAF, every
+    rollout in the GraphRAG-R1 episode (``env.strategy: graphrag-r1``: R1-Searcher's tags, facts
+    and passages between the documents tags), the one its strategy is evaluated in."""
     from routerag.train.golden import golden_trajectories
 
+    if cfg.sft.enabled:  # a cold start on them would teach tags the graphrag-r1 episode does not read
+        raise ValueError("sft.enabled: the golden trajectories are rendered in RouteRAG's protocol, not the graphrag-r1 "
+                         "episode this recipe trains; set sft.enabled: false (or lora.init_from an adapter trained in it)")
     out, tokenizer, model, questions, sources = _prepare(cfg)
     env = _env_for(cfg, tokenizer, sources)
     phases = []
@@ -122,7 +134,7 @@ def graphrag_r1(cfg: TrainConfig) -> TrainRunSummary:
 
 
 @RECIPES.register("r1-router-step")
-def r1_router_step(cfg: TrainConfig) -> TrainRunSummary:
+def r1_router_step(cfg: R1RouterStepConfig) -> TrainRunSummary:
     """R1-Router Step-GRPO over the per-step prompts of the released golden trajectories."""
     from routerag.train.golden import r1_router_step_rows
 
@@ -159,7 +171,7 @@ def _step_adapter(fn: Callable[..., list[float]]) -> Callable[..., list[float]]:
 
 
 @RECIPES.register("routerag-sft")
-def routerag_sft(cfg: TrainConfig) -> TrainRunSummary:
+def routerag_sft(cfg: RouteRAGSFTConfig) -> TrainRunSummary:
     """SFT cold start of a RouteRAG policy on golden trajectories (prompt and observations
     masked), LoRA adapter saved with PEFT and, for a GGUF base model, exported as a llama.cpp
     adapter GGUF (``adapter.gguf``) for ``model.lora_path``."""
@@ -197,7 +209,7 @@ def routerag_sft(cfg: TrainConfig) -> TrainRunSummary:
 
 
 @RECIPES.register("routerag-rft")
-def routerag_rft(cfg: TrainConfig) -> TrainRunSummary:
+def routerag_rft(cfg: RouteRAGRFTConfig) -> TrainRunSummary:
     """Rejection-sampling fine-tuning (expert iteration) with llama.cpp rollouts and the SFT fast
     path, round by round (``train/rft.py``)."""
     from routerag.train.rft import RFT_CURVES_FILE, run_rft

@@ -13,7 +13,8 @@ the evaluation tables use.
 ``accuracy_efficiency``  RouteRAG stage 2: correct -> 1 + (t_avg - t) / T, wrong -> 0;
                          t the trajectory's retrieval cost, t_avg the batch mean
 ``pra``                  GraphRAG-R1 Progressive Retrieval Attenuation: R_n = R_{n-1} + R0 k^(n-1)
-``caf``                  GraphRAG-R1 Cost-Aware F1: F1 * a * exp(-b N)
+                         (paper: R0 0.5, k 1, at most 8 retrievals counted)
+``caf``                  GraphRAG-R1 Cost-Aware F1: F1 * a * exp(-b N) (paper: a 2, b 0.1)
 ``r1_router_step``       R1-Router Step-GRPO: per-step reward gated by format
 =======================  ==================================================================
 
@@ -34,7 +35,9 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from routerag.config import validation_reasons
 from routerag.eval.metrics import METRICS, f1_recall, token_f1
+from routerag.protocol.routerag_tags import DEFAULT_MODE_COST as DEFAULT_MODE_COST  # the prices live with the modes
 from routerag.protocol.routerag_tags import THINK_CLOSE, THINK_OPEN
+from routerag.protocol.routerag_tags import UNLISTED_PRICE as UNLISTED_PRICE
 from routerag.registry import RegisteredName, Registry
 from routerag.trace import Step, Trace
 
@@ -114,14 +117,6 @@ def followed_protocol(trace: Trace) -> bool:
 
 
 CostSignal = Literal["mode_cost", "wall_ms", "turns"]
-
-# Relative price of one retrieval call per mode (RouteRAG: graph retrieval is "substantially more
-# expensive" than dense passage retrieval; hybrid runs both). Deterministic, so a reward built on it
-# does not depend on machine load. Measured wall time is recorded alongside. The environment charges
-# these by default (``EnvConfig.mode_cost``) and records the charge as ``Step.retrieval_cost``.
-DEFAULT_MODE_COST: dict[str, float] = {"passage": 1.0, "graph": 3.0, "hybrid": 4.0}
-UNLISTED_PRICE = 1.0  # a mode or source that a price table does not list (the environment's rule too)
-
 
 def search_price(step: Step, prices: dict[str, float]) -> float:
     """The price of one search step under ``prices``: its routed mode's (``step.route.mode``), or,
@@ -242,13 +237,17 @@ def accuracy_efficiency_reward(samples: Sequence[RewardSample], params: Accuracy
 
 class PRAParams(BaseModel):
     """Progressive Retrieval Attenuation: the n-th retrieval adds ``R0 * k**(n-1)``, so
-    ``R_n = R0 (1 - k**n) / (1 - k)``, bounded by ``R0 / (1 - k)``: early retrievals are
-    encouraged, each further one is worth less."""
+    ``R_n = R0 (1 - k**n) / (1 - k)`` for ``k < 1``, bounded by ``R0 / (1 - k)``: early retrievals
+    are encouraged, each further one is worth less. The defaults are the paper's stage-2 constants
+    (GraphRAG-R1, section 4.1.4: R0 = 0.5, k = 1, retrievals capped at 8); with ``k = 1`` PRA is the
+    plain count ``n * R0`` up to the cap, as the paper notes."""
 
     model_config = ConfigDict(extra="forbid")
-    R0: float = Field(default=0.5, ge=0.0, description="reward of the first retrieval")
-    k: float = Field(default=0.5, gt=0.0, lt=1.0, description="attenuation factor per further retrieval")
-    max_calls: int | None = Field(default=None, ge=0, description="retrievals beyond this count add nothing (None: no limit)")
+    R0: float = Field(default=0.5, ge=0.0, description="reward of the first retrieval (paper: 0.5)")
+    k: float = Field(default=1.0, gt=0.0, le=1.0,
+                     description="attenuation factor per further retrieval (paper: 1, no attenuation; our earlier default: 0.5)")
+    max_calls: int | None = Field(default=8, ge=0,
+                                  description="retrievals beyond this count add nothing (paper: 8; our earlier default: None, no limit)")
 
 
 def pra_value(n: int, R0: float, k: float) -> float:
@@ -271,11 +270,12 @@ def pra_reward(samples: Sequence[RewardSample], params: PRAParams) -> list[float
 
 
 class CAFParams(BaseModel):
-    """Cost-Aware F1: ``F1 * a * exp(-b * N)`` with N the retrieval count."""
+    """Cost-Aware F1: ``F1 * a * exp(-b * N)`` with N the retrieval count. The defaults are the
+    paper's stage-3 constants (GraphRAG-R1, section 4.1.4: a = 2, b = 0.1)."""
 
     model_config = ConfigDict(extra="forbid")
-    a: float = Field(default=1.0, gt=0.0, description="scale of the F1 term")
-    b: float = Field(default=0.1, ge=0.0, description="exponential price of one retrieval")
+    a: float = Field(default=2.0, gt=0.0, description="scale of the F1 term (paper: 2; our earlier default: 1)")
+    b: float = Field(default=0.1, ge=0.0, description="exponential price of one retrieval (paper: 0.1)")
     cost: CostSignal = Field(default="turns", description="N: retrieval turns (paper) or another cost signal")
 
 
@@ -327,7 +327,7 @@ def _sub_question_similarity(pred: str, gold: str, how: str) -> float:
 
 def r1_router_step_components(sample: RewardSample, params: R1RouterStepRewardParams) -> dict[str, float]:
     """The components of one step's reward (``format`` is the gate)."""
-    from routerag.strategies.parsing import extract_tag, match_name, tagged_answer
+    from routerag.runtime.parsing import extract_tag, match_name, tagged_answer
 
     text = _model_output(sample.trace)
     kind = sample.extra.get("step_type", "final")

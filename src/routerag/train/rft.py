@@ -44,7 +44,7 @@ from routerag.corpus.question_types import question_form
 from routerag.corpus.schema import Question
 from routerag.sources.sourceset import SourceSet
 from routerag.trace import Trace
-from routerag.train.config import KeepRule, TrainConfig
+from routerag.train.config import KeepRule, RouteRAGRFTConfig
 from routerag.train.env import EnvConfig, HFCodec, Rollout, RouteRAGEnv
 from routerag.train.rewards import RewardSample, RewardSchedule, get_reward, trajectory_cost
 from routerag.train.runfiles import METRICS_FILE, read_metrics
@@ -288,7 +288,7 @@ def _adapter_path(init: str | None) -> Path | None:
     return path
 
 
-def run_rft(cfg: TrainConfig, out: Path) -> list[dict[str, Any]]:
+def run_rft(cfg: RouteRAGRFTConfig, out: Path) -> list[dict[str, Any]]:
     """The rounds of ``cfg.rft`` into ``out`` (resumable); returns the metrics records."""
     from routerag.train.data import default_schedule, grounding_sources, load_sources, load_training_questions
     from routerag.train.policy import gguf_base_path, load_tokenizer_for
@@ -409,7 +409,7 @@ def _mean(values: Sequence[float]) -> float | None:
     return round(sum(values) / len(values), 3) if values else None
 
 
-def round_policy(cfg: TrainConfig, tokenizer: Any, state: dict[str, Any]) -> Any:
+def round_policy(cfg: RouteRAGRFTConfig, tokenizer: Any, state: dict[str, Any]) -> Any:
     """The model a round's fine-tune starts from. With ``lora.init_from``: that adapter, restored
     afresh every round (each round restarts from the initial policy, as ReST-EM restarts from its
     base; with ``lora.layers_top`` only its top layers train). Without: the base model, loaded once
@@ -423,7 +423,7 @@ def round_policy(cfg: TrainConfig, tokenizer: Any, state: dict[str, Any]) -> Any
     return state["model"]
 
 
-def _train_round(cfg: TrainConfig, out: Path, rdir: Path, kept: list[dict[str, list[int]]], tokenizer: Any,
+def _train_round(cfg: RouteRAGRFTConfig, out: Path, rdir: Path, kept: list[dict[str, list[int]]], tokenizer: Any,
                  state: dict[str, Any]) -> dict[str, Any]:
     """An adapter trained on the kept + golden rows (SFT fast path; fresh, or from ``lora.init_from``:
     :func:`round_policy`), saved and exported."""

@@ -12,7 +12,7 @@ from typing import Any
 from routerag.config import atomic_write_text
 from routerag.corpus.schema import Question
 from routerag.train.adapters import fresh_lora_config
-from routerag.train.config import TrainConfig
+from routerag.train.config import WithSFT
 from routerag.train.data import grounding_sources
 from routerag.train.env import HFCodec, cut_observation
 from routerag.train.runfiles import METRICS_FILE, last_checkpoint, metrics_callback
@@ -91,7 +91,7 @@ def masked_logits_sft_trainer() -> Any:
     return MaskedLogitsSFTTrainer
 
 
-def sft_trainer(cfg: TrainConfig, model: Any, tokenizer: Any, rows: list[dict[str, list[int]]], out_dir: Path,
+def sft_trainer(cfg: WithSFT, model: Any, tokenizer: Any, rows: list[dict[str, list[int]]], out_dir: Path,
                 *, max_steps: int | None = None, learning_rate: float | None = None,
                 frozen_store: dict[str, Any] | None = None) -> Any:
     """TRL's ``SFTTrainer`` over pre-tokenised rows (``input_ids``, ``labels``), configured, not
@@ -140,7 +140,7 @@ def sft_trainer(cfg: TrainConfig, model: Any, tokenizer: Any, rows: list[dict[st
     return trainer
 
 
-def run_sft(cfg: TrainConfig, model: Any, tokenizer: Any, rows: list[dict[str, list[int]]], out_dir: Path,
+def run_sft(cfg: WithSFT, model: Any, tokenizer: Any, rows: list[dict[str, list[int]]], out_dir: Path,
             *, max_steps: int | None = None, learning_rate: float | None = None,
             frozen_store: dict[str, Any] | None = None) -> Any:
     """Supervised cold start with TRL's ``SFTTrainer`` (:func:`sft_trainer`), resumed from the
@@ -151,7 +151,7 @@ def run_sft(cfg: TrainConfig, model: Any, tokenizer: Any, rows: list[dict[str, l
     return trainer
 
 
-def sft_trajectories(cfg: TrainConfig, out: Path) -> list[Any]:
+def sft_trajectories(cfg: WithSFT, out: Path) -> list[Any]:
     """Golden trajectories of ``cfg.sft.sources`` without the evaluation sets' questions,
     grounded in real retrieval when ``sft.ground``; cached in the run directory
     (``sft_data.jsonl`` + ``sft_data_stats.json``) so that a resumed run trains on the same data."""
@@ -168,10 +168,14 @@ def sft_trajectories(cfg: TrainConfig, out: Path) -> list[Any]:
         return [GoldenTrajectory.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     grounders: dict[str, Grounder] = {}
 
+    from routerag.strategies.routerag import RouteRAGParams
+
+    episode = cfg.env.params_as(RouteRAGParams)  # golden trajectories are rendered in RouteRAG's protocol
+
     def ground(name: str) -> Grounder:
-        grounders[name] = Grounder(grounding_sources(name, cfg.sft.ground_components), k=cfg.env.k,
-                                   mode_sources=dict(cfg.env.mode_sources), modes=list(cfg.env.allowed_modes),
-                                   max_query_chars=cfg.env.max_query_chars)
+        grounders[name] = Grounder(grounding_sources(name, cfg.sft.ground_components), k=episode.k,
+                                   mode_sources=dict(episode.mode_sources), modes=list(episode.allowed_modes),
+                                   max_query_chars=episode.max_query_chars)
         return grounders[name]
 
     source_note: dict[str, Any] = {}
@@ -183,7 +187,7 @@ def sft_trajectories(cfg: TrainConfig, out: Path) -> list[Any]:
     else:
         trajectories = golden_trajectories(cfg.sft.sources, exclude_eval=cfg.data.eval_sets,
                                            ground=ground if cfg.sft.ground else None,
-                                           few_shot=cfg.env.few_shot, prompt_template=cfg.env.prompt_template)
+                                           few_shot=episode.few_shot, prompt_template=episode.prompt_template)
     questions = [Question(qid=t.qid, question=t.question, answers=t.answers, dataset=t.dataset) for t in trajectories]
     overlap = check_overlap(questions, cfg.data.eval_sets) if cfg.data.eval_sets else None
     if overlap is not None and overlap.overlapping:  # golden_trajectories filtered them; this is the recorded proof

@@ -142,7 +142,7 @@ def toy_cold_start_rows(questions: list[Question], codec: Any, *, cold_start: st
     model must read the question at a `` [`` position, the token the mode follows; ``format`` teaches
     the tag alone (the hidden state at the decision then hardly depends on the question: GRPO
     drifts onto one mode); ``query`` copies the question after the tag (a tiny model memorises
-    instead of copying, so retrieval fails). See docs/training.md."""
+    instead of copying, so retrieval fails). See docs/guides/training-cpu.md."""
     from routerag.trace import Segment
     from routerag.train.golden import GoldenTrajectory
     from routerag.train.sft import sft_rows
@@ -174,7 +174,7 @@ def toy_texts(env: Any, questions: Sequence[Question], cold_start: str = "think"
                 return ids, [0.0] * len(ids)
 
             r = env.rollout(q, scripted)
-            texts += [env.prompt_text(q.question) + env.config.assistant_prefix, action, r.trace.answer or ""]
+            texts += [env.prompt_text(q.question) + env.episode(q.question).rules.prefix, action, r.trace.answer or ""]
             texts += [s.text for s in r.trace.segments if s.kind == "observation"]
     return texts
 
@@ -225,7 +225,7 @@ class ToySettings(BaseModel):
     """One toy learning run (cold start + GRPO)."""
 
     model_config = ConfigDict(extra="forbid")
-    seed: int = Field(default=1, description="seed of the model initialisation, data order and sampling (seed 0: see docs/training.md)")
+    seed: int = Field(default=1, description="seed of the model initialisation, data order and sampling (seed 0: see docs/experiments/)")
     vocab: Literal["task", "full"] = Field(default="task", description="task: the tokenizer cut to the task's tokens; full: all 151,936")
     hidden: int = Field(default=64, ge=8, description="hidden size of the tiny Qwen2")
     layers: int = Field(default=2, ge=1, description="layers of the tiny Qwen2")
@@ -255,15 +255,16 @@ def run_toy_learning(out_dir: str | Path, settings: ToySettings | None = None, *
     after GRPO, the metrics file of the GRPO phase and the timings."""
     from routerag.train import data, grpo, policy, runfiles
     from routerag.train import sft as sft_mod
-    from routerag.train.config import TrainConfig
+    from routerag.train.config import GraphRAGR1Config
     from routerag.train.env import HFCodec, RouteRAGEnv
     from routerag.train.generation import PolicySampler
+    from routerag.train.rewards import two_stage_schedule
 
     s = (settings or ToySettings()).model_copy(update=overrides)
     s = ToySettings.model_validate(s.model_dump())
     out = Path(out_dir)
     max_tokens = {"query": 24, "think": 16, "format": 6}[s.cold_start]
-    cfg = TrainConfig(
+    cfg = GraphRAGR1Config(  # an SFT cold start, then GRPO
         output_dir=str(out), model={"name": "tiny", "chat_template": False, "tiny_layers": s.layers, "tiny_hidden": s.hidden},
         data={"dataset": "toy", "eval_sets": []}, sources={"toy": True},
         env=toy_env_config(max_new_tokens_per_turn=max_tokens, max_completion_tokens=max_tokens + 64,
@@ -273,7 +274,7 @@ def run_toy_learning(out_dir: str | Path, settings: ToySettings | None = None, *
               "save_steps": s.grpo_steps, "seed": s.seed, "torch_threads": s.threads, "loss_type": s.loss_type,
               "scale_rewards": s.scale_rewards, "temperature": s.temperature},
         sft={"per_device_train_batch_size": s.sft_batch, "max_steps": s.sft_steps, "learning_rate": s.sft_lr},
-        switch_step=10_000,  # EM only: the task is about routing, not cost
+        schedule=two_stage_schedule(10_000),  # EM only: the task is about routing, not cost
     )
     runfiles.start_run(cfg)
     tokenizer = policy.load_tokenizer_for(cfg.model)

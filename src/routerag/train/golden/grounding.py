@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from routerag.sources.base import Hit
+from routerag.trace import Hit
 from routerag.train.golden.schema import GoldenHop
 
 
@@ -78,7 +78,7 @@ class Grounder:
 
     def _planned(self, question: str, hop: GoldenHop) -> tuple[str, str]:
         """The hop's cleaned query and the mode searched first."""
-        from routerag.strategies.parsing import clean_query
+        from routerag.runtime.parsing import clean_query
 
         query, _ = clean_query(hop.query, question, self.max_query_chars)
         if self.routing == "outcome":

@@ -7,7 +7,6 @@ from typing import Any
 
 from routerag.corpus.schema import Question
 from routerag.eval.metrics import METRICS
-from routerag.strategies.prompts import routerag_prompt
 from routerag.trace import Segment
 from routerag.train.golden.schema import GoldenTrajectory
 
@@ -24,9 +23,8 @@ def rejection_sample(env: Any, questions: Sequence[Question], generate: Callable
         for _ in range(samples):
             r = env.rollout(q, generate)
             if r.trace.answer and followed_protocol(r.trace) and scorer(r.trace.answer, q.answers) >= threshold:
-                prompt_user = env.config.prompt_template.format(question=q.question) if env.config.prompt_template \
-                    else routerag_prompt(q.question, few_shot=env.config.few_shot)
-                segments = [Segment(kind="prompt", text=prompt_user + env.config.assistant_prefix), *r.trace.segments[1:]]
+                prefix = env.episode(q.question).rules.prefix
+                segments = [Segment(kind="prompt", text=env.user_prompt(q.question) + prefix), *r.trace.segments[1:]]
                 kept.append(GoldenTrajectory(qid=q.qid, dataset=q.dataset, question=q.question, answers=q.answers,
                                              source="rejection", segments=segments))
                 break

@@ -7,8 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from routerag.corpus.schema import Document
-from routerag.sources.base import Hit
-from routerag.trace import Segment
+from routerag.trace import Hit, Segment
 
 ModePolicy = Literal["passage", "bridge-graph"]
 

@@ -1,4 +1,5 @@
-"""A RouteRAG agent loop for verl's agent-loop rollout (``actor_rollout_ref.rollout.agent``).
+"""A routerag agent loop for verl's agent-loop rollout (``actor_rollout_ref.rollout.agent``): the
+episode of the tag strategy ``env.strategy`` names (default RouteRAG, described below).
 
 verl runs one agent loop per sample as an asyncio task and asks it for prompt ids, response ids,
 a response mask (1 = the policy's token, 0 = inserted by the environment) and log-probs. This
@@ -30,13 +31,14 @@ import os
 import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from routerag.corpus.schema import Question
 from routerag.sources.remote import RemoteSource, RetrievalClient
 from routerag.sources.sourceset import SourceSet
+from routerag.trace import ForcedAnswer, Route, Step, Trace
 from routerag.train.env import EnvConfig, HFCodec, Rollout, RouteRAGEnv, TokenCodec
 
 AsyncGenerate = Callable[[list[int], list[str], int], Coroutine[Any, Any, tuple[list[int], list[float] | None]]]
@@ -54,8 +56,9 @@ class AgentLoopSettings(BaseModel):
     retries: int = Field(default=2, ge=0, le=10, description="retries on connection errors and 502/503/504")
     env: EnvConfig = Field(
         default_factory=EnvConfig,
-        description="the episode: k, max_turns, allowed/default modes, mode_sources (source names on the server), "
-        "mode_cost, token limits (max_completion_tokens is capped at verl's rollout.response_length)",
+        description="the episode: the strategy and its params (routerag: k, max_turns, allowed/default modes, mode_sources "
+        "(source names on the server), mode_cost), token limits (max_completion_tokens is capped at verl's "
+        "rollout.response_length)",
     )
     episode_threads: int = Field(
         default=256, ge=1, le=4096,
@@ -67,6 +70,55 @@ class AgentLoopSettings(BaseModel):
         description="refuse a row whose user message is not the prompt this environment builds (the parquet and the "
         "agent loop must agree on prompt settings: few_shot, prompt_template)",
     )
+
+
+class StepRecord(BaseModel):
+    """One step of an episode as the reward needs it (no hits, no text): what it was, where a
+    search went, what it was charged, whether it broke the protocol."""
+
+    kind: Literal["search", "answer", "format_error"]
+    choice: str | None = None  # search: where the route went (Route.choice)
+    mode: str | None = None  # search: the mode a mode router chose (RouteRAG); None for other planners
+    sources: list[str] = Field(default_factory=list)
+    retrieval_cost: float | None = None  # the charge the episode recorded (Step.retrieval_cost)
+    retrieval_ms: float = 0.0
+    format_error: str | None = None
+    forced: bool = False  # answer: given after the forced-answer cue (or empty when cut)
+
+
+class EpisodeRecord(BaseModel):
+    """What the agent loop records of one episode for the reward (``extra_fields["routerag_episode"]``;
+    verl's reward loop merges the extra fields into the reward function's ``extra_info``): the
+    reward reads these instead of re-parsing the decoded text."""
+
+    strategy: str
+    answer: str
+    finished: Literal["answer", "forced", "truncated"]
+    steps: list[StepRecord]
+
+    @classmethod
+    def of(cls, rollout: Rollout) -> EpisodeRecord:
+        steps = []
+        for s in rollout.trace.steps:
+            if s.kind not in ("search", "answer", "format_error"):
+                continue
+            route = s.route if s.kind == "search" else None
+            steps.append(StepRecord(kind=s.kind, choice=route.choice if route else None, mode=route.mode if route else None,  # type: ignore[arg-type]
+                                    sources=list(s.sources),
+                                    retrieval_cost=s.retrieval_cost, retrieval_ms=s.retrieval_ms,
+                                    format_error=s.format_error, forced=s.forced is not None))
+        return cls(strategy=rollout.trace.strategy, answer=rollout.trace.answer, finished=rollout.finished, steps=steps)
+
+    def trace(self, question: str = "") -> Trace:
+        """The episode's steps as a :class:`~routerag.trace.Trace` for the registered rewards."""
+        trace = Trace(question=question, strategy=self.strategy, answer=self.answer)
+        for s in self.steps:
+            route = Route(choice=s.choice, mode=s.mode) if s.choice is not None else None
+            trace.add(Step(index=len(trace.steps), kind=s.kind, sources=list(s.sources), route=route,
+                           retrieval_cost=s.retrieval_cost, retrieval_ms=s.retrieval_ms, format_error=s.format_error,
+                           forced=ForcedAnswer() if s.forced else None,
+                           answer=self.answer if s.kind == "answer" else None))
+        return trace
 
 
 class EpisodeOutput(BaseModel):
@@ -103,19 +155,20 @@ def episode_output(rollout: Rollout, *, response_length: int, with_logprobs: boo
             "routerag_retrieval_ms": cost.retrieval_ms,
             "routerag_by_mode": dict(cost.by_mode),
             "routerag_format_errors": rollout.trace.format_errors,
+            "routerag_episode": EpisodeRecord.of(rollout).model_dump(mode="json"),
         },
     )
 
 
 def remote_sourceset(settings: AgentLoopSettings) -> SourceSet:
-    """The sources the allowed modes use, mounted from the retrieval server (one connection pool)."""
+    """The sources the episode's searches use, mounted from the retrieval server (one connection pool)."""
     api_key = None
     if settings.api_key_env:
         api_key = os.environ.get(settings.api_key_env)
         if not api_key:
             raise ValueError(f"environment variable {settings.api_key_env} (the retrieval server's API key) is not set")
     client = RetrievalClient(settings.retrieval_url, api_key=api_key, timeout_s=settings.timeout_s, retries=settings.retries)
-    names = dict.fromkeys(settings.env.mode_sources[m] for m in settings.env.allowed_modes)
+    names = settings.env.strategy_class().search_sources(settings.env.strategy_params())
     return SourceSet(RemoteSource(client, name) for name in names)
 
 
@@ -159,6 +212,7 @@ class RouteRAGAgent:
             )
 
     async def run(self, question: str | Question, agenerate: AsyncGenerate) -> Rollout:
+        """One episode; :func:`episode_output` turns it into what verl needs."""
         loop = asyncio.get_running_loop()
 
         def generate(prompt_ids: list[int], stops: list[str], max_new: int) -> tuple[list[int], list[float]]:

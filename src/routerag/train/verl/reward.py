@@ -1,8 +1,12 @@
-"""verl reward functions for RouteRAG's two stages, on :mod:`routerag.train.rewards`.
+"""verl reward functions on :mod:`routerag.train.rewards`, reading what the agent loop recorded.
 
-verl's reward managers hand a reward function the *decoded response* of each trajectory (model
-turns and ``<information>`` observations interleaved, as the agent loop built it), its
-``ground_truth`` and the row's ``extra_info``:
+verl's reward managers hand a reward function the decoded response of each trajectory, its
+``ground_truth`` and the row's ``extra_info``, into which verl's reward loop merges the agent
+loop's ``extra_fields``. The agent loop (:mod:`routerag.train.verl.agent_loop`) records each
+episode there as an :class:`~routerag.train.verl.agent_loop.EpisodeRecord`
+(``extra_info["routerag_episode"]``: the answer, how the episode finished, every step's kind,
+route, charge and format error), so the reward scores exactly the episode the environment ran —
+in any tag strategy's protocol — and never re-parses the decoded text:
 
 * ``compute_score(data_source, solution_str, ground_truth, extra_info)`` (per sample, any reward
   manager, verl's reward loop included): the registered reward ``reward`` (default ``em``, stage 1)
@@ -12,39 +16,25 @@ turns and ``<information>`` observations interleaved, as the agent loop built it
   ``accuracy_efficiency`` is centred and normalised on the batch (``1 + (t_avg - t)`` for a correct
   answer, ``t = min(cost / T, cap)``, ``T = p95 / cap``, exactly :mod:`routerag.train.rewards`).
 
-The retrieval cost is counted from the trajectory itself (:func:`trace_of_response`): every
-``<search>`` that an ``<information>`` block answered is one retrieval, its mode resolved from its
-tags by RouteRAG's ``ModeRouter`` with the agent loop's ``env`` settings and priced with
-``env.mode_cost`` (passage 1, graph 3, hybrid 4) — the same steps (``Step.route.mode``) and cost
-(``Step.retrieval_cost``) the agent loop's environment recorded. Measured wall time is not in the text; use ``cost: mode_cost`` or ``turns``.
+The retrieval cost is the charge the environment recorded per search (``Step.retrieval_cost``:
+RouteRAG's ``mode_cost``, passage 1, graph 3, hybrid 4), or a price table in the reward's params,
+and measured retrieval wall time (``cost: wall_ms``) is recorded too. A row without the record
+(a response not produced by the routerag agent loop) is refused.
 
-Settings come as ``custom_reward_function.reward_kwargs`` (``reward``, ``params``, ``env``).
+Settings come as ``custom_reward_function.reward_kwargs`` (``reward``, ``params``).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from routerag.protocol.routerag_tags import (
-    ANSWER_CLOSE,
-    ANSWER_OPEN,
-    INFORMATION_CLOSE,
-    INFORMATION_OPEN,
-    SEARCH_OPEN,
-    extract_tag,
-    parse_action,
-)
-from routerag.strategies.routerag import ModeRouter
-from routerag.trace import Route, Step, Trace
-from routerag.train.env import EnvConfig
-from routerag.train.rewards import UNLISTED_PRICE, RewardSample, answer_score, get_reward, trajectory_cost
+from routerag.train.rewards import RewardSample, answer_score, get_reward, trajectory_cost
+from routerag.train.verl.agent_loop import EpisodeRecord
 
-_INFORMATION = re.compile(re.escape(INFORMATION_OPEN) + r".*?" + re.escape(INFORMATION_CLOSE), re.DOTALL | re.IGNORECASE)
-_ASSISTANT = "<|im_start|>assistant"
+RECORD_KEY = "routerag_episode"  # the agent loop's extra field holding the EpisodeRecord
 
 
 class VerlRewardSettings(BaseModel):
@@ -54,41 +44,19 @@ class VerlRewardSettings(BaseModel):
 
     reward: str = Field(default="em", description="registered reward (routerag.train.rewards): em (stage 1), accuracy_efficiency (stage 2), f1, ...")
     params: dict[str, Any] = Field(default_factory=dict, description="the reward's parameters (e.g. cap, cost, metric)")
-    env: EnvConfig = Field(default_factory=EnvConfig, description="the agent loop's env settings: modes, default mode, mode_cost")
 
 
-def trace_of_response(response: str, question: str = "", env: EnvConfig | None = None) -> Trace:
-    """The search steps and the answer of one decoded trajectory.
-
-    A search counts when an ``<information>`` block follows it (the environment retrieved); the
-    search is the last ``<search>`` before that block (earlier ones in the same stretch were
-    invalid actions that got no observation). The answer is the last ``<answer>`` (up to its
-    closing tag, or to the end for an answer the budget cut)."""
-    env = env or EnvConfig()
-    if _ASSISTANT in response:
-        response = response.split(_ASSISTANT, 1)[1]
-    router = ModeRouter(env.routing_params(), question)
-    trace = Trace(question=question, strategy="routerag")
-    start = 0
-    for block in _INFORMATION.finditer(response):
-        turn = response[start : block.start()]
-        start = block.end()
-        at = turn.lower().rfind(SEARCH_OPEN)
-        if at < 0:
-            continue
-        action = parse_action(turn[at:])
-        if action.kind != "search":
-            continue
-        plan = router(action, question)
-        mode = plan.mode or env.default_mode
-        route = plan.route or Route(choice=plan.sources[0] if plan.sources else mode, chosen_by="default")
-        trace.add(Step(index=len(trace.steps), kind="search", query=plan.query, sources=list(plan.sources),
-                       route=route.model_copy(update={"mode": mode}),
-                       retrieval_cost=env.mode_cost.get(mode, UNLISTED_PRICE), metadata={"tags": plan.tags}))
-    answer = extract_tag(response[start:], ANSWER_OPEN, ANSWER_CLOSE, last=True)
-    trace.answer = (answer or "").strip()
-    trace.add(Step(index=len(trace.steps), kind="answer", answer=trace.answer))
-    return trace
+def episode_record(extra_info: Any) -> EpisodeRecord:
+    """The agent loop's record of one trajectory, from the row's ``extra_info`` (at its top level,
+    or under ``extra_fields`` where a verl version nests the agent loop's fields there)."""
+    record = None
+    if isinstance(extra_info, dict):
+        nested = extra_info.get("extra_fields")
+        record = extra_info.get(RECORD_KEY) or (nested.get(RECORD_KEY) if isinstance(nested, dict) else None)
+    if record is None:
+        raise ValueError(f"extra_info has no {RECORD_KEY!r}: the trajectory was not produced by the routerag agent loop "
+                         "(actor_rollout_ref.rollout.agent with routerag.train.verl.verl_loop.RouteRAGAgentLoop)")
+    return EpisodeRecord.model_validate(record)
 
 
 def _golds(ground_truth: Any) -> list[str]:
@@ -102,13 +70,12 @@ def _question(extra_info: Any) -> str:
     return str(extra_info.get("question") or "") if isinstance(extra_info, dict) else ""
 
 
-def score_batch(responses: Sequence[str], ground_truths: Sequence[Any], extra_infos: Sequence[Any],
-                settings: VerlRewardSettings) -> list[dict[str, float]]:
+def score_batch(ground_truths: Sequence[Any], extra_infos: Sequence[Any], settings: VerlRewardSettings) -> list[dict[str, float]]:
     """The reward of every trajectory of the batch, with its parts for verl's logs."""
     spec = get_reward(settings.reward)
     samples = [
-        RewardSample(trace=trace_of_response(text, _question(extra), settings.env), golds=_golds(truth))
-        for text, truth, extra in zip(responses, ground_truths, extra_infos, strict=True)
+        RewardSample(trace=episode_record(extra).trace(_question(extra)), golds=_golds(truth))
+        for truth, extra in zip(ground_truths, extra_infos, strict=True)
     ]
     scores = spec(samples, settings.params)
     metric = str(settings.params.get("metric", "em"))
@@ -130,7 +97,7 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
     """verl ``batch`` reward manager's function (``custom_reward_function.name=compute_score_batch``)."""
     settings = VerlRewardSettings.model_validate(reward_kwargs)
     extras = list(extra_infos) if extra_infos is not None else [{} for _ in solution_strs]
-    return score_batch(list(solution_strs), list(ground_truths), extras, settings)
+    return score_batch(list(ground_truths), extras, settings)
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None,
@@ -140,4 +107,4 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     if get_reward(settings.reward).batch_level:
         raise ValueError(f"reward {settings.reward!r} is normalised over the batch: use compute_score_batch with "
                          "reward_model.reward_manager=batch")
-    return score_batch([solution_str], [ground_truth], [extra_info or {}], settings)[0]
+    return score_batch([ground_truth], [extra_info or {}], settings)[0]

@@ -72,12 +72,16 @@ function stepView(step, kept) {
     step.reasoning ? h("div", { class: "reasoning" }, h("i", { text: "reasoning " }), step.reasoning) : null,
     route && route.reason ? h("div", { class: "routing" }, h("i", { text: `why${route.chosen_by ? ` (${route.chosen_by})` : ""} ` }), route.reason) : null,
     step.query ? h("div", { class: "query" }, h("i", { text: "query " }), h("code", { text: step.query })) : null,
+    step.plan.length ? h("div", { class: "plan" }, h("i", { text: "plan " }),
+      step.plan.map((sub) => `${sub.id}: ${sub.query}${sub.depends_on.length ? ` (after ${sub.depends_on.join(", ")})` : ""}`).join("; ")) : null,
     step.kind === "select" && selection ? h("div", { class: "select" },
       `selector ${selection.selector || ""} kept ${selection.kept.length} of ${selection.candidates ?? "?"}: `,
       countBy(selection.kept_sources)) : null,
     step.hits.length ? hitTable(step.hits, kept) : null,
-    ...graphMetas(step).map(([source, m]) => graphView(source, m, new Map(step.hits.map((x) => [x.doc_id, x.title])))),
-    step.answer !== null && step.answer !== undefined ? h("div", { class: "answer" }, h("i", { text: "answer " }), step.answer) : null,
+    ...graphMetas(step).map(([source, graph]) => graphView(source, graph, new Map(step.hits.map((x) => [x.doc_id, x.title])))),
+    step.answer !== null && step.answer !== undefined ? h("div", { class: "answer" },
+      h("i", { text: step.intermediate ? `intermediate answer${step.iteration !== null ? ` (round ${step.iteration + 1})` : ""} ` : "answer " }),
+      step.answer) : null,
     step.format_error ? h("div", { class: "format-error", text: `format error: ${step.format_error}` }) : null);
   return h("li", { class: `step step-${step.kind}`, "data-kind": step.kind }, head, body);
 }

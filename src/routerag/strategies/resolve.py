@@ -1,0 +1,139 @@
+"""A request — a strategy name, its parameters, model settings — becomes a
+:class:`ResolvedStrategy`, with routerag's defaults applied here and nowhere else (the defaults
+and who gets them: ``routerag.api``'s module notes). The front door's jobs (``api.asking``,
+``api.evaluating``), the run assembler and the service build strategies only from a
+:class:`ResolvedStrategy`.
+
+A strategy that runs other strategies (``adaptive``) gets them through the context's resolver
+(``StrategyContext.resolve``); :meth:`ResolvedStrategy.build` injects this module's, so those
+strategies are validated and defaulted here too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from routerag.corpus.schema import Question
+from routerag.errors import RouteragError
+from routerag.llm.base import ChatModel
+from routerag.llm.config import ModelConfig, with_default_policy
+from routerag.runtime.base import Strategy, StrategyContext, strategy_retrieves, strategy_revision
+from routerag.sources.sourceset import SourceSet
+from routerag.strategies import STRATEGIES
+from routerag.trace import StepObserver, Trace
+
+
+class StrategyParamsError(RouteragError, ValueError):
+    """A strategy's parameters are unknown or invalid; the message names each one and why."""
+
+
+@dataclass(frozen=True)
+class ResolvedStrategy:
+    """A strategy class with validated params and the model configuration that runs it."""
+
+    name: str
+    cls: type[Strategy]
+    params: BaseModel
+    model: ModelConfig | None
+    """The model configuration, defaults applied; None when the caller gave none (it brings its own model)."""
+    shipped_policy: bool = False
+    json_params: bool = False
+
+    @property
+    def retrieves(self) -> bool:
+        return strategy_retrieves(self.cls)
+
+    @property
+    def revision(self) -> int:
+        return strategy_revision(self.cls)
+
+    def build(self, context: StrategyContext) -> Strategy:
+        """The strategy over ``context``; strategies it runs (``adaptive``'s choices) are resolved
+        through the front door with the same defaults and strictness, on the same model."""
+        if context.resolve is None:
+            context = replace(context, resolve=self._resolve)
+        return self.cls(context, self.params)
+
+    def _resolve(self, name: str, params: Mapping[str, Any] | None, context: StrategyContext, *,
+                 adapter: Path | None = None) -> Strategy:
+        model = self.model
+        if adapter is not None:
+            if model is None:
+                raise StrategyParamsError(f"strategy {name!r} with the adapter {adapter}: the caller gave no model "
+                                          "configuration to apply it to")
+            from routerag.llm.factory import DeferredModel
+
+            model = model.model_copy(update={"lora_path": Path(adapter)})
+            try:
+                model.resolved()  # e.g. an adapter on a backend that takes none: refused now, not at the first question
+            except ValueError as exc:
+                raise StrategyParamsError(f"strategy {name!r} with the adapter {adapter}: {exc}") from None
+            # built on the first question that runs this strategy (an unchosen one never loads)
+            context = replace(context, model=DeferredModel(model))
+        return resolve_strategy(name, params, model, shipped_policy=self.shipped_policy,
+                                json_params=self.json_params).build(context)
+
+
+def resolve_strategy(strategy: str, params: Mapping[str, Any] | None = None, model: ModelConfig | None = None, *,
+                     shipped_policy: bool, json_params: bool = False) -> ResolvedStrategy:
+    """``strategy`` + ``params`` + ``model`` -> a :class:`ResolvedStrategy`, defaults applied.
+
+    ``shipped_policy``: apply the shipped policy adapter where it fits (see the module's notes);
+    every caller says whether it wants it. ``json_params``: the params come from a JSON body and
+    are validated strictly. Raises ``UnknownNameError`` (a ``RouteragError``) for an unknown
+    strategy, :class:`StrategyParamsError` for bad params or a strategy whose optional dependency
+    is missing."""
+    try:
+        cls = STRATEGIES.get(strategy)
+    except ImportError as exc:
+        raise StrategyParamsError(f"strategy {strategy!r} is not available: {exc}") from None
+    validated = _validate(strategy, cls, dict(params or {}), json_params)
+    if model is not None and shipped_policy:
+        model = with_default_policy(model, strategy)
+    return ResolvedStrategy(strategy, cls, validated, model, shipped_policy, json_params)
+
+
+def strategy_factory(resolved: ResolvedStrategy, model: ChatModel, sources: SourceSet, *,
+                     on_step: StepObserver | None = None) -> Callable[[], Strategy]:
+    """A fresh strategy per call over ``model`` and ``sources`` (the service's runs: one per answer)."""
+
+    def make() -> Strategy:
+        return resolved.build(StrategyContext(model=model, sources=sources, on_step=on_step))
+
+    return make
+
+
+def answer(resolved: ResolvedStrategy, model: ChatModel, sources: SourceSet, question: str | Question, *,
+           on_step: StepObserver | None = None) -> Trace:
+    """One question with a resolved strategy over the caller's model and sources (the service's
+    ``/v1/ask`` and ``/v1/ask/stream``)."""
+    return strategy_factory(resolved, model, sources, on_step=on_step)().run(question)
+
+
+def _validate(name: str, cls: type[Strategy], params: dict[str, Any], json_params: bool) -> BaseModel:
+    if not json_params:
+        try:
+            return cls.Params.model_validate(params)
+        except ValidationError as exc:
+            raise StrategyParamsError(f"invalid params for strategy {name!r}: {_reasons(exc)}") from None
+    fields = cls.Params.model_fields
+    unknown = [key for key in params if key not in fields]
+    if unknown:
+        raise StrategyParamsError(f"unknown params for strategy {name!r}: {', '.join(map(repr, unknown))}; "
+                                  f"it takes {', '.join(fields)}")
+    try:
+        return cls.Params.model_validate_json(json.dumps(params), strict=True)
+    except ValidationError as exc:
+        raise StrategyParamsError(f"invalid params for strategy {name!r}: {_reasons(exc)}") from None
+    except ValueError as exc:  # not representable as JSON (cannot come from a JSON body)
+        raise StrategyParamsError(f"invalid params for strategy {name!r}: {exc}") from None
+
+
+def _reasons(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors())
