@@ -17,12 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from routerag.corpus.datasets import data_root
 from routerag.server.serving import bind_socket
 
-CORPUS = data_root() / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
-if not CORPUS.is_file():
-    CORPUS = Path(__file__).resolve().parents[2] / "shared/data/2wikimultihopqa/2wikimultihopqa_corpus.json"
+pytestmark = pytest.mark.service
+CORPUS = Path("2wikimultihopqa") / "2wikimultihopqa_corpus.json"  # in the benchmark data folder
 
 # The service as `routerag serve` builds it, with a scripted model slow enough to be killed mid-run.
 SERVER = """
@@ -51,11 +49,11 @@ CONFIGS = [{"strategy": "vanilla", "params": {"source": "bm25", "k": k}} for k i
 
 
 @pytest.fixture(scope="module")
-def index_dir(tmp_path_factory) -> Path:
+def index_dir(tmp_path_factory, shared: Path) -> Path:
     from routerag.corpus.schema import Document
     from routerag.index.bundle import build_index
 
-    rows = json.loads(CORPUS.read_text(encoding="utf-8"))[:50]
+    rows = json.loads((shared / CORPUS).read_text(encoding="utf-8"))[:50]
     directory = tmp_path_factory.mktemp("durable-idx") / "bundle"
     build_index([Document.make(r["title"], r["text"]) for r in rows], directory, components=("bm25",))
     return directory
