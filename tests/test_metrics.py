@@ -135,6 +135,7 @@ def test_semantic_similarity_with_given_embedder() -> None:
     assert semantic_similarity("  ", ["b"], emb) == 0.0
 
 
+@pytest.mark.integration  # loads the bundled embedder
 def test_semantic_similarity_bundled_embedder() -> None:
     same = semantic_similarity("Port of Spain", ["Port of Spain"])
     near = semantic_similarity("the capital city of France", ["Paris"])
