@@ -71,7 +71,7 @@ def test_rule_answers_from_the_question_alone() -> None:
     assert strategy_retrieves(rule) is False
     trace = rule(StrategyContext(model=None, sources=SourceSet())).run(q)  # type: ignore[arg-type]
     assert trace.answer == "Ann Lee" and trace.retrieval_turns == 0 and not trace.model_calls
-    assert trace.steps[0].metadata == {"form": "choice"} and trace.error is None
+    assert trace.steps[0].answer == "Ann Lee" and trace.error is None
 
 
 def test_rule_on_2wiki_100_is_the_issue_yardstick(shared: Path) -> None:
