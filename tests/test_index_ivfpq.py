@@ -148,6 +148,7 @@ def test_build_refuses_bad_settings_before_writing(tmp_path, data):
     assert not (tmp_path / "bad" / VECTORS_NAME).exists()
 
 
+@pytest.mark.slow  # trains OPQ: minutes on 2 cores; CI runs it (`pytest -m slow` in .ci/run)
 def test_opq_variant(tmp_path, data):
     vectors, queries, truth = data
     settings = SETTINGS.model_copy(update={"opq": True})
@@ -156,7 +157,7 @@ def test_opq_variant(tmp_path, data):
     assert faiss.read_index(str(tmp_path / "opq" / FAISS_NAME)).__class__.__name__ == "IndexPreTransform"
 
 
-@pytest.mark.parametrize("opq", [False, True])
+@pytest.mark.parametrize("opq", [False, pytest.param(True, marks=pytest.mark.slow)])  # OPQ: minutes; CI runs it
 def test_an_add_step_in_parts_merged_in_row_order_gives_the_same_index(tmp_path, data, built, opq):
     """The add step as the Ray engine runs it (each part of add_batch rows added to its own copy
     of the trained index, merged with ids offset by the part's first row) writes the same index,
