@@ -3,7 +3,8 @@ scripts/install.sh, run through routerag's ``LlamaCppModel``) and xllamacpp (a p
 through its in-process ``Server.handle_completions``).
 
     python3 benchmarks/bench_llama_bindings.py --xl-python /tmp/xl/bin/python
-    python3 benchmarks/bench_llama_bindings.py --xl-python /tmp/xl/bin/python --rounds 3 --threads 2
+    python3 benchmarks/bench_llama_bindings.py --xl-python /tmp/xl/bin/python --rounds 4 --threads 1 --json out.json
+    python3 benchmarks/bench_llama_bindings.py --table-from out.json   # the table of a saved (or cut short) run
 
 Each binding runs in its own process (xllamacpp usually lives in another virtualenv: ``--xl-python``
 is that interpreter; it needs nothing but ``xllamacpp``). The rounds alternate which binding goes
@@ -18,9 +19,10 @@ ratios carry over. Measured, all as wall time from Python around one call:
 * turn 2 warm / cold: a RouteRAG trajectory's second turn with the first turn's KV cache, and
   after a reset;
 
-and the capability checks: the same greedy text through both bindings with the adapter (and a
-different text without it, so the adapter is known to act), stop strings (which one ended the
-text), token counts, a GBNF grammar, and an invalid grammar (an error, not a crash).
+and, in the first round only (greedy, so the same every round), the capability checks: the same
+greedy text through both bindings with the adapter (and a different text without it, so the adapter
+is known to act), stop strings (which one ended the text), token counts, a GBNF grammar, and an
+invalid grammar (an error, not a crash).
 """
 
 from __future__ import annotations
@@ -188,6 +190,9 @@ def worker(binding: str) -> None:
     m.reset()
     t, r = _timed(m.call, job["turn2"], 1)
     out["turn2_cold_ms"] = t * 1000
+    if not job.get("checks", True):
+        json.dump(out, sys.stdout)
+        return
     # capability checks: greedy policy outputs (with the adapter) and their stop strings
     out["policy"] = []
     for prompt in job["policy"]:
@@ -237,9 +242,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None, help="also write every round's raw results here")
+    parser.add_argument("--table-from", type=Path, default=None, help="print the table of a --json file and exit")
     args = parser.parse_args()
     if args.worker:
         worker(args.worker)
+        return
+    if args.table_from:
+        saved = json.loads(args.table_from.read_text(encoding="utf-8"))
+        print_table(saved["rounds"], Path(saved["model"]), Path(saved["adapter"]), saved["threads"])
         return
     from routerag.llm.resolve import resolve_model_file
 
@@ -255,10 +265,11 @@ def main() -> None:
         for b in order:
             load = os.getloadavg()[0]
             print(f"round {i + 1}/{args.rounds}: {b} (load average {load:.1f})", file=sys.stderr, flush=True)
-            result[b] = run_worker(pythons[b], b, job) | {"load_avg": load}
+            result[b] = run_worker(pythons[b], b, job | {"checks": i == 0}) | {"load_avg": load}  # the checks are greedy: once
         rounds.append(result)
-    if args.json:
-        args.json.write_text(json.dumps(rounds, indent=1), encoding="utf-8")
+        if args.json:  # after every round, so a run cut short still leaves its finished rounds
+            args.json.write_text(json.dumps({"model": str(model_path), "adapter": str(adapter), "threads": args.threads,
+                                             "rounds": rounds}, indent=1), encoding="utf-8")
     print_table(rounds, model_path, adapter, args.threads)
 
 
