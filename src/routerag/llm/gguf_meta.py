@@ -95,6 +95,38 @@ def read_gguf_metadata(path: str | Path, arrays: frozenset[str] = frozenset()) -
         raise ModelError(f"model file {path} does not exist") from None
 
 
+def read_gguf_tensor_shapes(path: str | Path) -> tuple[dict[str, Value], dict[str, tuple[int, ...]]]:
+    """``(scalar and string metadata, {tensor name: ggml ne})`` from the header of ``path``: the
+    tensor index is read, the tensor data never (``gguf.GGUFReader`` also builds every metadata
+    array, which takes seconds for a model's 150k-token vocabulary)."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as handle:
+            if handle.read(4) != _MAGIC:
+                raise GGUFFormatError(f"{path} is not a GGUF file (bad magic)")
+            version = int(_unpack(handle, "<I"))
+            if version < 2:
+                raise GGUFFormatError(f"{path}: GGUF version {version} is not supported")
+            tensor_count = int(_unpack(handle, "<Q"))
+            kv_count = int(_unpack(handle, "<Q"))
+            meta: dict[str, Value] = {}
+            for _ in range(kv_count):
+                key = _string(handle)
+                vtype = int(_unpack(handle, "<I"))
+                value = _value(handle, vtype, keep=vtype != _ARRAY)
+                if value is not None:
+                    meta[key] = value
+            shapes: dict[str, tuple[int, ...]] = {}
+            for _ in range(tensor_count):
+                name = _string(handle)
+                n_dims = int(_unpack(handle, "<I"))
+                shapes[name] = struct.unpack(f"<{n_dims}Q", _read(handle, 8 * n_dims))
+                _read(handle, 12)  # ggml type (u32) and data offset (u64)
+            return meta, shapes
+    except FileNotFoundError:
+        raise ModelError(f"model file {path} does not exist") from None
+
+
 def gguf_chat_template(path: str | Path) -> tuple[str | None, str, str]:
     """(chat template or None, bos token text, eos token text) from a GGUF header."""
     meta = read_gguf_metadata(path, arrays=frozenset({"tokenizer.ggml.tokens"}))

@@ -78,6 +78,11 @@ def set_native_logging(enabled: bool) -> None:
     _native_logging["enabled"] = enabled
 
 
+def native_logging_enabled() -> bool:
+    """Whether llama.cpp's own log lines are on (:func:`set_native_logging`), for either binding."""
+    return bool(_native_logging["enabled"])
+
+
 def _install_log_callback() -> None:
     """Route llama.cpp's C-level log through a callback of ours (once per process)."""
     if _native_logging["callback"] is not None:
@@ -109,7 +114,9 @@ def find_stop(text: str, stops: list[str], start: int) -> tuple[int, str] | None
 
 
 class LlamaCppModel(RenderedChatModel):
-    """A GGUF model run by llama.cpp in this process."""
+    """A GGUF model run by llama.cpp (the llama-cpp-python binding) in this process."""
+
+    binding = "llama-cpp-python"
 
     def __init__(
         self,
@@ -325,12 +332,15 @@ class LlamaCppModel(RenderedChatModel):
         )
 
 
-def from_config(config: ModelConfig) -> LlamaCppModel:
+def from_config(config: ModelConfig) -> RenderedChatModel:
+    """The configured GGUF model through the chosen binding (:mod:`routerag.llm.llama_bindings`:
+    xllamacpp when installed, else llama-cpp-python; ``ROUTERAG_LLAMA_BINDING`` picks one)."""
+    from routerag.llm.llama_bindings import model_class
     from routerag.llm.resolve import resolve_model_file
 
     path = resolve_model_file(config.model or "")
     template = config.chat_format.read_text(encoding="utf-8") if config.chat_format else None
-    return LlamaCppModel(
+    return model_class()(
         path, n_ctx=config.n_ctx, n_threads=config.n_threads, chat_template=template, name=config.model,
         lora_path=config.lora_path, lora_scale=config.lora_scale,
     )
