@@ -120,9 +120,8 @@ def _model_words(model: ModelConfig) -> str:
     return words
 
 
-def render_demo_summary(rows: list[DemoRow], config: RunConfig, index_dir: Path | None) -> RenderableType:
-    """What a newcomer needs after the traces: what the policy did, what it cost, how each answer
-    compares with the gold, what the scores mean, and where to go next."""
+def _what_it_did(rows: list[DemoRow], config: RunConfig) -> Text:
+    """What the strategy did over the demo questions: routing, cost, failures, the policy's card."""
     n = len(rows)
     traces = [r.trace for r in rows]
     searches = sum(t.retrieval_turns for t in traces)
@@ -159,6 +158,14 @@ def render_demo_summary(rows: list[DemoRow], config: RunConfig, index_dir: Path 
     if card is not None:
         did.append("\nWhat this policy scores ", style="bold")
         did.append(f"({card.name}, from its evaluation runs): {card.summary()}.")
+    return did
+
+
+def render_demo_summary(rows: list[DemoRow], config: RunConfig, index_dir: Path | None) -> RenderableType:
+    """What a newcomer needs after the traces: what the policy did, what it cost, how each answer
+    compares with the gold, what the scores mean, and where to go next."""
+    n = len(rows)
+    did = _what_it_did(rows, config)
 
     table = Table(title="How the answers compare with the gold", title_justify="left", show_lines=False)
     for column, justify in (("#", "right"), ("question", "left"), ("answer", "left"), ("gold", "left"),

@@ -95,6 +95,9 @@ def _sse(event: str, data: BaseModel | dict[str, Any]) -> str:
     return f"event: {event}\ndata: {payload}\n\n"
 
 
+# Over 80 lines: the app's routes are small closures over its state (model, sources, settings),
+# registered in one place so the routes a service has can be read top to bottom; the runs routes
+# have their own router (runs_api.py).
 def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings | None = None, *,
                model_config: ModelConfig | None = None) -> FastAPI:
     """The service over ``model``. With ``model_config`` (what ``model`` was built from), a request
