@@ -22,13 +22,13 @@ from pydantic import BaseModel, Field, ValidationError
 from routerag import __version__
 from routerag.config import atomic_write_text
 from routerag.errors import RouteragError
+from routerag.filehash import read_sha256
 
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 HASH_AT_LOAD_BYTES = 16 * 2**20  # files up to this size are hashed at every load; larger ones by verify
-_CHUNK = 2**20
 
 
 class IndexLoadError(RouteragError, ValueError):
@@ -65,14 +65,6 @@ def corpus_hash(doc_ids: Iterable[str]) -> str:
     return h.hexdigest()[:32]
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def covered_files(directory: Path, *, tree: bool = True) -> list[str]:
     """The files a manifest covers, relative to ``directory``: every file below it (``tree``) or
     only those directly in it (a bundle: its components have their own manifests); the manifest
@@ -89,7 +81,7 @@ def covered_files(directory: Path, *, tree: bool = True) -> list[str]:
 def write_manifest(directory: str | Path, manifest: Manifest, *, tree: bool = True) -> None:
     """Write ``manifest.json`` last, recording the size and sha256 of the files it covers."""
     directory = Path(directory)
-    files = {rel: FileDigest(size=(directory / rel).stat().st_size, sha256=file_sha256(directory / rel))
+    files = {rel: FileDigest(size=(directory / rel).stat().st_size, sha256=read_sha256(directory / rel))
              for rel in covered_files(directory, tree=tree)}
     manifest = manifest.model_copy(update={"files": files})
     atomic_write_text(directory / MANIFEST_NAME, manifest.model_dump_json(indent=2))
@@ -119,7 +111,7 @@ def check_files(directory: str | Path, manifest: Manifest, *, full: bool = False
         if size != digest.size:
             raise IndexLoadError(f"{path}: corrupt ({size:,} bytes, built as {digest.size:,}); rebuild the index")
         if full or size <= HASH_AT_LOAD_BYTES:
-            if file_sha256(path) != digest.sha256:
+            if read_sha256(path) != digest.sha256:
                 raise IndexLoadError(f"{path}: corrupt (its content differs from the sha256 recorded when it was "
                                      "built); rebuild the index")
             hashed += size

@@ -106,7 +106,7 @@ def build_runs_router(
                 return strategy_factory(strategy, model_for(strategy), sourceset)()  # the model: built on first use
 
             info = ConfigInfo(label=label, strategy=strategy.name, params=strategy.params.model_dump(mode="json"),
-                              sources=list(config.sources))
+                              sources=list(config.sources), adapter=strategy.adapter)
             prepared.append(RunConfig(info=info, make=make))
         questions = await anyio.to_thread.run_sync(load_questions, body)
         if not questions:
