@@ -245,6 +245,10 @@ def test_settings_refuse_exposed_host_without_key():
     assert ServerSettings(host="0.0.0.0", api_key="k").host == "0.0.0.0"
     with pytest.raises(ValueError, match="taken by the native API"):
         SearchR1Settings(paths=["/retrieve"])
+    assert SearchR1Settings(tag_sources={"Graph": "graph"}).tag_sources == {"graph": "graph"}
+    for bad in ({"my graph": "graph"}, {"[graph]": "graph"}, {"graph": "a", "GRAPH": "b"}):
+        with pytest.raises(ValueError, match="mode tag"):
+            SearchR1Settings(tag_sources=bad)
 
 
 # ------------------------------------------------------------------ Search-R1 / RouteRAG adapter
