@@ -277,7 +277,7 @@ def load_index(
             if not sub.is_dir():
                 raise IndexLoadError(f"{sub}: missing; the index is incomplete, rebuild it")
             loaded[name] = _component_class(name).load(sub, store, settings)
-            check_files(sub, read_manifest(sub, kind=name), full=verify)
+            check_files(sub, read_manifest(sub, kind=name), full=verify, warn=False)  # the bundle said it once
     return IndexBundle(directory, store, settings, manifest, loaded)
 
 
@@ -296,7 +296,7 @@ def verify_index(directory: str | Path) -> tuple[int, int]:
             raise IndexLoadError(f"{sub}: missing; the index is incomplete, rebuild it")
         part = read_manifest(sub, kind=name)
         files += len(part.files)
-        hashed += check_files(sub, part, full=True)
+        hashed += check_files(sub, part, full=True, warn=False)
     _read_settings(directory)
     return files, hashed
 

@@ -90,14 +90,14 @@ def write_manifest(directory: str | Path, manifest: Manifest, *, tree: bool = Tr
 _UNCHECKED: set[Path] = set()
 
 
-def check_files(directory: str | Path, manifest: Manifest, *, full: bool = False) -> int:
+def check_files(directory: str | Path, manifest: Manifest, *, full: bool = False, warn: bool = True) -> int:
     """Compare the files with the sizes and hashes recorded at build time; any difference is an
     :class:`IndexLoadError` saying the file is corrupt and the index must be rebuilt. Hashes are
     checked for files up to ``HASH_AT_LOAD_BYTES``, or for all with ``full``. Returns the bytes
-    hashed."""
+    hashed. A manifest without hashes (an older index) is logged once per directory with ``warn``."""
     directory = Path(directory)
     if not manifest.files:
-        if directory.resolve() not in _UNCHECKED:
+        if warn and directory.resolve() not in _UNCHECKED:
             _UNCHECKED.add(directory.resolve())
             log.warning("%s: built without content hashes, so its files cannot be checked; rebuild the index "
                         "to have them checked", directory)
