@@ -1,4 +1,4 @@
-"""``routerag index`` and ``routerag retrieve``: build/extend an index directory and query it.
+"""``routerag index``, ``routerag verify-index`` and ``routerag retrieve``: build/extend an index directory, check its files, query it.
 
 (``serve-retrieval`` lives in ``routerag.cli.server_cmds``.) Heavy imports stay inside the
 command bodies so ``routerag --help`` is fast.
