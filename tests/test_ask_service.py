@@ -98,6 +98,10 @@ def test_strategies_are_listed_with_their_params(client):
         ({"question": "q", "strategy": "vanilla", "params": {"k": 0}}, "invalid params for strategy 'vanilla': k:"),
         ({"question": "   ", "strategy": "vanilla"}, "question is empty"),
         ({"question": "x" * 4001}, "the limit is 4000"),
+        # checked when the request arrives, not when the strategy runs (only bm25 is mounted here)
+        ({"question": "q", "strategy": "r1-router"}, "none of the retrievers' sources ['passage', 'table'] is mounted"),
+        ({"question": "q", "strategy": "r1-router", "params": {"retrievers": {"Text Retriever": "nope"}}},
+         "none of the retrievers' sources ['nope'] is mounted; mounted: bm25"),
     ],
 )
 def test_bad_asks_get_422_with_reason(client, body, reason):

@@ -170,7 +170,7 @@ def test_corrupt_files_refused(built, tmp_path):
     directory = _copy(built, tmp_path)
     faiss_file = directory / "dense" / "faiss.index"
     faiss_file.write_bytes(faiss_file.read_bytes()[:1000])
-    with pytest.raises(IndexLoadError, match=r"dense/faiss.index: corrupt FAISS index"):
+    with pytest.raises(IndexLoadError, match=r"dense/faiss.index: corrupt FAISS index"):  # the reader's own check first
         load_index(directory)
     load_index(directory, components=["bm25"])  # the other component still opens
     data_file = directory / "bm25" / "bm25s" / "data.csc.index.npy"
@@ -195,6 +195,62 @@ def test_corrupt_files_refused(built, tmp_path):
         load_index(directory)
     with pytest.raises(IndexLoadError, match="no such index directory"):
         load_index(tmp_path / "missing")
+
+
+def test_a_flipped_byte_in_faiss_index_is_corrupt_under_verify(built, tmp_path, monkeypatch):
+    from routerag.index import manifest as manifest_module
+    from routerag.index.bundle import verify_index
+
+    files, hashed = verify_index(built)
+    assert files >= 6 and hashed > 150 * 384 * 4  # every file, the vectors included
+    directory = _copy(built, tmp_path)
+    faiss_file = directory / "dense" / "faiss.index"
+    data = bytearray(faiss_file.read_bytes())
+    data[len(data) // 2] ^= 0x40  # a float of one vector: FAISS reads the file without complaint
+    faiss_file.write_bytes(bytes(data))
+    with pytest.raises(IndexLoadError, match=r"dense/faiss.index: corrupt \(its content differs .*\); rebuild the index"):
+        verify_index(directory)
+    with pytest.raises(IndexLoadError, match=r"dense/faiss.index: corrupt"):
+        load_index(directory)  # small files are hashed at every load
+    # a large vector file is hashed only when asked (verify_index, load_index(verify=True))
+    monkeypatch.setattr(manifest_module, "HASH_AT_LOAD_BYTES", 0)
+    load_index(directory, components=["dense"])
+    with pytest.raises(IndexLoadError, match=r"dense/faiss.index: corrupt"):
+        load_index(directory, components=["dense"], verify=True)
+    load_index(directory, components=["bm25"])  # the other component is intact
+
+
+def test_a_truncated_or_unparsable_config_is_an_error_not_defaults(built, tmp_path):
+    directory = _copy(built, tmp_path)
+    config = directory / "config.resolved.yaml"
+    text = config.read_text()
+    config.write_text(text.rsplit("\n", 4)[0] + "\n")  # whole lines cut: valid YAML, the last settings defaulted
+    with pytest.raises(IndexLoadError, match=r"config.resolved.yaml: corrupt .*rebuild the index"):
+        load_index(directory)
+    # an index built before hashes were recorded: the file itself must be whole
+    manifest = json.loads((directory / "manifest.json").read_text())
+    manifest.pop("files")
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    for broken in (text[: text.index("bm25:")], "", "dense: [1,\n", "just a string\n"):
+        config.write_text(broken)
+        with pytest.raises(IndexLoadError, match=r"config.resolved.yaml: corrupt"):
+            load_index(directory)
+
+
+def test_an_index_without_hashes_loads_and_says_so_once(built, tmp_path, caplog):
+    directory = _copy(built, tmp_path)
+    for path in (directory / "manifest.json", directory / "dense" / "manifest.json", directory / "bm25" / "manifest.json"):
+        manifest = json.loads(path.read_text())
+        manifest.pop("files")
+        path.write_text(json.dumps(manifest))
+    with caplog.at_level("WARNING", logger="routerag.index.manifest"):
+        load_index(directory)
+        load_index(directory)
+    said = [r.getMessage() for r in caplog.records if "without content hashes" in r.getMessage()]
+    assert len(said) == 1  # once for the index, not per component or per load
+    from routerag.index.bundle import verify_index
+
+    assert verify_index(directory) == (0, 0)
 
 
 def test_component_corpus_mismatch_refused(built, tmp_path):

@@ -100,3 +100,20 @@ def test_index_named_dataset(tmp_path):
     assert "k1: 1.2" in (out / "config.resolved.yaml").read_text()
     result = runner.invoke(app, ["index", "no-such-dataset", "--out", str(tmp_path / "x")])
     assert result.exit_code == 1 and "unknown dataset 'no-such-dataset'; valid:" in result.output
+
+
+def test_verify_index_names_a_corrupt_file(index_dir, tmp_path):
+    import shutil
+
+    result = runner.invoke(app, ["verify-index", str(index_dir)])
+    assert result.exit_code == 0, result.output
+    assert "files intact" in result.output
+    broken = tmp_path / "broken"
+    shutil.copytree(index_dir, broken)
+    arrays = sorted((broken / "bm25").rglob("*.npy"))[0]
+    data = bytearray(arrays.read_bytes())
+    data[-1] ^= 0x01
+    arrays.write_bytes(bytes(data))
+    result = runner.invoke(app, ["verify-index", str(broken)])
+    assert result.exit_code == 1
+    assert f"{arrays.name}: corrupt" in result.output and "rebuild the index" in result.output

@@ -302,3 +302,16 @@ def test_stop_evidence_tells_a_reader_of_evidence_from_a_fixed_stopper() -> None
     assert stop_evidence("vanilla", "2wiki", [record(i, True, 1, 1.0) for i in range(5)]) is None
     cols, rows = stop_evidence_rows([row])
     assert cols[-1] == "Fisher p" and [r[2] for r in rows] == ["yes", "no"] and rows[0][-1] == "1.000"
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_as_formulas_are_escaped(tmp_path) -> None:
+    from routerag.eval.report import _csv, csv_cell
+
+    assert csv_cell('=HYPERLINK("http://x","y")') == '\'=HYPERLINK("http://x","y")'
+    assert [csv_cell(c) for c in ("+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)", "\tx")] == [
+        "'+cmd|' /C calc'!A0", "'-2+3", "'@SUM(A1)", "'\tx"]
+    # numbers and the formatted statistics stay as they are (stored reports rebuild byte for byte)
+    assert [csv_cell(c) for c in ("-3.0", "+17.0", "[-3.0, +17.0]", "–", "baseline", "0.062")] == [
+        "-3.0", "+17.0", "[-3.0, +17.0]", "–", "baseline", "0.062"]
+    text = _csv(["Method", "=cols"], [["=1+1", "-3.0"]])
+    assert list(csv.reader(text.splitlines())) == [["Method", "'=cols"], ["'=1+1", "-3.0"]]

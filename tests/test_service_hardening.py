@@ -182,11 +182,38 @@ def test_searchr1_client_logic_with_training_sized_batches(retrieval, n):
     assert "Teutberga" in references[0].split("\n")[0]  # query 0 is answered by query 0's hits
 
 
-def test_searchr1_limits_are_422(ret):
-    r = ret.post("/retrieve/searchr1", json={"queries": ["x" * 2_001], "topk": 3})
-    assert r.status_code == 422 and "2001 characters" in r.json()["detail"]
+def test_searchr1_client_logic_survives_bad_queries_in_a_batch(retrieval):
+    """A rollout's ``<search></search>``, a leading bracketed non-mode word and an over-long query,
+    mixed into a training-sized batch: Search-R1's client gets a list for every position."""
+    good = [f"who is {t}" for t in ("Teutberga", "Lothair II", "Waldrada")] * 853
+    bad = {7: "", 500: "[1990s] films about Teutberga", 1_200: "Teutberga " * 300, 2_000: "[passage]  ", 2_558: "   "}
+    queries = list(good)
+    for i, q in sorted(bad.items()):
+        queries.insert(i, q)
+    client = SearchR1StyleClient(retrieval.url + "/retrieve/searchr1")
+    lists = client.batch_search(queries)
+    assert len(lists) == len(queries) == 2_564
+    for i, hits in enumerate(lists):
+        if i in (7, 2_000, 2_558):
+            assert hits == [], i  # empty once the tags are removed
+        elif i in (500, 1_200):
+            assert hits, i  # searched as text / cut to the limit
+        else:
+            assert len(hits) == 3, i
+    assert "Teutberga" in client.passages_to_string(lists[500]) and "Teutberga" in client.passages_to_string(lists[1_200])
+    references = client.search(queries)
+    assert references[7] == "" and references[0].count("Doc ") == 3
+
+
+def test_searchr1_reports_what_it_tolerated_and_refuses_only_batch_faults(ret):
+    r = ret.post("/retrieve/searchr1", json={"queries": ["x" * 2_001, "", "[web] q"], "topk": 3})
+    assert r.status_code == 200, r.text
+    assert r.json()["truncated"] == [0] and r.json()["empty"] == [1]
+    assert r.headers["x-truncated-queries"] == "1" and r.headers["x-empty-queries"] == "1"
     r = ret.post("/retrieve/searchr1", json={"queries": ["q"] * 8_193, "topk": 3})
     assert r.status_code == 422 and "at most 8192" in r.json()["detail"], r.text
+    r = ret.post("/retrieve/searchr1", content=b'{"queries": ["q"', headers={"content-type": "application/json"})
+    assert r.status_code == 400, r.text
 
 
 # ------------------------------------------------------------------ 4. cross-site writes, 5. Host allow-list

@@ -240,6 +240,10 @@ def test_every_strategy_form_sends_params_the_server_accepts(page):
     for name in names:
         page.select_option("#strategy", name)
         page.click("#run")
+        if name == "r1-router":  # its default retrievers (passage, table) are not mounted here: refused on arrival
+            page.wait_for_selector("#banner:not([hidden])", timeout=20_000)
+            assert "none of the retrievers' sources" in page.text_content("#banner")
+            continue
         page.wait_for_selector("#trace[data-done='1']", timeout=20_000)
         assert page.is_hidden("#banner"), (name, page.text_content("#banner"))
         assert name in page.text_content("#trace .meta")

@@ -19,6 +19,11 @@ def file_sha256(path: str | Path, *, what: str = "file") -> str:
 
 @functools.lru_cache(maxsize=64)
 def _sha256_of(path: str, size: int, mtime_ns: int) -> str:
+    return read_sha256(path)
+
+
+def read_sha256(path: str | Path) -> str:
+    """The SHA-256 of the file's bytes, read now (no cache: index verification must see the disk)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):

@@ -57,7 +57,7 @@ _EXPORTS = {
     "EvaluateParams": "evaluating", "EvaluateResult": "evaluating", "evaluate": "evaluating",
     "default_run_dir": "evaluating",
     "IndexParams": "indexing", "IndexResult": "indexing", "build_index": "indexing", "index_documents": "indexing",
-    "IndexRequestError": "indexing",
+    "IndexRequestError": "indexing", "VerifyResult": "indexing", "verify_index": "indexing",
     "ServeParams": "serving", "serve": "serving", "serve_retrieval": "serving", "ServeRequestError": "serving",
     "train": "training", "TrainRequestError": "training", "build_golden": "training",
 }
@@ -67,13 +67,13 @@ __all__ = [
     "IndexRequestError", "IndexResult", "ResolvedStrategy", "ServeParams", "ServeRequestError",
     "StrategyParamsError", "TrainRequestError", "answer", "ask", "build_golden", "build_index", "default_run_dir",
     "evaluate", "index_documents", "open_asker", "resolve_strategy", "serve", "serve_retrieval",
-    "strategy_factory", "train",
+    "strategy_factory", "train", "VerifyResult", "verify_index",
 ]
 
 if TYPE_CHECKING:
     from routerag.api.asking import INTERACTIVE_COMPONENTS, Asker, AskParams, ask, open_asker
     from routerag.api.evaluating import EvaluateParams, EvaluateResult, default_run_dir, evaluate
-    from routerag.api.indexing import IndexParams, IndexRequestError, IndexResult, build_index, index_documents
+    from routerag.api.indexing import IndexParams, IndexRequestError, IndexResult, VerifyResult, build_index, index_documents, verify_index
     from routerag.api.serving import ServeParams, ServeRequestError, serve, serve_retrieval
     from routerag.api.training import TrainRequestError, build_golden, train
     from routerag.strategies.resolve import ResolvedStrategy, StrategyParamsError, answer, resolve_strategy, strategy_factory

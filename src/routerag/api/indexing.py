@@ -69,6 +69,24 @@ def convert_docstore(index_dir: Path, to: str) -> bool:
     return convert(index_dir, to)
 
 
+class VerifyResult(BaseModel):
+    index: Path
+    files: int  # files with a recorded size and sha256 (0: built before hashes were recorded)
+    bytes_hashed: int
+    seconds: float
+
+
+def verify_index(index_dir: Path) -> VerifyResult:
+    """Hash every file of an index (its vector files too) against the sizes and sha256 recorded
+    when it was built — ``routerag verify-index``. A corrupt or missing file is an
+    :class:`~routerag.index.manifest.IndexLoadError` naming it (rebuild the index)."""
+    from routerag.index.bundle import verify_index as verify
+
+    t0 = time.perf_counter()
+    files, hashed = verify(index_dir)
+    return VerifyResult(index=index_dir, files=files, bytes_hashed=hashed, seconds=time.perf_counter() - t0)
+
+
 ENGINES = ("local", "ray")
 
 

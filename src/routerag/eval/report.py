@@ -214,11 +214,27 @@ def _markdown(columns: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(cell: str) -> str:
+    """A cell a spreadsheet shows as text: one starting with ``= + - @`` (or a tab or carriage
+    return) would be read as a formula (``=HYPERLINK(...)`` in a run label), so it gets a leading
+    ``'``; a number such as ``-3.0`` or ``+17.0`` is left as it is."""
+    if not cell.startswith(_FORMULA_START):
+        return cell
+    try:
+        float(cell)
+    except ValueError:
+        return "'" + cell
+    return cell
+
+
 def _csv(columns: list[str], rows: list[list[str]]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows(rows)
+    writer.writerow([csv_cell(c) for c in columns])
+    writer.writerows([csv_cell(c) for c in row] for row in rows)
     return buffer.getvalue()
 
 

@@ -88,7 +88,7 @@ class ConfigStrategyFactory(ProcessLocal[EvalConfig, tuple[ResolvedStrategy, Str
         resolved = resolve(self.config)
         sources, _ = sources_for(resolved, load_dataset(self.config.dataset), self.config)
         assert resolved.model is not None
-        return resolved, StrategyContext(model=build_model(resolved.model), sources=sources)
+        return resolved, StrategyContext(model=build_model(resolved.model), sources=sources, adapter=resolved.adapter)
 
     def __call__(self) -> Strategy:
         resolved, context = self.value()
@@ -121,7 +121,7 @@ def build_setup(config: EvalConfig, name: str, *, engine: Engine = "thread") -> 
         judge_model = build_model(config.judge_model) if config.judge_model is not None else None
 
         def factory() -> Strategy:
-            return resolved_strategy.build(StrategyContext(model=model, sources=sources))
+            return resolved_strategy.build(StrategyContext(model=model, sources=sources, adapter=resolved_strategy.adapter))
 
     versions = collect_versions(model=identity, index_manifest=files_sha256(manifests))
     spec = RunSpec(

@@ -25,7 +25,7 @@ from routerag.config import ConfigError, load_config, write_resolved
 from routerag.corpus.schema import Document
 from routerag.index.component import COMPONENTS, IndexComponent
 from routerag.index.docstore import DOCS_NAME, STORE_FILES, DocStore
-from routerag.index.manifest import IndexLoadError, Manifest, read_manifest, write_manifest
+from routerag.index.manifest import IndexLoadError, Manifest, check_files, read_manifest, write_manifest
 from routerag.index.settings import IndexSettings
 from routerag.index.stores import open_docstore, save_docstore, stored_kind
 from routerag.registry import UnknownNameError
@@ -106,7 +106,7 @@ class IndexBundle:
         self.manifest = self.manifest.model_copy(
             update={"corpus_hash": self.store.corpus_hash(), "n_docs": len(self.store)}
         )
-        write_manifest(self.directory, self.manifest)
+        write_manifest(self.directory, self.manifest, tree=False)
         return new
 
     def add_component(self, name: str) -> IndexComponent:
@@ -126,14 +126,29 @@ class IndexBundle:
             raise
         self.components[name] = component
         self.manifest = self.manifest.model_copy(update={"components": [*self.manifest.components, name]})
-        write_manifest(self.directory, self.manifest)
+        write_manifest(self.directory, self.manifest, tree=False)
         return component
 
 
 def _read_settings(directory: Path) -> IndexSettings:
+    """The settings the index was built with: a missing, empty, truncated or unparsable file is
+    an error (never the defaults, which may describe another embedder or tokenizer)."""
+    import yaml
+
     path = directory / CONFIG_NAME
     if not path.is_file():
         raise IndexLoadError(f"{path}: missing; the index is incomplete, rebuild it")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise IndexLoadError(f"{path}: corrupt, not readable YAML ({str(exc).splitlines()[0]}); rebuild the index") from None
+    if not isinstance(data, dict) or not data:
+        raise IndexLoadError(f"{path}: corrupt, not the settings the index was built with; rebuild the index")
+    # every section written since the first index (a later field is written only off its default)
+    missing = [name for name, field in IndexSettings.model_fields.items()
+               if field.json_schema_extra is None and name not in data]
+    if missing:
+        raise IndexLoadError(f"{path}: corrupt or truncated (no {', '.join(missing)}); rebuild the index")
     try:
         return load_config(IndexSettings, path)
     except ConfigError as exc:
@@ -202,7 +217,7 @@ def build_index(
             embedder=built["dense"].manifest.embedder if "dense" in built else None,
             components=list(built),
         )
-        write_manifest(staging, manifest)
+        write_manifest(staging, manifest, tree=False)
         if directory.exists():  # overwrite: swap, then drop the old one
             stale = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.old-"))
             stale.rmdir()
@@ -221,9 +236,13 @@ def load_index(
     directory: str | Path,
     settings: IndexSettings | None = None,
     components: Sequence[str] | None = None,
+    *,
+    verify: bool = False,
 ) -> IndexBundle:
     """Open a bundle; ``settings`` defaults to the ones it was built with. ``components`` limits
-    which components are loaded (default: all). Any mismatch raises ``IndexLoadError``."""
+    which components are loaded (default: all). Any mismatch raises ``IndexLoadError``. Every
+    file's size, and the hash of the small ones, is checked against the manifests
+    (:func:`~routerag.index.manifest.check_files`); ``verify`` hashes the large vector files too."""
     directory = Path(directory)
     if not directory.is_dir():
         raise IndexLoadError(f"{directory}: no such index directory; build it with `routerag index`")
@@ -243,6 +262,8 @@ def load_index(
         raise IndexLoadError(
             f"{directory / name}: does not match the manifest ({len(store)} docs vs {manifest.n_docs}); rebuild the index"
         )
+    # after the readers' own checks (their errors say more); catches what they cannot see
+    check_files(directory, manifest, full=verify)
     wanted = manifest.components if components is None else list(components)
     missing = [c for c in wanted if c not in manifest.components]
     if missing:
@@ -256,7 +277,28 @@ def load_index(
             if not sub.is_dir():
                 raise IndexLoadError(f"{sub}: missing; the index is incomplete, rebuild it")
             loaded[name] = _component_class(name).load(sub, store, settings)
+            check_files(sub, read_manifest(sub, kind=name), full=verify, warn=False)  # the bundle said it once
     return IndexBundle(directory, store, settings, manifest, loaded)
+
+
+def verify_index(directory: str | Path) -> tuple[int, int]:
+    """Hash every file of the bundle and its components against the sizes and hashes recorded at
+    build time; a difference is an ``IndexLoadError`` naming the corrupt file. Returns (files
+    checked, bytes hashed); (0, 0) for an index built before hashes were recorded."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise IndexLoadError(f"{directory}: no such index directory; build it with `routerag index`")
+    manifest = read_manifest(directory, kind=BUNDLE_KIND)
+    files, hashed = len(manifest.files), check_files(directory, manifest, full=True)
+    for name in manifest.components:
+        sub = directory / name
+        if not sub.is_dir():
+            raise IndexLoadError(f"{sub}: missing; the index is incomplete, rebuild it")
+        part = read_manifest(sub, kind=name)
+        files += len(part.files)
+        hashed += check_files(sub, part, full=True, warn=False)
+    _read_settings(directory)
+    return files, hashed
 
 
 def read_bundle_manifest(directory: str | Path) -> Manifest:
@@ -322,6 +364,7 @@ def convert_docstore(directory: str | Path, kind: str) -> bool:
         raise IndexLoadError(f"{old}: does not match the manifest ({len(converted)} docs vs {manifest.n_docs}); not converted")
     old.unlink()
     write_resolved(settings.model_copy(update={"docstore": kind}), directory, CONFIG_NAME)
+    write_manifest(directory, manifest, tree=False)  # the new files' sizes and hashes
     return True
 
 

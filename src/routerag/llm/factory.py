@@ -21,7 +21,8 @@ from routerag.process_local import ProcessLocal
 
 BackendFactory = Callable[[ModelConfig], ChatModel]
 
-__all__ = ["BACKENDS", "BackendFactory", "DeferredModel", "build_model", "default_cache_path", "model_identity"]
+__all__ = ["BACKENDS", "BackendFactory", "DeferredModel", "adapter_label", "build_model", "default_cache_path",
+           "model_identity"]
 
 
 def model_identity(config: ModelConfig) -> str:
@@ -35,6 +36,23 @@ def model_identity(config: ModelConfig) -> str:
     if config.served_model is not None:  # a served adapter (vLLM LoRA module) answers, not the base model
         identity += f"|served={config.served_model}"
     return identity
+
+
+def adapter_label(config: ModelConfig | None) -> str | None:
+    """The policy adapter a model configuration applies, for traces, runs and the service's
+    ``/v1/info``: ``FILE@sha256:PREFIX`` for a LoRA file (``FILE@missing`` when it is gone), the
+    served name for a vLLM LoRA module; None for a base model."""
+    if config is None:
+        return None
+    if config.lora_path is not None:
+        try:
+            digest = f"sha256:{_file_sha256(config.lora_path)[:12]}"
+        except ValueError:
+            digest = "missing"
+        return f"{Path(config.lora_path).name}@{digest}"
+    if config.served_model is not None:
+        return f"{config.served_model} (served)"
+    return None
 
 
 def _file_sha256(path: Path) -> str:

@@ -17,7 +17,8 @@ the Search-R1 adapter of the retrieval server. Two tag readers, on purpose:
 * :func:`split_mode_tags` reads a *policy's* query: tags at its start or end (small models put
   them either side), ``[ graph ]`` spacing tolerated, tag words only;
 * :func:`leading_mode_tags` reads a *trainer's* request to the server (Search-R1 clients put the
-  tags first): leading tags only, any 1-32 non-space characters, de-duplicated.
+  tags first): leading tags only, bracketed words without spaces (the server passes its known
+  tag names; any other bracketed word is query text), de-duplicated.
 
 This module imports only pydantic and :class:`routerag.trace.Hit` (no strategy, model or
 server code), so every layer can use it.
@@ -26,7 +27,7 @@ server code), so every layer can use it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -201,22 +202,27 @@ def resolve_modes(tags: Iterable[str], known: Iterable[str], default: str, combi
     return ModeChoice(mode=valid[0], tags=tags, errors=errors)
 
 
-_SERVER_TAGS = re.compile(r"^\s*((?:\[[^\[\]\s]{1,32}\]\s*)+)")
-_SERVER_ONE_TAG = re.compile(r"\[([^\[\]\s]{1,32})\]")
+_SERVER_ONE_TAG = re.compile(r"\s*\[([^\[\]\s]{1,32})\]")
 
 
-def leading_mode_tags(query: str) -> tuple[tuple[str, ...], str]:
+def leading_mode_tags(query: str, known: Collection[str] | None = None) -> tuple[tuple[str, ...], str]:
     """A Search-R1 request's query: ``"[graph][passage] who"`` -> ``(("graph", "passage"), "who")``.
-    Only leading tags count; tag names are lower-cased and de-duplicated in order."""
-    match = _SERVER_TAGS.match(query)
-    if not match:
-        return (), query.strip()
+    Only leading tags count; tag names are lower-cased and de-duplicated in order. A tag is a
+    bracketed word without inner spaces (``[PASSAGE]`` is ``passage``; ``[ passage ]`` is text).
+
+    With ``known`` (lower-case tag names), reading stops at the first bracketed word that is
+    not one of them, and that word stays in the query text: ``"[1990s] films"`` is searched as
+    ``"[1990s] films"``, ``"[graph][1990s] films"`` as ``"[1990s] films"`` on the graph source."""
     tags: list[str] = []
-    for tag in _SERVER_ONE_TAG.findall(match.group(1)):
-        tag = tag.lower()
+    at = 0
+    while match := _SERVER_ONE_TAG.match(query, at):
+        tag = match.group(1).lower()
+        if known is not None and tag not in known:
+            break
         if tag not in tags:
             tags.append(tag)
-    return tuple(tags), query[match.end() :].strip()
+        at = match.end()
+    return tuple(tags), query[at:].strip()
 
 
 def mode_of_tags(tags: Iterable[str], known: Iterable[str] = MODES, default: str = "passage") -> str:

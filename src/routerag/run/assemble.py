@@ -124,5 +124,5 @@ def open_run(config: RunConfig, *, shipped_policy: bool, index_dir: Path | None 
         sources, manifests = build_sources(load_dataset(config.dataset), config)
         root = manifests[0].parent if manifests else None
     assert resolved.model is not None
-    context = StrategyContext(model=build_model(resolved.model), sources=sources, on_step=on_step)
+    context = StrategyContext(model=build_model(resolved.model), sources=sources, on_step=on_step, adapter=resolved.adapter)
     return AssembledRun(resolved, context, root)

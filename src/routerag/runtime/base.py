@@ -29,6 +29,7 @@ class StrategyContext:
     sources: SourceSet
     on_step: StepObserver | None = None
     resolve: StrategyResolver | None = None
+    adapter: str | None = None  # the policy adapter the model applies (name@sha256 prefix), recorded in each trace's params
 
 
 @runtime_checkable

@@ -139,12 +139,17 @@ def run_safely(
     question: str | Question,
     body: Callable[[Trace], None],
     on_step: StepObserver | None = None,
+    *,
+    adapter: str | None = None,
 ) -> Trace:
     """Create the trace, run ``body(trace)`` to fill it, time it, and record any exception in
     ``Trace.error`` instead of raising. Steps recorded before the failure are kept. ``on_step``
     (the context's step observer) sees each step as it is appended."""
     text, qid = question_parts(question)
-    trace = Trace(question=text, strategy=strategy, qid=qid, params=params.model_dump(mode="json"))
+    recorded = params.model_dump(mode="json")
+    if adapter is not None:  # which policy adapter answered (the strategy's params do not say)
+        recorded["adapter"] = adapter
+    trace = Trace(question=text, strategy=strategy, qid=qid, params=recorded)
     trace.observe(on_step)
     t0 = time.perf_counter()
     try:
@@ -181,7 +186,7 @@ class LoopStrategy:
         self.params = resolve_params(self.Params, params)
 
     def run(self, question: str | Question) -> Trace:
-        return run_safely(self.name, self.params, question, self.execute, self.context.on_step)
+        return run_safely(self.name, self.params, question, self.execute, self.context.on_step, adapter=self.context.adapter)
 
     def execute(self, trace: Trace) -> None:  # pragma: no cover - abstract
         raise NotImplementedError

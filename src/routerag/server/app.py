@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from routerag.corpus.schema import Question
 from routerag.llm.base import ChatModel
 from routerag.llm.config import ModelConfig
+from routerag.llm.factory import adapter_label
 from routerag.llm.pool import ModelPool
 from routerag.paths import cache_dir
 from routerag.server.cancel import CancellableModel, CancellableSourceSet, unless_disconnected, wait_for_disconnect
@@ -83,6 +84,9 @@ class StrategyInfo(BaseModel):
 class ServiceInfo(BaseModel):
     model: str
     backend: str
+    adapter: str | None = Field(None, description="the policy adapter the configured model applies (name@sha256:prefix)")
+    strategy_adapters: dict[str, str] = Field(
+        default_factory=dict, description="strategies answered with another adapter (the shipped policy) -> that adapter")
     sources: list[str]
     api_key_required: bool
     max_question_chars: int
@@ -93,6 +97,16 @@ class ServiceInfo(BaseModel):
 def _sse(event: str, data: BaseModel | dict[str, Any]) -> str:
     payload = data.model_dump_json() if isinstance(data, BaseModel) else json.dumps(data)
     return f"event: {event}\ndata: {payload}\n\n"
+
+
+def _strategy_adapter(name: str, model_config: ModelConfig | None) -> str | None:
+    """The adapter a strategy's answers come from by default (the shipped policy, where it applies)."""
+    if model_config is None:
+        return None
+    try:
+        return prepare_strategy(name, {}, model=model_config).adapter
+    except (ApiError, ValueError, OSError):  # a strategy that needs params to be resolved
+        return None
 
 
 # Over 80 lines: the app's routes are small closures over its state (model, sources, settings),
@@ -108,6 +122,16 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
 
     def model_for(strategy: PreparedStrategy) -> ChatModel:
         return pool.get(strategy.model) if pool is not None else model
+
+    def backend_name() -> str:
+        inner = model
+        while hasattr(inner, "inner"):  # the concurrency limit and the cache wrap the backend's model
+            inner = inner.inner
+        return type(inner).__name__
+
+    base_adapter = adapter_label(model_config)
+    strategy_adapters = {name: label for name in STRATEGIES.names()
+                         if (label := _strategy_adapter(name, model_config)) not in (None, base_adapter)}
 
     data_dir = settings.data_dir or cache_dir("service")
     store = SourceStore(data_dir, settings.uploads, reserved=set(sources.names()))
@@ -189,7 +213,8 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
 
     @app.get("/v1/info", response_model=ServiceInfo, dependencies=auth, summary="the model and limits, for the UI")
     async def info() -> ServiceInfo:
-        return ServiceInfo(model=model.name, backend=type(model).__name__, sources=sources.names(),
+        return ServiceInfo(model=model.name, backend=backend_name(), adapter=base_adapter, strategy_adapters=strategy_adapters,
+                           sources=sources.names(),
                            api_key_required=settings.api_key is not None,
                            max_question_chars=settings.max_question_chars,
                            max_upload_bytes=settings.uploads.max_bytes, max_upload_rows=settings.uploads.max_rows)

@@ -69,6 +69,7 @@ class ConfigInfo(BaseModel):
     strategy: str
     params: dict[str, Any]  # resolved (validated, with defaults)
     sources: list[str] = Field(default_factory=list)  # custom sources mounted
+    adapter: str | None = None  # the policy adapter that answers (name@sha256:prefix)
 
 
 class RunStatus(BaseModel):

@@ -46,7 +46,8 @@ def prepare_strategy(name: str, params: dict[str, Any], *, sources: SourceSet | 
                      max_new_tokens: int | None = None, model: ModelConfig | None = None) -> PreparedStrategy:
     """The front door's :func:`~routerag.api.resolve_strategy` with the service's own checks: the
     params are validated strictly as JSON (unknown names, ``true`` for an integer, ``"3"`` for a
-    number -> 422); with ``sources``, every source a param names must be mounted; with
+    number -> 422); with ``sources``, every source a param names must be mounted (and a Params model's
+    own ``check_mounted(mounted)``, such as r1-router's ``retrievers``, must pass); with
     ``max_new_tokens``, no token limit may exceed it. With ``model`` (the service's model
     configuration), the shipped policy applies as it does for ``routerag ask``."""
     try:
@@ -59,6 +60,12 @@ def prepare_strategy(name: str, params: dict[str, Any], *, sources: SourceSet | 
             missing = [n for n in _named_sources(key, value) if n not in mounted]
             if missing:
                 raise ApiError(422, f"params.{key}: unknown source {missing[0]!r}; mounted: {', '.join(sorted(mounted))}")
+        check = getattr(prepared.params, "check_mounted", None)  # params whose sources sit in a mapping
+        if callable(check):
+            try:
+                check(mounted)
+            except ValueError as exc:
+                raise ApiError(422, f"params: {exc}") from None
     if max_new_tokens is not None:
         for key, value in prepared.params.model_dump().items():
             if key.startswith("max_") and "tokens" in key and isinstance(value, int) and value > max_new_tokens:

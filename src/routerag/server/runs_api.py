@@ -86,7 +86,7 @@ def build_runs_router(
             return strategy_factory(strategy, model_for(strategy), sourceset)()  # the model: built on first use
 
         info = ConfigInfo(label=label, strategy=strategy.name, params=strategy.params.model_dump(mode="json"),
-                          sources=list(config.sources))
+                          sources=list(config.sources), adapter=strategy.adapter)
         return RunConfig(info=info, make=make, request=config.model_dump(mode="json"))
 
     def load_questions(body: RunRequest) -> list[Question]:

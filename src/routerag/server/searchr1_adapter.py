@@ -6,6 +6,15 @@ ends here: :func:`parse_mode_tags` (the protocol module's
 :func:`~routerag.protocol.routerag_tags.leading_mode_tags`) strips the tags and :class:`TagRouter` turns them into an
 explicit source name, so everything behind this module sees an ordinary ``RetrievalRequest``.
 
+Mode tags are exactly the names in ``SearchR1Settings.tag_sources``, case-insensitive, written
+without inner spaces (``[PASSAGE]`` is a tag; ``[ passage ]``, ``[1990s]`` and ``[Lothair II]``
+are query text). As Search-R1's own retriever, one bad query never fails a batch: a query empty
+once its tags are removed gets ``[]``, one over ``max_query_chars`` is searched cut to the limit,
+one whose tag names a source this server does not mount gets ``[]``; their positions are listed
+in the reply (``empty``, ``truncated``, ``unrouted``) and counted in ``X-Empty-Queries``,
+``X-Truncated-Queries`` and ``X-Unrouted-Queries``. The batch fails (4xx) only for a body that is
+not valid JSON of this shape, more than ``max_queries`` queries or ``topk`` over the limit.
+
 ``contents`` is ``"\\"title\\"\\ntext"`` — the first line is the quoted title, as in the
 FlashRAG/Search-R1 corpora, whose trainers split it off that way. With ``return_scores: false``
 Search-R1 answers bare documents (no ``document``/``score`` wrapper); so does this adapter.
@@ -14,18 +23,21 @@ Search-R1 answers bare documents (no ``document``/``score`` wrapper); so does th
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from routerag.protocol.routerag_tags import leading_mode_tags as parse_mode_tags
 from routerag.protocol.routerag_tags import render_tags
 from routerag.server.errors import ERRORS, ApiError
 from routerag.server.settings import SearchR1Settings, ServerSettings
-from routerag.sources.base import MAX_K, RetrievalRequest, RetrievalResponse
+from routerag.sources.base import MAX_K, RetrievalError, RetrievalRequest, RetrievalResponse
 from routerag.trace import Hit
+
+log = logging.getLogger(__name__)
 
 
 class SearchR1Request(BaseModel):
@@ -47,7 +59,19 @@ class SearchR1Scored(BaseModel):
 
 
 class SearchR1Response(BaseModel):
+    """``result`` has one list per query, in order, always. The other fields (ignored by
+    Search-R1's client) name the positions answered by the tolerance rules instead of a search."""
+
     result: list[list[SearchR1Scored]] | list[list[SearchR1Document]]
+    empty: list[int] = Field(default_factory=list, description="queries empty once their mode tags are removed: answered []")
+    truncated: list[int] = Field(default_factory=list, description="queries over max_query_chars: searched cut to the limit")
+    unrouted: list[int] = Field(default_factory=list,
+                                description="queries whose mode tag names a source this server does not mount: answered []")
+
+
+EMPTY_HEADER = "X-Empty-Queries"
+TRUNCATED_HEADER = "X-Truncated-Queries"
+UNROUTED_HEADER = "X-Unrouted-Queries"
 
 
 class RoutingError(ValueError):
@@ -98,7 +122,9 @@ def build_searchr1_router(
     router = APIRouter(tags=["search-r1 compatibility"])
     tag_router = TagRouter(settings)
 
-    async def searchr1(body: SearchR1Request) -> SearchR1Response:
+    known_tags = frozenset(t.lower() for t in settings.tag_sources)
+
+    async def searchr1(body: SearchR1Request, response: Response) -> SearchR1Response:
         limits = runner.settings
         if len(body.queries) > settings.max_queries:
             raise ApiError(422, f"{len(body.queries)} queries in one request; this endpoint takes at most "
@@ -106,41 +132,53 @@ def build_searchr1_router(
         k = body.topk or settings.default_topk
         if k > limits.max_k:
             raise ApiError(422, f"topk={k} is above this server's limit of {limits.max_k}")
+        # one bad query never fails the batch (a trainer's step would stop): it is answered for its
+        # own position (empty, or cut) and counted in the reply
+        empty: list[int] = []
+        truncated: list[int] = []
+        unrouted: list[int] = []
         groups: dict[str, list[int]] = {}
-        texts: list[str] = []
+        texts: dict[int, str] = {}
         for i, raw in enumerate(body.queries):
-            if len(raw) > limits.max_query_chars:
-                raise ApiError(422, f"query {i} has {len(raw)} characters; this server takes at most {limits.max_query_chars}")
-            tags, text = parse_mode_tags(raw)
+            tags, text = parse_mode_tags(raw, known_tags)
+            if len(text) > limits.max_query_chars:
+                text = text[: limits.max_query_chars].strip()
+                truncated.append(i)
             if not text:
-                raise ApiError(422, f"query {i} is empty once its mode tags are removed")
-            try:
-                source = tag_router.route(tags)
-            except RoutingError as exc:
-                raise ApiError(422, f"query {i}: {exc}") from None
-            texts.append(text)
-            groups.setdefault(source, []).append(i)
+                empty.append(i)
+                continue
+            texts[i] = text
+            groups.setdefault(tag_router.route(tags), []).append(i)
         # every group in chunks of the server's batch size, all checked before any runs
         chunks: list[tuple[str, list[int], RetrievalRequest]] = []
         for source, idx in groups.items():
             for start in range(0, len(idx), limits.max_batch):
                 part = idx[start : start + limits.max_batch]
                 request = RetrievalRequest(queries=[texts[i] for i in part], k=k, sources=[source])
-                runner.check(request)
+                try:
+                    runner.check(request)
+                except RetrievalError as exc:  # a tag whose source this server does not mount
+                    log.warning("search-r1 queries answered empty: %s", exc)
+                    unrouted.extend(part)
+                    continue
                 chunks.append((source, part, request))
         replies = await asyncio.gather(*(runner.run(request) for _, _, request in chunks))
         hits_per_query: list[list[Hit]] = [[] for _ in body.queries]
         for (source, part, _), reply in zip(chunks, replies):
             for i, result in zip(part, reply.results[source]):
                 hits_per_query[i] = result.hits
+        response.headers[EMPTY_HEADER] = str(len(empty))
+        response.headers[TRUNCATED_HEADER] = str(len(truncated))
+        response.headers[UNROUTED_HEADER] = str(len(unrouted))
+        notes = {"empty": empty, "truncated": truncated, "unrouted": sorted(unrouted)}
         if body.return_scores:
             scored = [
                 [SearchR1Scored(document=SearchR1Document(id=h.doc_id, contents=contents_of(h)), score=h.score) for h in hits]
                 for hits in hits_per_query
             ]
-            return SearchR1Response(result=scored)
+            return SearchR1Response(result=scored, **notes)
         docs = [[SearchR1Document(id=h.doc_id, contents=contents_of(h)) for h in hits] for hits in hits_per_query]
-        return SearchR1Response(result=docs)
+        return SearchR1Response(result=docs, **notes)
 
     for path in settings.paths:
         router.add_api_route(

@@ -4,6 +4,7 @@ and how the Search-R1/RouteRAG adapter maps mode tags onto mounted sources."""
 from __future__ import annotations
 
 import ipaddress
+import re
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
@@ -61,9 +62,22 @@ class SearchR1Settings(BaseModel):
     default_source: str = Field("passage", description="source for a query without a mode tag")
     tag_sources: dict[str, str] = Field(
         default_factory=lambda: {"passage": "passage", "graph": "graph", "bm25": "bm25", "hybrid": "hybrid"},
-        description="mode tag -> mounted source name",
+        description="mode tag -> mounted source name; a tag is a word without spaces, matched case-insensitively "
+                    "([PASSAGE] is passage; [ passage ] or any other bracketed word is query text)",
     )
     combined_source: str = Field("hybrid", description="source for a query with several different tags")
+
+    @field_validator("tag_sources")
+    @classmethod
+    def _check_tags(cls, tag_sources: dict[str, str]) -> dict[str, str]:
+        """A tag is a word without spaces or brackets, read case-insensitively (stored lower-case)."""
+        for tag in tag_sources:
+            if not re.fullmatch(r"[^\[\]\s]{1,32}", tag):
+                raise ValueError(f"mode tag {tag!r}: 1-32 characters without spaces or brackets")
+        lowered = {tag.lower(): source for tag, source in tag_sources.items()}
+        if len(lowered) != len(tag_sources):
+            raise ValueError("a mode tag is listed twice (tags are case-insensitive)")
+        return lowered
 
     @field_validator("paths")
     @classmethod

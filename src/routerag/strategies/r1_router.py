@@ -58,6 +58,18 @@ class R1RouterParams(BaseModel):
     def abbreviation(self, name: str) -> str:
         return self.abbreviations.get(name) or "".join(w[0] for w in name.lower().split())
 
+    def offered(self, mounted: set[str]) -> dict[str, str]:
+        """The retrievers whose source is mounted; ValueError when none is."""
+        offered = {name: src for name, src in self.retrievers.items() if src in mounted}
+        if not offered:
+            raise ValueError(f"none of the retrievers' sources {sorted(self.retrievers.values())} is mounted; "
+                             f"mounted: {', '.join(sorted(mounted)) or '(none)'}")
+        return offered
+
+    def check_mounted(self, mounted: set[str]) -> None:
+        """Checked when a request is accepted (the service), not first when the strategy runs."""
+        self.offered(mounted)
+
 
 class ParsedSubQuestion(BaseModel):
     """One parsed decomposition output; ``query is None`` means no further step."""
@@ -117,11 +129,7 @@ class R1Router(LoopStrategy):
     params: R1RouterParams
 
     def _offered(self, ctx: StrategyContext) -> dict[str, str]:
-        mounted = set(ctx.sources.names())
-        offered = {name: src for name, src in self.params.retrievers.items() if src in mounted}
-        if not offered:
-            raise ValueError(f"none of the retrievers' sources {sorted(self.params.retrievers.values())} is mounted")
-        return offered
+        return self.params.offered(set(ctx.sources.names()))
 
     def _ask(self, trace: Trace, system: str, user: str, purpose: str) -> tuple[str, ModelCall]:
         messages = [Message(role="system", content=system), Message(role="user", content=user)]

@@ -53,6 +53,13 @@ class ResolvedStrategy:
     def revision(self) -> int:
         return strategy_revision(self.cls)
 
+    @property
+    def adapter(self) -> str | None:
+        """The policy adapter its model configuration applies (``name@sha256:prefix``), if any."""
+        from routerag.llm.factory import adapter_label
+
+        return adapter_label(self.model)
+
     def build(self, context: StrategyContext) -> Strategy:
         """The strategy over ``context``; strategies it runs (``adaptive``'s choices) are resolved
         through the front door with the same defaults and strictness, on the same model."""
@@ -103,8 +110,10 @@ def strategy_factory(resolved: ResolvedStrategy, model: ChatModel, sources: Sour
                      on_step: StepObserver | None = None) -> Callable[[], Strategy]:
     """A fresh strategy per call over ``model`` and ``sources`` (the service's runs: one per answer)."""
 
+    adapter = resolved.adapter
+
     def make() -> Strategy:
-        return resolved.build(StrategyContext(model=model, sources=sources, on_step=on_step))
+        return resolved.build(StrategyContext(model=model, sources=sources, on_step=on_step, adapter=adapter))
 
     return make
 

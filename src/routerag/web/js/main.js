@@ -6,7 +6,7 @@ import { ParamsForm } from "./form.js";
 import { liveEvent, renderTrace } from "./trace.js";
 import { loadRuns, renderReport, runComparison } from "./compare.js";
 
-const state = { strategies: [], builtinSources: [], custom: null, configs: [], running: false, runId: null };
+const state = { strategies: [], builtinSources: [], custom: null, configs: [], running: false, runId: null, info: null };
 const form = new ParamsForm($("#params"));
 
 function banner(message) {
@@ -151,17 +151,27 @@ async function doCompare() {
 }
 
 // ---------------------------------------------------------------- start-up
+// the header names the model, the policy adapter that answers the chosen strategy, and the sources
+function showBackend() {
+  const info = state.info;
+  if (!info) return;
+  const adapter = (info.strategy_adapters || {})[$("#strategy").value] || info.adapter;
+  $("#backend").textContent = `model: ${info.model} (${info.backend}) · adapter: ${adapter || "none"}`
+    + ` · sources: ${info.sources.join(", ") || "none"}`;
+}
+
 async function init() {
   document.body.dataset.ready = "0";  // set again when the strategies, datasets and sources are loaded
   $("#api-key").value = sessionStorage.getItem("routerag-key") || "";
   try {
     const [info, strategies, datasets] = await Promise.all([api.get("/v1/info"), api.get("/v1/strategies"), api.get("/v1/datasets")]);
     banner("");
-    $("#backend").textContent = `model: ${info.model} (${info.backend}) · sources: ${info.sources.join(", ") || "none"}`;
+    state.info = info;
     state.strategies = strategies;
     $("#strategy").replaceChildren(...strategies.map((s) => h("option", { value: s.name, text: s.name })));
     $("#strategy").value = strategies.some((s) => s.name === "vanilla") ? "vanilla" : strategies[0].name;
     form.render(currentStrategy().params_schema);
+    showBackend();
     $("#dataset").replaceChildren(...datasets.map((d) => h("option", { value: d.name, text: d.name })));
     await refreshSourceList();
   } catch (err) {
@@ -171,7 +181,7 @@ async function init() {
 }
 
 $("#api-key").addEventListener("change", () => { sessionStorage.setItem("routerag-key", $("#api-key").value); init(); });
-$("#strategy").addEventListener("change", () => { form.render(currentStrategy().params_schema); updateRunButton(); });
+$("#strategy").addEventListener("change", () => { form.render(currentStrategy().params_schema); showBackend(); updateRunButton(); });
 $$("input[name=qmode]").forEach((r) => r.addEventListener("change", () => {
   const dataset = $("input[name=qmode]:checked").value === "dataset";
   $("#qmode-dataset").hidden = !dataset;
