@@ -161,6 +161,10 @@ def _what_it_did(rows: list[DemoRow], config: RunConfig) -> Text:
     return did
 
 
+STRONGER_BASE = "bundled:qwen2.5-coder-1.5b"
+"""The bundled base whose shipped policy scores highest (docs/experiments/2026-11-29-shipped-policies-side-by-side.md)."""
+
+
 def render_demo_summary(rows: list[DemoRow], config: RunConfig, index_dir: Path | None) -> RenderableType:
     """What a newcomer needs after the traces: what the policy did, what it cost, how each answer
     compares with the gold, what the scores mean, and where to go next."""
@@ -204,6 +208,9 @@ def render_demo_summary(rows: list[DemoRow], config: RunConfig, index_dir: Path 
         nxt.add_row(f"routerag serve {index_dir}", "the web UI and HTTP API over this demo index; then open http://127.0.0.1:8700/")
     if config.strategy != "vanilla":
         nxt.add_row(f"routerag demo --strategy {config.strategy} --compare vanilla", "the same questions with vanilla RAG beside: what the policy changes")
+    if config.model.resolved().model != STRONGER_BASE:
+        nxt.add_row(f"pip install 'routerag[model-1p5b]' && routerag demo --set model.model={STRONGER_BASE}",
+                    "the 1.5B base and its policy: more accurate (README results table), ~1.2x the seconds, 2x the memory")
     nxt.add_row("docs/guides/evaluation.md, docs/guides/strategies.md", "what the numbers and the strategies mean")
     return Panel(
         Group(did, Text(""), table, meaning, Text(""), Text("Where to go next", style="bold"), nxt),
