@@ -13,6 +13,8 @@ from routerag.llm import llama_bindings
 from routerag.llm.base import ChatModel, GenerationParams, Message, ModelError
 from routerag.registry import UnknownNameError
 
+pytestmark = pytest.mark.model  # loads the bundled GGUF through both bindings
+
 # ---------------------------------------------------------------- choosing the binding (no model)
 
 
