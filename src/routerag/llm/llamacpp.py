@@ -113,6 +113,22 @@ def find_stop(text: str, stops: list[str], start: int) -> tuple[int, str] | None
     return best
 
 
+def checked_model_and_adapter(model_path: str | Path, lora_path: str | Path | None) -> tuple[Path, Any]:
+    """The GGUF model file, and the LoRA adapter GGUF checked against it (None without one); a
+    missing file or an adapter that does not fit the model is a ``ModelError`` (both bindings)."""
+    path = Path(model_path)
+    if not path.is_file():
+        raise ModelError(f"GGUF model file {path} does not exist")
+    if lora_path is None:
+        return path, None
+    from routerag.llm.lora_gguf import LoraExportError, check_lora_gguf
+
+    try:
+        return path, check_lora_gguf(lora_path, path)
+    except LoraExportError as exc:
+        raise ModelError(f"LoRA adapter does not fit {path.name}: {exc}") from exc
+
+
 class LlamaCppModel(RenderedChatModel):
     """A GGUF model run by llama.cpp (the llama-cpp-python binding) in this process."""
 
@@ -129,17 +145,7 @@ class LlamaCppModel(RenderedChatModel):
         lora_path: str | Path | None = None,
         lora_scale: float = 1.0,
     ) -> None:
-        path = Path(model_path)
-        if not path.is_file():
-            raise ModelError(f"GGUF model file {path} does not exist")
-        lora = None
-        if lora_path is not None:
-            from routerag.llm.lora_gguf import LoraExportError, check_lora_gguf
-
-            try:
-                lora = check_lora_gguf(lora_path, path)
-            except LoraExportError as exc:
-                raise ModelError(f"LoRA adapter does not fit {path.name}: {exc}") from exc
+        path, lora = checked_model_and_adapter(model_path, lora_path)
         try:
             from llama_cpp import Llama
         except ImportError as exc:

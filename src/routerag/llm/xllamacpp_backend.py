@@ -26,7 +26,7 @@ from typing import Any
 from routerag import progress
 from routerag.llm.base import ChatResponse, GenerationParams, ModelError, RenderedChatModel, Usage
 from routerag.llm.config import available_cores
-from routerag.llm.llamacpp import GenerationStats, native_logging_enabled
+from routerag.llm.llamacpp import GenerationStats, checked_model_and_adapter, native_logging_enabled
 from routerag.llm.template import ChatTemplate
 
 _FINISH = {"word": "stop", "eos": "eos", "limit": "length"}
@@ -48,17 +48,7 @@ class XLlamaCppModel(RenderedChatModel):
         lora_path: str | Path | None = None,
         lora_scale: float = 1.0,
     ) -> None:
-        path = Path(model_path)
-        if not path.is_file():
-            raise ModelError(f"GGUF model file {path} does not exist")
-        lora = None
-        if lora_path is not None:
-            from routerag.llm.lora_gguf import LoraExportError, check_lora_gguf
-
-            try:
-                lora = check_lora_gguf(lora_path, path)
-            except LoraExportError as exc:
-                raise ModelError(f"LoRA adapter does not fit {path.name}: {exc}") from exc
+        path, lora = checked_model_and_adapter(model_path, lora_path)
         try:
             import xllamacpp as xlc
         except ImportError as exc:
