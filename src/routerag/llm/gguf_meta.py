@@ -71,26 +71,32 @@ def _value(handle: BinaryIO, vtype: int, keep: bool) -> Value | None:
     raise GGUFFormatError(f"unknown GGUF value type {vtype}")
 
 
+def _read_metadata(handle: BinaryIO, path: Path, arrays: frozenset[str]) -> tuple[int, dict[str, Value]]:
+    """The header up to the tensor index: ``(tensor count, metadata)``, array values only for
+    keys in ``arrays``; the handle is left at the tensor index."""
+    if handle.read(4) != _MAGIC:
+        raise GGUFFormatError(f"{path} is not a GGUF file (bad magic)")
+    version = int(_unpack(handle, "<I"))
+    if version < 2:
+        raise GGUFFormatError(f"{path}: GGUF version {version} is not supported")
+    tensor_count = int(_unpack(handle, "<Q"))
+    kv_count = int(_unpack(handle, "<Q"))
+    out: dict[str, Value] = {}
+    for _ in range(kv_count):
+        key = _string(handle)
+        vtype = int(_unpack(handle, "<I"))
+        value = _value(handle, vtype, keep=vtype != _ARRAY or key in arrays)
+        if value is not None:
+            out[key] = value
+    return tensor_count, out
+
+
 def read_gguf_metadata(path: str | Path, arrays: frozenset[str] = frozenset()) -> dict[str, Value]:
     """All scalar and string metadata of ``path``; array values only for keys in ``arrays``."""
     path = Path(path)
     try:
         with open(path, "rb") as handle:
-            if handle.read(4) != _MAGIC:
-                raise GGUFFormatError(f"{path} is not a GGUF file (bad magic)")
-            version = int(_unpack(handle, "<I"))
-            if version < 2:
-                raise GGUFFormatError(f"{path}: GGUF version {version} is not supported")
-            _unpack(handle, "<Q")  # tensor count
-            kv_count = int(_unpack(handle, "<Q"))
-            out: dict[str, Value] = {}
-            for _ in range(kv_count):
-                key = _string(handle)
-                vtype = int(_unpack(handle, "<I"))
-                value = _value(handle, vtype, keep=vtype != _ARRAY or key in arrays)
-                if value is not None:
-                    out[key] = value
-            return out
+            return _read_metadata(handle, path, arrays)[1]
     except FileNotFoundError:
         raise ModelError(f"model file {path} does not exist") from None
 
@@ -102,20 +108,7 @@ def read_gguf_tensor_shapes(path: str | Path) -> tuple[dict[str, Value], dict[st
     path = Path(path)
     try:
         with open(path, "rb") as handle:
-            if handle.read(4) != _MAGIC:
-                raise GGUFFormatError(f"{path} is not a GGUF file (bad magic)")
-            version = int(_unpack(handle, "<I"))
-            if version < 2:
-                raise GGUFFormatError(f"{path}: GGUF version {version} is not supported")
-            tensor_count = int(_unpack(handle, "<Q"))
-            kv_count = int(_unpack(handle, "<Q"))
-            meta: dict[str, Value] = {}
-            for _ in range(kv_count):
-                key = _string(handle)
-                vtype = int(_unpack(handle, "<I"))
-                value = _value(handle, vtype, keep=vtype != _ARRAY)
-                if value is not None:
-                    meta[key] = value
+            tensor_count, meta = _read_metadata(handle, path, frozenset())
             shapes: dict[str, tuple[int, ...]] = {}
             for _ in range(tensor_count):
                 name = _string(handle)
