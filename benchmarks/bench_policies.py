@@ -97,7 +97,7 @@ def main() -> None:
     for base in BASES:
         card = policy_card(base)
         rows = [row for run in runs[base] for row in run["rows"]]
-        opens = " / ".join(f"{line.system:.1f} ({line.baseline:.1f})" for line in card.open_em()) if card else "n/a"
+        opens = " / ".join(f"{line.system:.1f} ({line.baseline:.1f})" for line in card.lines) if card else "n/a"
         table.add_row(
             f"{base} + {card.name if card else 'none'}", f"{per_q[base]:.1f}", f"{per_q[base] / per_q[BASES[0]]:.2f}x",
             f"{statistics.median(run['load_s'] for run in runs[base]):.1f}",

@@ -92,7 +92,7 @@ def demo(
     what the policy did, what it cost and how the answers compare with the gold ones."""
     from routerag import progress
     from routerag.api import open_asker
-    from routerag.api.asking import answer_scores, ask_questions
+    from routerag.api.asking import ask_questions
     from routerag.cli.progress import RichProgress
     from routerag.cli.render import DemoRow, render_demo_compare, render_demo_summary, render_trace
 
@@ -110,15 +110,13 @@ def demo(
                 if who is None:
                     continue
                 with progress.step(f"question {i}/{len(picked)} with {who.config.strategy}: {_clip(q.question, 60)}"):
-                    trace = who.ask(q)
-                em, f1 = answer_scores(trace.answer, q.answers)
-                row = DemoRow(question=q, trace=trace, em=em, f1=f1)
+                    row = DemoRow.of(q, who.ask(q))
                 rows_of.append(row)
                 if as_json:
-                    typer.echo(json.dumps({"qid": q.qid, "strategy": who.config.strategy, "gold": q.answers, "em": em,
-                                           "f1": f1, "trace": trace.model_dump(mode="json")}))
+                    typer.echo(json.dumps({"qid": q.qid, "strategy": who.config.strategy, "gold": q.answers, "em": row.em,
+                                           "f1": row.f1, "trace": row.trace.model_dump(mode="json")}))
                 else:
-                    console.print(render_trace(trace, gold=q.answers))
+                    console.print(render_trace(row.trace, gold=q.answers))
     if as_json:
         return
     console.print(render_demo_summary(rows, asker.config, asker.index_dir))

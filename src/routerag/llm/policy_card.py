@@ -41,9 +41,6 @@ class PolicyCard(BaseModel):
     base: str
     lines: list[CardLine]
 
-    def open_em(self) -> list[CardLine]:
-        return self.lines
-
     def summary(self) -> str:
         """One line: open-answer EM against vanilla on each standard set, with what is significant."""
         parts = []
