@@ -91,8 +91,8 @@ def test_runs_stored_before_the_run_folders_still_load(sources, data_dir, tmp_pa
     run_id, served = _finished_run(sources, data_dir)
     manager = RunManager(store_dir=data_dir / "runs")
     try:
-        run = manager._get(run_id)
-        legacy = _Persisted(status=run.status, questions=run.questions, records=run.records)
+        status, questions, records = manager._contents(run_id)
+        legacy = _Persisted(status=status, questions=questions, records=records)
     finally:
         manager.shutdown()
     old_store = tmp_path / "old-runs"

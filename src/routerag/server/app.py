@@ -11,6 +11,10 @@
 * ``POST/GET/DELETE /v1/sources``: upload custom sources (see :mod:`routerag.server.sources_api`);
   a request mounts them by name with ``sources: [...]``.
 * ``GET /v1/strategies``, ``GET /v1/datasets``, ``GET /v1/info``: what the UI needs to build forms.
+* ``GET /health`` (the process answers) and ``GET /ready`` (started, and asks are admitted; 503
+  otherwise): no API key, answered on the event loop without waiting behind model work.
+* Admission (:mod:`routerag.server.admission`): asks queued or running and run answers not yet
+  answered are bounded per service and per API key; over a bound, 429 with ``Retry-After``.
 * The retrieval API (``/retrieve``, ``/sources``, ...) is mounted under ``/retrieval``; the web UI at ``/``.
 
 A strategy's ``params`` arrive as JSON and are validated into the strategy's own ``Params``
@@ -25,7 +29,6 @@ import logging
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import Any
 
 import anyio
@@ -39,6 +42,7 @@ from routerag.llm.config import ModelConfig
 from routerag.llm.factory import adapter_label
 from routerag.llm.pool import ModelPool
 from routerag.paths import cache_dir
+from routerag.server.admission import OVER_BOUND, Admission, AdmissionState, install_admission_handler
 from routerag.server.cancel import CancellableModel, CancellableSourceSet, unless_disconnected, wait_for_disconnect
 from routerag.server.events import ObservedModel, ObservedSourceSet, ProgressEvent, StepEvent
 from routerag.server.guard import RequestGuard
@@ -74,6 +78,14 @@ class AskRequest(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict, description="the strategy's parameters")
     sources: list[str] = Field(default_factory=list, max_length=16, description="uploaded custom sources to mount")
     qid: str | None = Field(None, description="an id carried into the trace")
+
+
+class Readiness(BaseModel):
+    ready: bool
+    reasons: list[str] = Field(default_factory=list, description="why not ready (empty when ready)")
+    model: str
+    sources: list[str]
+    admission: list[AdmissionState]
 
 
 class StrategyInfo(BaseModel):
@@ -137,6 +149,10 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
     store = SourceStore(data_dir, settings.uploads, reserved=set(sources.names()))
     runs = RunManager(workers=settings.run_workers, keep=settings.keep_runs, store_dir=data_dir / "runs")
     require_key = api_key_dependency(settings.api_key)
+    bounds = settings.admission
+    asks = Admission("asks", bounds.max_asks, bounds.max_asks_per_key, bounds.retry_after_s)
+    run_answers = Admission("run_answers", bounds.max_run_answers, bounds.max_run_answers_per_key, bounds.retry_after_s)
+    lifecycle = {"started": False, "stopping": False}
     limiter: list[anyio.CapacityLimiter] = []
 
     def ask_limiter() -> anyio.CapacityLimiter:
@@ -146,7 +162,9 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        lifecycle["started"] = True
         yield
+        lifecycle["stopping"] = True
         await anyio.to_thread.run_sync(runs.shutdown)
         await anyio.to_thread.run_sync(store.shutdown)
 
@@ -154,7 +172,10 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
                   description="Ask questions through learned/adaptive routing strategies and watch their traces.")
     app.state.runs = runs
     app.state.sources = store
+    app.state.asks = asks  # the admission of asks: an ask route takes Depends(asks.dependency(settings.api_key))
+    app.state.run_answers = run_answers
     install_error_handlers(app)
+    install_admission_handler(app)
     upload_limit = max(settings.max_body_bytes, settings.uploads.max_bytes + 64 * 1024)  # multipart slack
 
     def body_limit(path: str) -> int:
@@ -195,6 +216,7 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
         return Question(qid=body.qid, question=body.question, answers=[]) if body.qid else body.question
 
     auth = [Depends(require_key)]
+    admitted = [*auth, Depends(asks.dependency(settings.api_key))]  # the key first: 401 before 429
 
     @app.get("/v1/strategies", response_model=list[StrategyInfo], dependencies=auth)
     async def strategies() -> list[StrategyInfo]:
@@ -219,21 +241,23 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
                            max_question_chars=settings.max_question_chars,
                            max_upload_bytes=settings.uploads.max_bytes, max_upload_rows=settings.uploads.max_rows)
 
-    @app.post("/v1/ask", response_model=Trace, responses=ERRORS, dependencies=auth,
+    @app.post("/v1/ask", response_model=Trace, responses={**ERRORS, **OVER_BOUND}, dependencies=admitted,
               summary="answer one question with a strategy; returns its trace")
     async def ask(request: Request,
                   prepared: tuple[AskRequest, PreparedStrategy, SourceSet] = Depends(prepare_ask)) -> Trace | Response:
         body, strategy, sourceset = prepared
         cancelled = threading.Event()  # set when the client leaves: the run stops at its next call
-        run = partial(answer, strategy, CancellableModel(model_for(strategy), cancelled),
-                      CancellableSourceSet(sourceset, cancelled), item_of(body))
+
+        def run() -> Trace:  # the model is looked up in the worker thread: building it never blocks the event loop
+            return answer(strategy, CancellableModel(model_for(strategy), cancelled),
+                          CancellableSourceSet(sourceset, cancelled), item_of(body))
         finished, trace = await unless_disconnected(
             request.receive, cancelled, anyio.to_thread.run_sync(run, limiter=ask_limiter()))
         return trace if finished else Response(status_code=499)  # nobody reads it
 
-    @app.post("/v1/ask/stream", response_model=None, dependencies=auth,
+    @app.post("/v1/ask/stream", response_model=None, dependencies=admitted,
               responses={200: {"content": {"text/event-stream": {}}, "description": "start, retrieval/model/step..., trace, done"},
-                         **ERRORS},
+                         **ERRORS, **OVER_BOUND},
               summary="the same as /v1/ask, streamed as server-sent events")
     async def ask_stream(
         request: Request,
@@ -247,9 +271,10 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
         def sink(event: ProgressEvent) -> None:  # called from the worker thread
             loop.call_soon_threadsafe(queue.put_nowait, event)
 
-        run = partial(answer, strategy, ObservedModel(CancellableModel(model_for(strategy), cancelled), sink),
-                      ObservedSourceSet(CancellableSourceSet(sourceset, cancelled), sink), item_of(body),
-                      on_step=lambda step: sink(StepEvent(step=step.model_copy(deep=True))))  # as it was when appended
+        def run() -> Trace:  # the model is looked up in the worker thread (see ask)
+            return answer(strategy, ObservedModel(CancellableModel(model_for(strategy), cancelled), sink),
+                          ObservedSourceSet(CancellableSourceSet(sourceset, cancelled), sink), item_of(body),
+                          on_step=lambda step: sink(StepEvent(step=step.model_copy(deep=True))))  # as it was when appended
 
         async def events() -> AsyncIterator[str]:
             yield _sse("start", {"question": body.question, "strategy": strategy.name,
@@ -289,12 +314,29 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
         return prepare_strategy(config.strategy, config.params, sources=sourceset,
                                 max_new_tokens=settings.max_new_tokens, model=model_config), sourceset
 
-    app.include_router(build_runs_router(runs, model_for, prepare_config, check_question, settings), dependencies=auth)
+    app.include_router(build_runs_router(runs, model_for, prepare_config, check_question, settings, run_answers),
+                       dependencies=auth)
     app.include_router(build_sources_router(sources, store), dependencies=auth)
 
-    @app.get("/health")
+    # /health and /ready are async and take no dependency: answered on the event loop, they never wait
+    # for a worker thread (asks, sync dependencies) or a lock that model work holds
+    @app.get("/health", summary="the process answers (no API key needed)")
     async def health() -> dict[str, Any]:
         return {"status": "ok", "model": model.name, "sources": sources.names()}
+
+    @app.get("/ready", response_model=Readiness, responses={503: {"model": Readiness, "description": "not ready"}},
+             summary="ready for asks: started, not stopping, and the asks bound not reached; else 503 (no API key needed)")
+    async def ready() -> JSONResponse:
+        states = [asks.state(), run_answers.state()]
+        reasons = []
+        if not lifecycle["started"]:
+            reasons.append("starting")
+        if lifecycle["stopping"]:
+            reasons.append("stopping")
+        if states[0].saturated:
+            reasons.append(f"asks: {states[0].in_use} of {states[0].limit} queued or running")
+        reply = Readiness(ready=not reasons, reasons=reasons, model=model.name, sources=sources.names(), admission=states)
+        return JSONResponse(reply.model_dump(mode="json"), status_code=503 if reasons else 200)
 
     app.mount("/retrieval", create_retrieval_app(sources, settings.retrieval_settings()))
     if settings.ui:

@@ -61,16 +61,22 @@ def allowed_host_names(bind_host: str, configured: list[str] | None) -> frozense
     return frozenset({"localhost", "127.0.0.1", "::1", host_name(bind_host)})
 
 
-def key_problem(headers: Headers, expected: SecretStr | None) -> str | None:
-    """Why the request's API key is missing or wrong (``X-API-Key: KEY`` or ``Authorization:
-    Bearer KEY``); ``None`` when it is right or no key is configured."""
-    if expected is None:
-        return None
+def presented_key(headers: Headers) -> str | None:
+    """The API key a request presents (``X-API-Key: KEY`` or ``Authorization: Bearer KEY``), if any."""
     given = headers.get("x-api-key")
     if given is None:
         scheme, _, token = headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and token:
             given = token.strip()
+    return given
+
+
+def key_problem(headers: Headers, expected: SecretStr | None) -> str | None:
+    """Why the request's API key is missing or wrong (``X-API-Key: KEY`` or ``Authorization:
+    Bearer KEY``); ``None`` when it is right or no key is configured."""
+    if expected is None:
+        return None
+    given = presented_key(headers)
     if given is None:
         return "an API key is required: send `X-API-Key: KEY` or `Authorization: Bearer KEY`"
     if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected.get_secret_value().encode()):

@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -47,6 +47,7 @@ from routerag.eval.runner import evaluate_question, failed_trace, open_results, 
 from routerag.eval.runs import QuestionRecord, RunDir, RunError, RunHeader, Versions
 from routerag.eval.summary import RunSummary, summarize
 from routerag.runtime.base import Strategy
+from routerag.server.admission import Ticket
 from routerag.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -151,7 +152,7 @@ class RunConfig:
     request: dict[str, Any] = field(default_factory=dict)  # as the client sent it: rebuilt from it on resume
 
 
-@dataclass
+@dataclass(eq=False)
 class _Run:
     status: RunStatus
     questions: list[Question]
@@ -160,6 +161,11 @@ class _Run:
     cancel: threading.Event = field(default_factory=threading.Event)
     write_lock: threading.Lock = field(default_factory=threading.Lock)  # one appender per run's logs
     store_error: str | None = None  # an answer that could not be appended: the run ends "failed"
+    ticket: Ticket | None = None  # its answers' admission: one unit given back per answer answered or skipped
+    configs: tuple[RunConfig, ...] = ()  # while it runs: the configurations answering
+    next_answer: int = 0  # while it runs: the next answer (position x configurations + configuration) to look at
+    in_flight: int = 0  # answers being worked on now
+    stored: bool = False  # ended: its questions and answers are on disk only (read back when asked for)
 
 
 class _Persisted(BaseModel):
@@ -195,6 +201,10 @@ class RunManager:
 
     def __init__(self, workers: int = 1, keep: int = 100, store_dir: Path | None = None) -> None:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="routerag-run")
+        self._workers = workers
+        self._drainers = 0  # workers taking answers from the queue now
+        self._queue: deque[_Run] = deque()  # runs with answers not yet taken, oldest first
+        self._read_back: tuple[str, list[Question], list[list[QuestionRecord | None]]] | None = None
         self._keep = keep
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._lock = threading.Lock()
@@ -204,7 +214,10 @@ class RunManager:
             self._load()
 
     # ------------------------------------------------------------------ submit & work
-    def submit(self, configs: list[RunConfig], questions: list[Question], dataset: str | None = None) -> RunStatus:
+    def submit(self, configs: list[RunConfig], questions: list[Question], dataset: str | None = None,
+               ticket: Ticket | None = None) -> RunStatus:
+        """Queue a run. ``ticket`` holds its answers' admission: one unit is given back as each
+        answer is answered or skipped."""
         if not configs:
             raise ValueError("a run needs at least one configuration")
         seen: set[str] = set()
@@ -218,7 +231,7 @@ class RunManager:
                            dataset=dataset, n_questions=len(questions), state="queued",
                            total=len(questions) * len(configs), done=0, errors=0, skipped=0, created_at=time.time())
         run = _Run(status=status, questions=questions, records=[[None] * len(questions) for _ in configs],
-                   requests=[c.request for c in configs])
+                   requests=[c.request for c in configs], ticket=ticket)
         if self._store is not None:
             try:
                 self._open_store(run)  # before any answer: a crash from here on leaves an interrupted run
@@ -232,31 +245,55 @@ class RunManager:
         return status.model_copy()
 
     def _schedule(self, run: _Run, configs: Sequence[RunConfig]) -> None:
-        """Queue every answer the run does not have yet (all of them for a new run)."""
-        for position, question in enumerate(run.questions):
-            for c, config in enumerate(configs):
-                if run.records[c][position] is None:
-                    self._pool.submit(self._answer, run, c, position, question, config)
-
-    def _answer(self, run: _Run, c: int, position: int, question: Question, config: RunConfig) -> None:
-        if run.cancel.is_set():
-            self._finish_one(run, c, position, None)
-            return
+        """Queue the run for every answer it does not have yet (all of them for a new run). The
+        queue holds runs, not answers: a worker takes a run's next answer when it is free, so a
+        cancelled run leaves nothing behind in it."""
         with self._lock:
-            if run.status.state == "queued":
-                run.status.state = "running"
-                run.status.started_at = time.time()
-        try:
-            strategy = config.make()
-            record = evaluate_question(strategy, question, position, strategy_name=config.info.strategy,
-                                       metrics=DEFAULT_METRICS)
-        except Exception as exc:  # noqa: BLE001 — this answer failed; the run goes on and ends
-            record = record_question(failed_trace(question, config.info.strategy, exc), question, position,
-                                     metrics=DEFAULT_METRICS)
-        self._finish_one(run, c, position, record)
+            run.configs, run.next_answer = tuple(configs), 0
+            self._queue.append(run)
+            while self._drainers < self._workers:
+                self._drainers += 1
+                self._pool.submit(self._drain)
 
-    def _finish_one(self, run: _Run, c: int, position: int, record: QuestionRecord | None) -> None:
-        if record is not None and self._store is not None and run.store_error is None:
+    def _take(self) -> tuple[_Run, int, int] | None:
+        """The next answer to work on: (run, configuration, question position); call with the lock held."""
+        while self._queue:
+            run = self._queue[0]
+            n_configs = len(run.configs)
+            total = len(run.questions) * n_configs
+            while run.next_answer < total:
+                position, c = divmod(run.next_answer, n_configs)
+                run.next_answer += 1
+                if run.records[c][position] is None:
+                    run.in_flight += 1
+                    if run.status.state == "queued":
+                        run.status.state = "running"
+                        run.status.started_at = time.time()
+                    return run, c, position
+            self._queue.popleft()  # every answer of it is taken
+        return None
+
+    def _drain(self) -> None:
+        """A worker: answers the queue's next answer until the queue is empty."""
+        while True:
+            with self._lock:
+                taken = self._take()
+                if taken is None:
+                    self._drainers -= 1
+                    return
+            run, c, position = taken
+            config, question = run.configs[c], run.questions[position]
+            try:
+                strategy = config.make()
+                record = evaluate_question(strategy, question, position, strategy_name=config.info.strategy,
+                                           metrics=DEFAULT_METRICS)
+            except Exception as exc:  # noqa: BLE001 — this answer failed; the run goes on and ends
+                record = record_question(failed_trace(question, config.info.strategy, exc), question, position,
+                                         metrics=DEFAULT_METRICS)
+            self._finish_one(run, c, position, record)
+
+    def _finish_one(self, run: _Run, c: int, position: int, record: QuestionRecord) -> None:
+        if self._store is not None and run.store_error is None:
             try:
                 with run.write_lock:  # appended before it is counted: what a client sees done is on disk
                     self._run_dir(run.status.run_id, c).results.append(record)
@@ -265,22 +302,38 @@ class RunManager:
                 run.store_error = f"{type(exc).__name__}: {exc}"
         with self._lock:
             s = run.status
-            if record is None:
-                s.skipped += 1
-            else:
-                run.records[c][position] = record
-                s.done += 1
-                s.errors += record.error is not None
-            last = s.done + s.skipped == s.total
-            if last:
-                final = s.model_copy(update={"state": "cancelled" if run.cancel.is_set() and s.skipped else "done",
-                                             "finished_at": time.time()})
-        if last:
-            # saved before it is published, so a client that sees it finished also finds it on disk
-            final = self._persist(run, final)
-            with self._lock:
-                run.status.state, run.status.finished_at, run.status.error = final.state, final.finished_at, final.error
-                self._evict()
+            run.records[c][position] = record
+            run.in_flight -= 1
+            s.done += 1
+            s.errors += record.error is not None
+            final = self._final_if_last(run)
+        if run.ticket is not None:
+            run.ticket.release(1)
+        if final is not None:
+            self._complete(run, final)
+
+    def _final_if_last(self, run: _Run) -> RunStatus | None:
+        """The run's final status when its last answer is in (call with the lock held)."""
+        s = run.status
+        if s.done + s.skipped != s.total or run.in_flight:
+            return None
+        return s.model_copy(update={"state": "cancelled" if run.cancel.is_set() and s.skipped else "done",
+                                    "finished_at": time.time()})
+
+    def _complete(self, run: _Run, final: RunStatus) -> None:
+        """Store a run that has ended, then publish its final status and drop what memory held for
+        it (its questions and answers, read back from disk when asked for; a run without a store
+        keeps them)."""
+        # saved before it is published, so a client that sees it finished also finds it on disk
+        final = self._persist(run, final)
+        if run.ticket is not None:
+            run.ticket.release()
+        with self._lock:
+            run.status.state, run.status.finished_at, run.status.error = final.state, final.finished_at, final.error
+            run.configs, run.ticket = (), None
+            if self._store is not None:
+                run.questions, run.records, run.stored = [], [], True
+            self._evict()
 
     # ------------------------------------------------------------------ persistence
     def _persist(self, run: _Run, status: RunStatus) -> RunStatus:
@@ -393,8 +446,8 @@ class RunManager:
                 status = self._interrupted(saved, records)
                 log.warning("run %s was interrupted with %d of %d answers; POST /v1/runs/%s/resume continues it",
                             status.run_id, status.done, status.total, status.run_id)
-            self._runs[status.run_id] = _Run(status=status, questions=saved.questions, records=records,
-                                             requests=saved.requests)
+            # only the status stays in memory: questions and answers are read back when asked for
+            self._runs[status.run_id] = _Run(status=status, questions=[], records=[], requests=saved.requests, stored=True)
 
     def _remove_stored(self, run_id: str) -> None:
         assert self._store is not None
@@ -405,6 +458,8 @@ class RunManager:
         finished = [rid for rid, r in self._runs.items() if r.status.finished_at is not None]
         for rid in finished[: max(0, len(finished) - self._keep)]:
             del self._runs[rid]
+            if self._read_back is not None and self._read_back[0] == rid:
+                self._read_back = None
             if self._store is not None:
                 self._remove_stored(rid)
 
@@ -414,6 +469,24 @@ class RunManager:
             return self._runs[run_id]
         except KeyError:
             raise UnknownRunError(f"no run {run_id!r} (finished runs are kept, {self._keep} at most)") from None
+
+    def _contents(self, run_id: str) -> tuple[RunStatus, list[Question], list[list[QuestionRecord | None]]]:
+        """A run's status, questions and answers: from memory while it runs, else read back from its
+        files (the last one read is kept, so paging through its traces reads it once)."""
+        with self._lock:
+            run = self._get(run_id)
+            status = run.status.model_copy()
+            if not run.stored:
+                return status, list(run.questions), [list(per) for per in run.records]
+            cached = self._read_back
+            if cached is not None and cached[0] == run_id:
+                return status, cached[1], cached[2]
+        saved = _Persisted.model_validate_json(self._status_path(run_id).read_text(encoding="utf-8"))
+        records = self._read_runs(saved)
+        with self._lock:
+            if self._runs.get(run_id) is run and run.stored:
+                self._read_back = (run_id, saved.questions, records)
+        return status, saved.questions, records
 
     def status(self, run_id: str) -> RunStatus:
         with self._lock:
@@ -425,18 +498,13 @@ class RunManager:
 
     def traces(self, run_id: str, offset: int = 0, limit: int = 100, config: int | None = None) -> list[Trace]:
         """Finished traces, configuration by configuration, in question order (unanswered left out)."""
-        with self._lock:
-            run = self._get(run_id)
-            chosen = run.records if config is None else run.records[config : config + 1]
-            done = [r.trace for per_config in chosen for r in per_config if r is not None]
+        _, _, records = self._contents(run_id)
+        chosen = records if config is None else records[config : config + 1]
+        done = [r.trace for per_config in chosen for r in per_config if r is not None]
         return done[offset : offset + limit]
 
     def report(self, run_id: str) -> RunReport:
-        with self._lock:
-            run = self._get(run_id)
-            status = run.status.model_copy()
-            records = [list(per) for per in run.records]
-            questions = list(run.questions)
+        status, questions, records = self._contents(run_id)
         summaries = []
         for info, per_config in zip(status.configs, records):
             done = [r for r in per_config if r is not None]
@@ -471,11 +539,23 @@ class RunManager:
 
     # ------------------------------------------------------------------ control
     def cancel(self, run_id: str) -> RunStatus:
-        """Answers not yet started are skipped; the ones running finish."""
+        """Answers not yet started are skipped at once: the run leaves the queue, and with nothing
+        running it ends (stored, its memory dropped) before this returns; the ones running finish."""
         with self._lock:
             run = self._get(run_id)
-            if run.status.finished_at is None:
-                run.cancel.set()
+            if run.status.finished_at is not None or run.cancel.is_set():
+                return run.status.model_copy()
+            run.cancel.set()
+            self._queue = deque(r for r in self._queue if r is not run)
+            s = run.status
+            skipped = s.total - s.done - s.skipped - run.in_flight
+            s.skipped += skipped
+            final = self._final_if_last(run)
+        if run.ticket is not None:
+            run.ticket.release(skipped)
+        if final is not None:
+            self._complete(run, final)
+        with self._lock:
             return run.status.model_copy()
 
     def requests(self, run_id: str) -> tuple[Sequence[ConfigInfo], Sequence[dict[str, Any]]]:
@@ -484,9 +564,10 @@ class RunManager:
             run = self._get(run_id)
             return tuple(run.status.configs), tuple(run.requests)
 
-    def resume(self, run_id: str, configs: Sequence[RunConfig]) -> RunStatus:
+    def resume(self, run_id: str, configs: Sequence[RunConfig], ticket: Ticket | None = None) -> RunStatus:
         """Answer what an interrupted or cancelled run has not answered, with ``configs`` rebuilt
-        from its stored requests; its logs are recovered first (a line cut by the crash is dropped)."""
+        from its stored requests; its logs are recovered first (a line cut by the crash is dropped).
+        ``ticket`` holds the admission of what is left (the rest of it is given back here)."""
         with self._lock:
             run = self._get(run_id)
             previous = run.status.model_copy()
@@ -495,39 +576,51 @@ class RunManager:
             if len(configs) != len(previous.configs):
                 raise ValueError(f"run {run_id!r} has {len(previous.configs)} configurations, not {len(configs)}")
             run.status.state = "queued"  # claimed: a second resume is refused from here on
+            stored = run.stored
         try:
-            records = run.records
+            questions, records = run.questions, run.records
+            if stored:
+                questions = _Persisted.model_validate_json(self._status_path(run_id).read_text(encoding="utf-8")).questions
             if self._store is not None:
                 records = []
                 for c in range(len(configs)):
                     _, by_qid = open_results(self._run_dir(run_id, c))
-                    records.append([by_qid.get(q.qid) for q in run.questions])
+                    records.append([by_qid.get(q.qid) for q in questions])
         except Exception:
             with self._lock:
                 run.status.state = previous.state
             raise
         done = [r for per_config in records for r in per_config if r is not None]
         with self._lock:
-            run.records = records
+            run.questions, run.records, run.stored = questions, records, False
+            if self._read_back is not None and self._read_back[0] == run_id:
+                self._read_back = None
             run.cancel = threading.Event()
             run.store_error = None
+            run.in_flight = 0
             run.status = previous.model_copy(update={
                 "state": "queued", "done": len(done), "errors": sum(r.error is not None for r in done), "skipped": 0,
                 "finished_at": None, "error": None, "resumed": previous.resumed + 1})
             status = run.status.model_copy()
+        run.ticket = ticket
+        if ticket is not None:
+            ticket.release(ticket.held - (status.total - len(done)))  # admitted for more than was left
         if self._store is not None:
             self._write_status(run, status)  # stored as running again: a crash now leaves it interrupted
         if len(done) == status.total:  # nothing was left: it ends at once
-            final = self._persist(run, status.model_copy(update={"state": "done", "finished_at": time.time()}))
+            self._complete(run, status.model_copy(update={"state": "done", "finished_at": time.time()}))
             with self._lock:
-                run.status = final
-                self._evict()
-            return final.model_copy()
+                return run.status.model_copy()
         self._schedule(run, configs)
         return status
 
     def shutdown(self) -> None:
+        """Cancel the runs in flight (stored as cancelled once their running answers finish) and stop the workers."""
         with self._lock:
-            for run in self._runs.values():
-                run.cancel.set()
+            ids = [rid for rid, run in self._runs.items() if run.status.finished_at is None]
+        for run_id in ids:
+            try:
+                self.cancel(run_id)
+            except UnknownRunError:
+                pass
         self._pool.shutdown(wait=True, cancel_futures=False)

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import anyio
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from routerag.corpus.sampling import evenly_spaced
 from routerag.corpus.schema import Question
 from routerag.llm.base import ChatModel
 from routerag.runtime.base import Strategy
+from routerag.server.admission import OVER_BOUND, Admission, Ticket, client_identity
 from routerag.server.errors import ERRORS, ApiError, ErrorReply
 from routerag.server.jobs import (
+    RESUMABLE,
     ConfigInfo,
     RunConfig,
     RunManager,
@@ -76,8 +79,19 @@ def build_runs_router(
     prepare: Callable[[StrategyConfig], tuple[PreparedStrategy, SourceSet]],
     check_question: Callable[[str, str], None],
     settings: ServiceSettings,
+    admission: Admission | None = None,
 ) -> APIRouter:
+    """``admission`` bounds the answers not yet answered across runs (one unit per answer,
+    given back as each is answered or skipped)."""
     router = APIRouter(tags=["runs"])
+
+    def admit(request: Request, answers: int) -> Ticket | None:
+        if admission is None:
+            return None
+        never = admission.fits(answers)
+        if never:
+            raise ApiError(422, f"the run is too large for this service: {never}")
+        return admission.admit(client_identity(request.headers, settings.api_key), answers)
 
     def build(config: StrategyConfig, label: str) -> RunConfig:
         strategy, sourceset = prepare(config)
@@ -110,9 +124,9 @@ def build_runs_router(
 
         return [DatasetInfo(name=n) for n in dataset_names()]
 
-    @router.post("/v1/runs", response_model=RunStatus, status_code=202, responses=ERRORS,
+    @router.post("/v1/runs", response_model=RunStatus, status_code=202, responses={**ERRORS, **OVER_BOUND},
                  summary="start a background run (one configuration) or comparison (several)")
-    async def start_run(body: RunRequest) -> RunStatus:
+    async def start_run(body: RunRequest, request: Request) -> RunStatus:
         if body.questions is not None and len(body.questions) > settings.max_run_questions:
             raise ApiError(422, f"{len(body.questions)} questions; a run takes at most {settings.max_run_questions}")
         if body.sample_size is not None and body.sample_size > settings.max_run_questions:
@@ -124,9 +138,13 @@ def build_runs_router(
         questions = await anyio.to_thread.run_sync(load_questions, body)
         if not questions:
             raise ApiError(422, "no questions to run")
-        try:
-            return runs.submit(prepared, questions, dataset=body.dataset)
-        except ValueError as exc:
+        ticket = admit(request, len(questions) * len(prepared))
+        try:  # in a worker thread: a large run's files are written before it is queued
+            return await anyio.to_thread.run_sync(partial(runs.submit, prepared, questions, dataset=body.dataset,
+                                                          ticket=ticket))
+        except ValueError as exc:  # refused before the run was queued: its answers are not held
+            if ticket is not None:
+                ticket.release()
             raise ApiError(422, str(exc)) from None
 
     @router.get("/v1/runs", response_model=list[RunStatus], summary="runs, newest first")
@@ -140,7 +158,7 @@ def build_runs_router(
     @router.get("/v1/runs/{run_id}/traces", response_model=list[Trace])
     async def run_traces(run_id: str, offset: int = Query(0, ge=0), limit: int = Query(100, ge=1, le=1000),
                          config: int | None = Query(None, ge=0, lt=MAX_CONFIGS)) -> list[Trace]:
-        return runs.traces(run_id, offset, limit, config)
+        return await anyio.to_thread.run_sync(runs.traces, run_id, offset, limit, config)  # a finished run: read from disk
 
     @router.get("/v1/runs/{run_id}/report", response_model=RunReport,
                 summary="per-configuration EM/F1/latency/tokens/turns and per-question disagreements")
@@ -148,10 +166,10 @@ def build_runs_router(
         return await anyio.to_thread.run_sync(runs.report, run_id)
 
     @router.post("/v1/runs/{run_id}/resume", response_model=RunStatus, status_code=202, responses={
-                     **ERRORS, 404: {"model": ErrorReply, "description": "no such run"},
+                     **ERRORS, **OVER_BOUND, 404: {"model": ErrorReply, "description": "no such run"},
                      409: {"model": ErrorReply, "description": "the run is not interrupted or cancelled"}},
                  summary="continue an interrupted (or cancelled) run: only the questions it has not answered run")
-    async def resume_run(run_id: str) -> RunStatus:
+    async def resume_run(run_id: str, http: Request) -> RunStatus:
         infos, requests = runs.requests(run_id)
         if len(requests) != len(infos):
             raise ApiError(409, f"run {run_id!r} was stored without its requests and cannot be resumed")
@@ -159,15 +177,23 @@ def build_runs_router(
         for info, request in zip(infos, requests):
             # rebuilt from what the client sent, checked as a new run is (a source since removed -> 422)
             configs.append(build(StrategyConfig.model_validate(request), info.label))
+        status = runs.status(run_id)
+        if status.state not in RESUMABLE:
+            raise ApiError(409, f"run {run_id!r} is {status.state}; only an interrupted or cancelled run resumes")
+        ticket = admit(http, max(0, status.total - status.done))  # what is left, at most
         try:
-            return await anyio.to_thread.run_sync(runs.resume, run_id, configs)
-        except RunNotResumableError as exc:
-            raise ApiError(409, str(exc)) from None
-        except OSError as exc:
-            raise ApiError(503, f"the run's answers cannot be read ({type(exc).__name__}: {exc})") from None
+            return await anyio.to_thread.run_sync(partial(runs.resume, run_id, configs, ticket=ticket))
+        except (ValueError, OSError) as exc:  # not resumed: its answers are not held
+            if ticket is not None:
+                ticket.release()
+            if isinstance(exc, RunNotResumableError):
+                raise ApiError(409, str(exc)) from None
+            if isinstance(exc, OSError):
+                raise ApiError(503, f"the run's answers cannot be read ({type(exc).__name__}: {exc})") from None
+            raise
 
     @router.delete("/v1/runs/{run_id}", response_model=RunStatus, summary="cancel a run")
     async def cancel_run(run_id: str) -> RunStatus:
-        return runs.cancel(run_id)
+        return await anyio.to_thread.run_sync(runs.cancel, run_id)  # a run with nothing running is stored now
 
     return router

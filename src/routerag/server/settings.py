@@ -37,6 +37,14 @@ class SecuritySettings(BaseModel):
         default_factory=list, description="other browser origins (scheme://host:port) allowed to send "
                                           "state-changing requests; the server's own origin always is")
     body_timeout_s: float = Field(30.0, gt=0, le=3600, description="a request body must arrive within this time (408)")
+    header_timeout_s: float = Field(
+        10.0, gt=0, le=3600,
+        description="a request's headers must have arrived this long after the connection opened (or its previous "
+                    "response ended, once more bytes came); else the connection is closed — also one that sends nothing")
+    keep_alive_timeout_s: int = Field(5, ge=1, le=3600, description="an idle keep-alive connection is closed after this time")
+    max_header_bytes: int = Field(
+        64 * 1024, ge=1024, le=16 * 1024 * 1024,
+        description="bytes a request may send before its headers are complete; more: 431 and the connection is closed")
     max_json_depth: int = Field(32, ge=2, le=1000, description="deepest nesting of a JSON body (422)")
 
 
@@ -123,6 +131,27 @@ class ServerSettings(BaseModel):
         return self
 
 
+class AdmissionSettings(BaseModel):
+    """Bounds on the work the ask service has accepted and not finished (``routerag.server.admission``):
+    over a bound a request gets 429 with ``Retry-After`` and the bound's name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_asks: int = Field(
+        64, ge=1, le=1_000_000,
+        description="asks (/v1/ask, /v1/ask/stream, the chat endpoint) queued or running at once, across clients")
+    max_asks_per_key: int | None = Field(
+        None, ge=1, le=1_000_000,
+        description="asks queued or running at once per API key (a hash of it; with api_key set); none: only max_asks")
+    max_run_answers: int = Field(
+        50_000, ge=1, le=100_000_000,
+        description="answers (questions x configurations) of background runs not yet answered, across runs; "
+                    "a run larger than this is refused (422)")
+    max_run_answers_per_key: int | None = Field(
+        None, ge=1, le=100_000_000, description="the same per API key (with api_key set); none: only max_run_answers")
+    retry_after_s: int = Field(1, ge=1, le=3600, description="the Retry-After (seconds) of a 429")
+
+
 class ServiceSettings(BaseModel):
     """The ask service (``routerag.server.app``): strategies over a model and sources, with the
     retrieval API mounted under ``/retrieval``."""
@@ -147,6 +176,8 @@ class ServiceSettings(BaseModel):
     ui: bool = Field(True, description="serve the web UI at /")
     retrieval: ServerSettings = Field(default_factory=ServerSettings, description="the mounted retrieval API")
     security: SecuritySettings = Field(default_factory=SecuritySettings, description="Host/Origin checks, body limits")
+    admission: AdmissionSettings = Field(default_factory=AdmissionSettings,
+                                         description="bounds on queued asks and run answers (429 over them)")
 
     @model_validator(mode="after")
     def _check_exposure(self) -> "ServiceSettings":
