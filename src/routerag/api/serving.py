@@ -94,7 +94,7 @@ def serve(params: ServeParams, settings: ServiceSettings, *, announce: Announce 
 
     app, line = ask_app(params, settings, announce)
     announce(line)
-    run_server(app, settings.host, settings.port)
+    run_server(app, settings.host, settings.port, security=settings.security)
 
 
 def retrieval_app(params: ServeParams, settings: ServerSettings, announce: Announce = lambda _: None) -> tuple[ASGIApp, str]:
@@ -112,7 +112,7 @@ def serve_retrieval(params: ServeParams, settings: ServerSettings, *, announce: 
 
     app, line = retrieval_app(params, settings, announce)
     announce(line)
-    run_server(app, settings.host, settings.port)
+    run_server(app, settings.host, settings.port, security=settings.security)
 
 
 def serve_retrieval_on_ray(params: ServeParams, settings: ServerSettings, *, replicas: int = 1, encoder_replicas: int = 1,

@@ -1,5 +1,6 @@
 """Running an ASGI app with uvicorn: in the foreground (the CLI) or in a background thread on
-a pre-bound loopback socket (tests, benchmarks, notebooks)."""
+a pre-bound loopback socket (tests, benchmarks, notebooks). Both apply the connection limits of
+:mod:`routerag.server.connections` (header timeout and size, keep-alive timeout)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import time
 
 import uvicorn
 from starlette.types import ASGIApp
+
+from routerag.server.connections import uvicorn_config, uvicorn_options
+from routerag.server.settings import SecuritySettings
 
 
 def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
@@ -29,11 +33,12 @@ def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
 class BackgroundServer:
     """``with BackgroundServer(app) as server: httpx.get(server.url + "/health")``"""
 
-    def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0, *, log_level: str = "warning") -> None:
+    def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0, *, log_level: str = "warning",
+                 security: SecuritySettings | None = None) -> None:
         self._socket = bind_socket(host, port)
         self.host = host
         self.port: int = self._socket.getsockname()[1]
-        config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on")
+        config = uvicorn_config(app, security or SecuritySettings(), log_level=log_level, access_log=False, lifespan="on")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
                                         name=f"uvicorn:{self.port}", daemon=True)
@@ -67,6 +72,6 @@ class BackgroundServer:
         self.stop()
 
 
-def serve(app: ASGIApp, host: str, port: int, *, log_level: str = "info") -> None:
-    """Serve in the foreground until interrupted."""
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+def serve(app: ASGIApp, host: str, port: int, *, log_level: str = "info", security: SecuritySettings | None = None) -> None:
+    """Serve in the foreground until interrupted, with the connection limits of ``security``."""
+    uvicorn.run(app, host=host, port=port, log_level=log_level, **uvicorn_options(security or SecuritySettings()))
