@@ -32,7 +32,7 @@ from starlette.datastructures import Headers
 
 from routerag.server.guard import presented_key
 
-__all__ = ["Admission", "AdmissionState", "OverBound", "Ticket", "client_identity", "install_admission_handler"]
+__all__ = ["Admission", "AdmissionState", "OverBound", "OverBoundReply", "Ticket", "client_identity", "install_admission_handler"]
 
 
 class OverBound(Exception):
@@ -44,8 +44,17 @@ class OverBound(Exception):
                          f"{asked} more asked; retry after {retry_after_s} s")
 
     def reply(self) -> JSONResponse:
-        return JSONResponse({"detail": str(self), "bound": self.bound, "limit": self.limit, "in_use": self.in_use},
-                            status_code=429, headers={"Retry-After": str(self.retry_after_s)})
+        body = OverBoundReply(detail=str(self), bound=self.bound, limit=self.limit, in_use=self.in_use)
+        return JSONResponse(body.model_dump(), status_code=429, headers={"Retry-After": str(self.retry_after_s)})
+
+
+class OverBoundReply(BaseModel):
+    """The body of a 429."""
+
+    detail: str
+    bound: str = Field(description="the bound reached: asks, asks_per_key, run_answers or run_answers_per_key")
+    limit: int
+    in_use: int = Field(description="units of that bound in use when the request came")
 
 
 class AdmissionState(BaseModel):
@@ -161,6 +170,6 @@ def install_admission_handler(app: FastAPI) -> None:
 
 
 OVER_BOUND: dict[int | str, dict[str, Any]] = {
-    429: {"description": "too much work is queued (a bound of `admission`); the body names the bound, "
+    429: {"model": OverBoundReply, "description": "too much work is queued (a bound of `admission`); the body names the bound, "
                          "`Retry-After` says when to try again"},
 }
