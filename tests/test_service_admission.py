@@ -237,7 +237,7 @@ def test_a_cancelled_queued_run_drops_its_questions(tmp_path):
         status = manager.cancel(queued.run_id)
         assert (status.state, status.skipped, status.done) == ("cancelled", 500, 0)
         run = manager._get(queued.run_id)
-        assert run.questions == [] and run.records == [] and run.configs == () and run.stored
+        assert len(run.questions) == 0 and run.records == [] and run.configs == () and run.stored
         assert admission.in_use() == 1  # only the answer in the model
         assert manager.report(queued.run_id).status.n_questions == 500  # read back from disk
         gate.open()
@@ -247,6 +247,20 @@ def test_a_cancelled_queued_run_drops_its_questions(tmp_path):
     finally:
         gate.open()
         manager.shutdown()
+
+
+def test_packed_questions_read_back_as_given():
+    from routerag.corpus.schema import Question
+    from routerag.server.packed import PackedQuestions
+
+    questions = [Question(qid=f"q{i}", question=f"Wer war {i} — \u00e9t\u00e9 \U0001f600?", answers=[f"a{i}", "b"])
+                 for i in range(5)]
+    packed = PackedQuestions(questions)
+    assert len(packed) == 5 and list(packed) == questions and packed[-1] == questions[-1] and packed[1:3] == questions[1:3]
+    with pytest.raises(IndexError):
+        packed[5]
+    assert json.loads(packed.json_array()) == [q.model_dump(mode="json") for q in questions]
+    assert len(PackedQuestions()) == 0 and PackedQuestions().json_array() == b"[]"
 
 
 # ------------------------------------------------------------------ the admission itself

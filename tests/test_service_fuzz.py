@@ -434,7 +434,7 @@ def test_fuzz_multipart_shapes(svc, outside_before, data):
 
 
 GET_PATHS = ["/v1/runs/{x}", "/v1/runs/{x}/traces", "/v1/runs/{x}/report", "/v1/sources/{x}", "/v1/strategies",
-             "/v1/info", "/v1/schema/trace", "/v1/datasets", "/v1/runs", "/v1/sources", "/health", "/retrieval/sources",
+             "/v1/info", "/v1/schema/trace", "/v1/datasets", "/v1/runs", "/v1/sources", "/health", "/ready", "/retrieval/sources",
              "/retrieval/health", "/", "/ui/{x}", "/ui/../{x}", "/{x}", "/openapi.json", "/retrieval/openapi.json"]
 query_params = st.dictionaries(
     st.one_of(st.sampled_from(["offset", "limit", "config"]), hostile_text),
@@ -550,7 +550,8 @@ FUZZED = {
     ("GET", "/v1/runs"), ("GET", "/v1/runs/{run_id}"), ("GET", "/v1/runs/{run_id}/traces"),
     ("GET", "/v1/runs/{run_id}/report"), ("DELETE", "/v1/runs/{run_id}"), ("GET", "/v1/sources"),
     ("GET", "/v1/sources/{name}"), ("DELETE", "/v1/sources/{name}"), ("GET", "/v1/strategies"), ("GET", "/v1/info"),
-    ("GET", "/v1/datasets"), ("GET", "/v1/schema/trace"), ("GET", "/health"), ("GET", "/openapi.json"), ("GET", "/"),
+    ("GET", "/v1/datasets"), ("GET", "/v1/schema/trace"), ("GET", "/health"), ("GET", "/ready"), ("GET", "/openapi.json"),
+    ("GET", "/"),
     ("POST", "/retrieve"), ("POST", "/retrieve/searchr1"), ("GET", "/sources"),
 }
 NOT_FUZZED = {"/docs", "/docs/oauth2-redirect", "/redoc"}  # FastAPI's static documentation pages

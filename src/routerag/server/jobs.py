@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from routerag import __version__
 from routerag.config import atomic_write_text
@@ -48,6 +48,7 @@ from routerag.eval.runs import QuestionRecord, RunDir, RunError, RunHeader, Vers
 from routerag.eval.summary import RunSummary, summarize
 from routerag.runtime.base import Strategy
 from routerag.server.admission import Ticket
+from routerag.server.packed import PackedQuestions
 from routerag.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ log = logging.getLogger(__name__)
 RunState = Literal["queued", "running", "done", "cancelled", "failed", "interrupted"]
 RESUMABLE: tuple[RunState, ...] = ("interrupted", "cancelled")
 _RUN_ID = "0123456789abcdef"
+_REQUESTS: TypeAdapter[list[dict[str, Any]]] = TypeAdapter(list[dict[str, Any]])
 
 
 class RunQuestion(BaseModel):
@@ -155,7 +157,7 @@ class RunConfig:
 @dataclass(eq=False)
 class _Run:
     status: RunStatus
-    questions: list[Question]
+    questions: PackedQuestions  # packed: a queued run of 5,000 questions is two allocations, freed when it ends
     records: list[list[QuestionRecord | None]]  # [config][question]
     requests: list[dict[str, Any]] = field(default_factory=list)  # RunConfig.request of each configuration
     cancel: threading.Event = field(default_factory=threading.Event)
@@ -185,7 +187,7 @@ def _versions() -> Versions:
     return Versions(routerag=__version__, python=sys.version.split()[0], platform=platform.platform())
 
 
-def run_header(status: RunStatus, info: ConfigInfo, questions: list[Question]) -> RunHeader:
+def run_header(status: RunStatus, info: ConfigInfo, questions: Sequence[Question]) -> RunHeader:
     """One configuration of a service run as a run of ``routerag eval`` (its ``run.json``)."""
     return RunHeader(name=status.run_id, dataset=status.dataset or "custom", strategy=info.strategy,
                      label=info.label, metrics=list(DEFAULT_METRICS), sample_qids=[q.qid for q in questions],
@@ -230,7 +232,7 @@ class RunManager:
         status = RunStatus(run_id=run_id, strategy=first.strategy, params=first.params, configs=[c.info for c in configs],
                            dataset=dataset, n_questions=len(questions), state="queued",
                            total=len(questions) * len(configs), done=0, errors=0, skipped=0, created_at=time.time())
-        run = _Run(status=status, questions=questions, records=[[None] * len(questions) for _ in configs],
+        run = _Run(status=status, questions=PackedQuestions(questions), records=[[None] * len(questions) for _ in configs],
                    requests=[c.request for c in configs], ticket=ticket)
         if self._store is not None:
             try:
@@ -332,7 +334,7 @@ class RunManager:
             run.status.state, run.status.finished_at, run.status.error = final.state, final.finished_at, final.error
             run.configs, run.ticket = (), None
             if self._store is not None:
-                run.questions, run.records, run.stored = [], [], True
+                run.questions, run.records, run.stored = PackedQuestions(), [], True
             self._evict()
 
     # ------------------------------------------------------------------ persistence
@@ -351,7 +353,7 @@ class RunManager:
             log.exception("cannot save run %s", status.run_id)
             reason = f"the run's answers could not be saved ({type(exc).__name__}: {exc})"
             failed = status.model_copy(update={"state": "failed", "error": reason.encode("utf-8", "replace").decode()})
-        run.questions, run.records = [], [[] for _ in status.configs]  # what is kept is what is stored
+        run.questions, run.records = PackedQuestions(), [[] for _ in status.configs]  # what is kept is what is stored
         if self._store is not None:
             try:
                 shutil.rmtree(self._store / status.run_id, ignore_errors=True)
@@ -362,8 +364,10 @@ class RunManager:
         return failed
 
     def _write_status(self, run: _Run, status: RunStatus) -> None:
-        atomic_write_text(self._status_path(status.run_id),
-                          _Persisted(status=status, questions=run.questions, requests=run.requests).model_dump_json())
+        """``<run_id>.json`` (a :class:`_Persisted`), written with the packed questions as they are."""
+        requests = _REQUESTS.dump_json(run.requests).decode()
+        text = f'{{"status":{status.model_dump_json()},"questions":{run.questions.json_array().decode()},"requests":{requests}}}'
+        atomic_write_text(self._status_path(status.run_id), text)
 
     def _open_store(self, run: _Run) -> None:
         """The status file (state ``queued``), then each configuration's run directory with its
@@ -447,7 +451,8 @@ class RunManager:
                 log.warning("run %s was interrupted with %d of %d answers; POST /v1/runs/%s/resume continues it",
                             status.run_id, status.done, status.total, status.run_id)
             # only the status stays in memory: questions and answers are read back when asked for
-            self._runs[status.run_id] = _Run(status=status, questions=[], records=[], requests=saved.requests, stored=True)
+            self._runs[status.run_id] = _Run(status=status, questions=PackedQuestions(), records=[], requests=saved.requests,
+                                             stored=True)
 
     def _remove_stored(self, run_id: str) -> None:
         assert self._store is not None
@@ -470,14 +475,14 @@ class RunManager:
         except KeyError:
             raise UnknownRunError(f"no run {run_id!r} (finished runs are kept, {self._keep} at most)") from None
 
-    def _contents(self, run_id: str) -> tuple[RunStatus, list[Question], list[list[QuestionRecord | None]]]:
+    def _contents(self, run_id: str) -> tuple[RunStatus, Sequence[Question], list[list[QuestionRecord | None]]]:
         """A run's status, questions and answers: from memory while it runs, else read back from its
         files (the last one read is kept, so paging through its traces reads it once)."""
         with self._lock:
             run = self._get(run_id)
             status = run.status.model_copy()
             if not run.stored:
-                return status, list(run.questions), [list(per) for per in run.records]
+                return status, run.questions, [list(per) for per in run.records]  # packed questions never change
             cached = self._read_back
             if cached is not None and cached[0] == run_id:
                 return status, cached[1], cached[2]
@@ -580,7 +585,8 @@ class RunManager:
         try:
             questions, records = run.questions, run.records
             if stored:
-                questions = _Persisted.model_validate_json(self._status_path(run_id).read_text(encoding="utf-8")).questions
+                questions = PackedQuestions(
+                    _Persisted.model_validate_json(self._status_path(run_id).read_text(encoding="utf-8")).questions)
             if self._store is not None:
                 records = []
                 for c in range(len(configs)):
