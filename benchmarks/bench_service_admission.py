@@ -149,7 +149,9 @@ async def send_asks(url: str, n: int) -> list[int]:
 
 
 def part_health(args: argparse.Namespace) -> None:
-    settings = {"ask_threads": args.ask_threads, "admission": {"max_asks": args.asks + 100}}
+    settings: dict[str, Any] = {"ask_threads": args.ask_threads}
+    if not args.before:
+        settings["admission"] = {"max_asks": args.asks + 100}
     with Service(settings, args.model_ms) as service:
         idle_stop = threading.Event()
         timer = threading.Timer(2.0, idle_stop.set)
@@ -165,7 +167,7 @@ def part_health(args: argparse.Namespace) -> None:
         stop.set()
         prober.join()
     busy = holder[0]
-    print(f"### a. /health while {args.asks} asks are queued ({args.ask_threads} ask threads, model {args.model_ms:g} ms a call; "
+    print(f"### a. /health while {args.asks} asks are queued{' (before: code without the change)' if args.before else ''} ({args.ask_threads} ask threads, model {args.model_ms:g} ms a call; "
           f"the asks took {wall:.1f} s, {codes.count(200)} answered 200)\n")
     rows = []
     for name, samples in (("idle", idle), (f"{args.asks} asks queued", busy)):
@@ -299,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burst", type=int, default=200, help="b. asks sent at once")
     parser.add_argument("--runs", type=int, default=40, help="c. runs queued")
     parser.add_argument("--run-questions", type=int, default=5000, help="c. questions per run")
-    parser.add_argument("--before", action="store_true", help="c. settings the code before admission control takes")
+    parser.add_argument("--before", action="store_true",
+                        help="a./c. settings the code before admission control takes (run with PYTHONPATH at that code)")
     parser.add_argument("--half-open", type=int, default=300, help="d. connections")
     parser.add_argument("--header-timeout", type=float, default=2.0, help="d. security.header_timeout_s")
     args = parser.parse_args(argv)

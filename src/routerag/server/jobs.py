@@ -48,7 +48,7 @@ from routerag.eval.runs import QuestionRecord, RunDir, RunError, RunHeader, Vers
 from routerag.eval.summary import RunSummary, summarize
 from routerag.runtime.base import Strategy
 from routerag.server.admission import Ticket
-from routerag.server.packed import PackedQuestions
+from routerag.server.packed import PackedQuestions, give_back_freed_memory
 from routerag.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -336,6 +336,7 @@ class RunManager:
             if self._store is not None:
                 run.questions, run.records, run.stored = PackedQuestions(), [], True
             self._evict()
+        give_back_freed_memory()
 
     # ------------------------------------------------------------------ persistence
     def _persist(self, run: _Run, status: RunStatus) -> RunStatus:

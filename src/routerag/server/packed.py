@@ -7,8 +7,11 @@ the system when the run ends; one question is decoded when a worker takes it."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import overload
 
 from routerag.corpus.schema import Question
@@ -57,3 +60,21 @@ class PackedQuestions(Sequence[Question]):
     def json_array(self) -> bytes:
         """The questions as a JSON array (the ``questions`` of a stored run), without decoding them."""
         return b"[" + b",".join(self._raw(i) for i in range(len(self))) + b"]"
+
+
+def give_back_freed_memory() -> None:
+    """Ask the C allocator to return freed heap pages to the system (glibc's ``malloc_trim``; a
+    no-op elsewhere). Called when a run ends: its packed questions and answers were allocated in
+    worker threads' heaps, which glibc otherwise keeps (docs/experiments/2026-11-29-service-under-load.md)."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc.malloc_trim  # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None
