@@ -18,6 +18,11 @@ next start the run is listed as ``interrupted`` with them, and :meth:`RunManager
 the rest (the log is recovered as ``routerag eval`` recovers it; no question is answered twice).
 A clean shutdown (SIGTERM) cancels the runs in flight and stores them as ``cancelled``. Folders on
 disk follow the same bound as memory: the ``keep`` most recent finished or interrupted runs.
+
+Memory: the queue holds runs, not answers (a worker takes the next answer of the oldest run when
+it is free), and a run holds its questions packed (:class:`routerag.server.packed.PackedQuestions`).
+Cancelling a queued run skips its answers at once. With a ``store_dir``, a run that has ended keeps
+only its status in memory: its questions and answers are read back from its files when asked for.
 """
 
 from __future__ import annotations

@@ -168,7 +168,8 @@ class ServiceSettings(BaseModel):
     ask_threads: int = Field(4, ge=1, le=64, description="strategy runs of /v1/ask at once (worker threads)")
     run_workers: int = Field(1, ge=1, le=64, description="questions of background runs answered at once")
     max_run_questions: int = Field(5_000, ge=1, description="most questions in one background run")
-    keep_runs: int = Field(100, ge=1, description="finished (or interrupted) runs kept, in memory and on disk (oldest dropped first)")
+    keep_runs: int = Field(100, ge=1, description="finished (or interrupted) runs kept on disk, their status in "
+                                                  "memory (oldest dropped first)")
     data_dir: Path | None = Field(
         None, description="where uploaded sources and runs are kept; default: routerag.paths.cache_dir('service')"
     )
