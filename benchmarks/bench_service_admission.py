@@ -30,7 +30,6 @@ import select
 import socket
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -113,6 +112,9 @@ class Service:
     def stop(self) -> None:
         self.process.terminate()
         self.process.join(10)
+        if self.process.is_alive():  # uvicorn waits for open connections on SIGTERM
+            self.process.kill()
+            self.process.join()
 
     def __enter__(self) -> Service:
         return self
@@ -121,17 +123,36 @@ class Service:
         self.stop()
 
 
-def probe_health(url: str, stop: threading.Event, every_s: float = 0.02) -> list[float]:
-    """GET /health on a fresh connection every ``every_s`` until ``stop``; latencies in ms."""
-    samples: list[float] = []
-    while not stop.is_set():
-        t0 = time.perf_counter()
-        with httpx.Client(timeout=60) as c:
-            r = c.get(url + "/health")
-        if r.status_code == 200:
-            samples.append((time.perf_counter() - t0) * 1000)
-        stop.wait(every_s)
-    return samples
+def health_once(port: int) -> float | None:
+    """One ``GET /health`` on a fresh connection (connect, send, read to the end): ms, None if not 200."""
+    t0 = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    return (time.perf_counter() - t0) * 1000 if reply.startswith(b"HTTP/1.1 200") else None
+
+
+def _probe(port: int, seconds: float, every_s: float, out: Any) -> None:
+    samples = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ms = health_once(port)
+        if ms is not None:
+            samples.append(ms)
+        time.sleep(every_s)
+    out.put(samples)
+
+
+def probe_health(port: int, seconds: float, every_s: float = 0.02) -> tuple[Any, Any]:
+    """Probe ``/health`` from a process of its own (the asks' client does not share its interpreter)
+    for ``seconds``; returns (process, queue): ``queue.get()`` gives the latencies in ms."""
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    process = ctx.Process(target=_probe, args=(port, seconds, every_s, out), daemon=True)
+    process.start()
+    return process, out
 
 
 async def send_asks(url: str, n: int) -> list[int]:
@@ -152,21 +173,18 @@ def part_health(args: argparse.Namespace) -> None:
     settings: dict[str, Any] = {"ask_threads": args.ask_threads}
     if not args.before:
         settings["admission"] = {"max_asks": args.asks + 100}
-    with Service(settings, args.model_ms) as service:
-        idle_stop = threading.Event()
-        timer = threading.Timer(2.0, idle_stop.set)
-        timer.start()
-        idle = probe_health(service.url, idle_stop)
-        stop = threading.Event()
-        holder: list[list[float]] = []
-        prober = threading.Thread(target=lambda: holder.append(probe_health(service.url, stop)))
+    with Service(settings, args.model_ms, guarded=not args.before) as service:
+        process, out = probe_health(service.port, 3.0)
+        idle = out.get(timeout=120)
+        process.join()
+        # probed while the asks are sent and queued: the first 3/4 of the time they take to answer
+        busy_s = 0.75 * args.asks / args.ask_threads * args.model_ms / 1000
+        process, out = probe_health(service.port, busy_s)
         t0 = time.perf_counter()
-        prober.start()
         codes = asyncio.run(send_asks(service.url, args.asks))
         wall = time.perf_counter() - t0
-        stop.set()
-        prober.join()
-    busy = holder[0]
+        busy = out.get(timeout=600)
+        process.join()
     print(f"### a. /health while {args.asks} asks are queued{' (before: code without the change)' if args.before else ''} ({args.ask_threads} ask threads, model {args.model_ms:g} ms a call; "
           f"the asks took {wall:.1f} s, {codes.count(200)} answered 200)\n")
     rows = []
@@ -224,7 +242,7 @@ def part_memory(args: argparse.Namespace) -> None:
     questions = [{"question": f"Question number {i} about a moderately long topic?", "qid": f"q{i}",
                   "answers": [f"answer {i}"]} for i in range(args.run_questions)]
     body = json.dumps({"questions": questions, "strategy": "direct"})
-    with Service(settings, 600_000.0) as service, httpx.Client(base_url=service.url, timeout=600) as c:
+    with Service(settings, 600_000.0, guarded=not args.before) as service, httpx.Client(base_url=service.url, timeout=600) as c:
         time.sleep(1.0)
         blocker = c.post("/v1/runs", json={"questions": [{"question": "The answer the worker is blocked in?"}],
                                            "strategy": "direct"})
