@@ -282,10 +282,18 @@ class RunManager:
 
     def _drain(self) -> None:
         """A worker: answers the queue's next answer until the queue is empty."""
+        try:
+            self._drain_queue()
+        except BaseException:  # something unforeseen: a later run still gets a worker
+            with self._lock:
+                self._drainers -= 1
+            raise
+
+    def _drain_queue(self) -> None:
         while True:
             with self._lock:
                 taken = self._take()
-                if taken is None:
+                if taken is None:  # counted out under the same lock as the look: _schedule sees it
                     self._drainers -= 1
                     return
             run, c, position = taken
@@ -372,7 +380,8 @@ class RunManager:
     def _write_status(self, run: _Run, status: RunStatus) -> None:
         """``<run_id>.json`` (a :class:`_Persisted`), written with the packed questions as they are."""
         requests = _REQUESTS.dump_json(run.requests).decode()
-        text = f'{{"status":{status.model_dump_json()},"questions":{run.questions.json_array().decode()},"requests":{requests}}}'
+        questions = run.questions.json_array().decode("utf-8", "surrogatepass")  # not UTF-8: the write fails, the run ends "failed"
+        text = f'{{"status":{status.model_dump_json()},"questions":{questions},"requests":{requests}}}'
         atomic_write_text(self._status_path(status.run_id), text)
 
     def _open_store(self, run: _Run) -> None:

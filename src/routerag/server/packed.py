@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import json
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import overload
@@ -23,7 +24,7 @@ class PackedQuestions(Sequence[Question]):
     __slots__ = ("_blob", "_ends")
 
     def __init__(self, questions: Iterable[Question] = ()) -> None:
-        lines = [q.model_dump_json().encode("utf-8") for q in questions]
+        lines = [_encode(q) for q in questions]
         self._blob = b"".join(lines)
         self._ends = array("Q")
         end = 0
@@ -47,7 +48,11 @@ class PackedQuestions(Sequence[Question]):
             index += len(self)
         if not 0 <= index < len(self):
             raise IndexError("question index out of range")
-        return Question.model_validate_json(self._raw(index))
+        raw = self._raw(index)
+        try:
+            return Question.model_validate_json(raw)
+        except ValueError:  # text that is not valid Unicode (see _encode)
+            return Question.model_validate(json.loads(raw.decode("utf-8", "surrogatepass")))
 
     def __iter__(self) -> Iterator[Question]:
         for i in range(len(self)):
@@ -58,8 +63,16 @@ class PackedQuestions(Sequence[Question]):
         return self._blob[start : self._ends[index]]
 
     def json_array(self) -> bytes:
-        """The questions as a JSON array (the ``questions`` of a stored run), without decoding them."""
+        """The questions as a JSON array (the ``questions`` of a stored run), without decoding them
+        (not valid UTF-8 when a question holds a lone surrogate: such a run cannot be stored)."""
         return b"[" + b",".join(self._raw(i) for i in range(len(self))) + b"]"
+
+
+def _encode(question: Question) -> bytes:
+    try:
+        return question.model_dump_json().encode("utf-8")
+    except ValueError:  # a lone surrogate (it cannot arrive over HTTP): kept as it is, the run ends "failed"
+        return json.dumps(question.model_dump(mode="json"), ensure_ascii=False).encode("utf-8", "surrogatepass")
 
 
 def give_back_freed_memory() -> None:
