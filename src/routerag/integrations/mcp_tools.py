@@ -161,6 +161,8 @@ class McpTools:
     def search(self, query: str, source: str | None = None, k: int = DEFAULT_K) -> SearchResult:
         from routerag.api.indexing import retrieval_request
 
+        if not query.strip():
+            raise McpRequestError("the query is empty")
         name = source or self.default_source
         # an invalid request, then an unknown source: a RouteragError saying why (naming the mounted ones)
         result = self.sources.retrieve(retrieval_request([query], k, [name])).results[name][0]
