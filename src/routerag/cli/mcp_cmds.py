@@ -26,10 +26,12 @@ def mcp_command(
                                         "e.g. model.model=bundled:qwen2.5-coder-1.5b"),
 ) -> None:
     """Serve the MCP tools search, ask and list_sources over an index (the `integrations` extra)."""
+    from routerag.cli.ask_cmds import _quiet_native_logs
     from routerag.config import load_config
     from routerag.integrations.mcp_server import serve_mcp
     from routerag.integrations.mcp_tools import McpSettings
 
     settings = load_config(McpSettings, config, [f"transport={transport}",
                                                  *_server_overrides(host, port, api_key_env, overrides)])
+    _quiet_native_logs(False)  # llama.cpp's errors only, no loading bars (stderr is the client's log)
     serve_mcp(index_dir, settings, _modes(modes), announce=_announce)
