@@ -453,7 +453,7 @@ def build_chat_router(model_for: Callable[[PreparedStrategy], ChatModel], prepar
         names = await anyio.to_thread.run_sync(model_names)
         return ModelList(data=[ModelCard(id=name, created=started) for name in names])
 
-    @router.get("/v1/models/{model}", response_model=ModelCard, responses={k: OPENAI_ERRORS[k] for k in (401, 404)},
+    @router.get("/v1/models/{model}", response_model=ModelCard, responses={k: OPENAI_ERRORS[k] for k in (401, 404, 422)},
                 summary="one model (strategy) in OpenAI's shape")
     async def get_model(model: str) -> ModelCard:
         if model not in await anyio.to_thread.run_sync(model_names):
