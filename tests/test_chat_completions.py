@@ -361,12 +361,13 @@ def test_async_openai_and_streaming_with_usage(live):
 @pytest.mark.model
 def test_routerag_answers_with_the_shipped_policy(client):
     from routerag.llm.config import bundled_policy_path
+    from routerag.llm.factory import adapter_label
 
     completion = client.chat.completions.create(
         model="routerag", messages=USER, max_tokens=96, extra_body={"routerag": {"params": {"max_turns": 1}}})
     trace = Trace.model_validate(completion.model_extra["routerag"])
     assert trace.strategy == "routerag" and trace.error is None, trace.error
-    assert trace.params["adapter"].startswith(bundled_policy_path().name + "@sha256:")
+    assert trace.params["adapter"] == adapter_label(ModelConfig(lora_path=bundled_policy_path()))
     assert trace.params["max_tokens_per_turn"] == 96 and trace.retrieval_turns <= 1
     assert completion.choices[0].message.content == trace.answer and trace.answer.strip()
     assert completion.usage.total_tokens == trace.prompt_tokens + trace.completion_tokens
@@ -390,3 +391,22 @@ def test_the_documented_snippets_print_an_answer(live, snippet):
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip(), done.stderr[-2000:]
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_routerag_1_5b_answers_with_its_own_policy(client):
+    """Where the 1.5B's packages are installed, the service's model pool builds it on this first
+    request (about 1.1 GB more) and the routerag strategy runs on it with its shipped policy."""
+    from routerag.llm.config import BUNDLED_POLICIES, bundled_policy_path
+    from routerag.llm.factory import adapter_label
+
+    if "routerag-1.5b" not in {m.id for m in client.models.list()}:
+        pytest.skip("the bundled 1.5B is not installed (the model-1p5b extra)")
+    completion = client.chat.completions.create(
+        model="routerag-1.5b", messages=USER, max_tokens=64, extra_body={"routerag": {"params": {"max_turns": 1}}})
+    trace = Trace.model_validate(completion.model_extra["routerag"])
+    assert completion.model == "routerag-1.5b" and trace.strategy == "routerag" and trace.error is None, trace.error
+    own = adapter_label(ModelConfig(lora_path=bundled_policy_path(BUNDLED_POLICIES["bundled:qwen2.5-coder-1.5b"])))
+    assert trace.params["adapter"] == own != adapter_label(ModelConfig(lora_path=bundled_policy_path()))
+    assert completion.choices[0].message.content == trace.answer and trace.answer.strip()
