@@ -196,12 +196,18 @@ def test_refusals_are_in_openai_shape(demo_sources, tmp_path):
             ({"model": "vanilla", "routerag": {"params": {"source": "nope"}}}, 422, "routerag", "unknown source 'nope'"),
             ({"model": "vanilla", "routerag": {"sources": ["nope"]}}, 422, "routerag.sources", "unknown source 'nope'"),
             ({"model": 3}, 422, "model", "valid string"),
+            # found while the run builds the strategies adaptive chooses from
+            ({"model": "adaptive", "routerag": {"params": {"strategy_params": {"direct": {"bogus": 1}}}}}, 422,
+             "routerag.params", "unknown params for strategy 'direct'"),
         ]
         for body, status, param, reason in cases:
             r = chat(running.url, **body)
             assert r.status_code == status, (body, r.text)
             error = r.json()["error"]
             assert error["param"] == param and reason in error["message"] and error["type"] == "invalid_request_error", error
+        lines = sse_lines(running.url, model="adaptive", routerag={"params": {"strategy_params": {"direct": {"bogus": 1}}}})
+        assert '"role":"assistant"' in lines[0] and "unknown params for strategy 'direct'" in lines[1]
+        assert lines[1].startswith('data: {"error":') and lines[2:] == ["data: [DONE]"]
 
 
 @pytest.mark.service

@@ -518,6 +518,8 @@ async def _stream(request: Request, run: Callable[[], Trace], cancelled: threadi
             yield _chunk(meta, include_usage, choices=[ChunkChoice(delta={}, finish_reason="stop")], routerag=trace)
             if include_usage:
                 yield _chunk(meta, include_usage, choices=[], usage=Usage.of(trace))
+    except StrategyParamsError as exc:  # found while building a strategy it runs (adaptive's choices)
+        yield f"data: {ErrorChunk(error=OpenAIError(message=str(exc), type='invalid_request_error', param='routerag.params')).model_dump_json(exclude_none=True)}\n\n"
     except Exception as exc:  # noqa: BLE001 — the stream still ends with its error and [DONE]
         log.exception("the streamed chat completion failed")
         error = OpenAIError(message=f"internal error while answering ({type(exc).__name__})", type="server_error")
