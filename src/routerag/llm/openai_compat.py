@@ -187,21 +187,28 @@ class OpenAICompatModel:
         """The server stopped on a stop string or on end-of-turn but did not say which (llama.cpp
         servers, OpenAI). Ask for the greedy continuation of the text so far (a few tokens, prefix
         cached by the server): a stop string there is the one that ended the text, nothing means
-        end-of-turn. Exact for greedy decoding; for sampled text the likeliest explanation."""
+        end-of-turn. Exact for greedy decoding; for sampled text the likeliest explanation.
+
+        Whitespace before the stop string in the continuation counts as none: the server cuts
+        the text inside the token that held the stop (`` </search>`` leaves the text ending in a
+        space), so the prefix sent back ends in a token the model never produced, and llama.cpp's
+        server then continues it with `` </search>``."""
         longest = max(len(s) for s in stops)
         probe = self._call(
             lambda: self._client.completions.create(
                 model=self.model, prompt=prefix, max_tokens=min(16, longest + 2), temperature=0.0
             )
         )
-        continuation = probe.choices[0].text or ""
-        for stop in sorted(stops, key=len, reverse=True):
-            if continuation.startswith(stop):
-                return stop
-        if probe.choices[0].finish_reason == "length":
-            for stop in sorted(stops, key=len, reverse=True):
-                if continuation and stop.startswith(continuation):
+        raw = probe.choices[0].text or ""
+        ordered = sorted(stops, key=len, reverse=True)
+        for continuation in dict.fromkeys((raw, raw.lstrip())):
+            for stop in ordered:
+                if continuation.startswith(stop):
                     return stop
+            if probe.choices[0].finish_reason == "length":
+                for stop in ordered:
+                    if continuation and stop.startswith(continuation):
+                        return stop
         return None
 
     def _chat(self, messages: list[Message], params: GenerationParams) -> ChatResponse:
