@@ -18,7 +18,7 @@ pytest.importorskip("llama_index.core")
 
 import routerag  # noqa: E402
 
-pytestmark = pytest.mark.service
+pytestmark = pytest.mark.integration  # a real dense index (the bundled embedder); tests using server_url: service too
 SRC = Path(routerag.__file__).resolve().parents[1]
 SNIPPETS = SRC.parent / "docs" / "guides" / "snippets"
 QUESTION = "Who was Teutberga married to?"
@@ -29,7 +29,7 @@ def index_dir(tmp_path_factory) -> Path:
     from routerag.api.indexing import index_documents
     from routerag.corpus.datasets import load_dataset
 
-    docs = load_dataset("demo").documents()[:120]  # Teutberga and Lothair II are among them
+    docs = load_dataset("demo").documents()[:60]  # Teutberga and Lothair II are among them
     out = tmp_path_factory.mktemp("integrations-idx") / "demo"
     index_documents(docs, out, ("dense", "bm25"))
     return out
@@ -108,6 +108,7 @@ def test_lcel_chain_puts_the_retrieved_titles_in_the_prompt(index_dir):
     assert all(f"[{title}]" in seen for title in titles) and seen.endswith(f"Question: {QUESTION}\nAnswer:")
 
 
+@pytest.mark.service
 def test_remote_server_gives_the_local_hits(index_dir, server_url):
     from routerag.integrations.langchain import RouteragRetriever
     from routerag.integrations.llamaindex import RouteragLlamaRetriever
@@ -170,6 +171,7 @@ def test_llamaindex_query_engine_answers_from_routerag_hits(index_dir):
 # ---------------------------------------------------------------- refusals
 
 
+@pytest.mark.service
 @pytest.mark.parametrize("cls_name", ["langchain:RouteragRetriever", "llamaindex:RouteragLlamaRetriever"])
 def test_bad_mode_and_k_are_clear_value_errors(index_dir, server_url, cls_name):
     import importlib
@@ -207,6 +209,7 @@ def test_importing_routerag_imports_neither_framework():
 # ---------------------------------------------------------------- the guide's snippets
 
 
+@pytest.mark.service
 @pytest.mark.parametrize("snippet,where", [("langchain_retriever.py", "index"), ("llamaindex_retriever.py", "url")])
 def test_snippets_print_the_top_hits(index_dir, server_url, snippet, where):
     env = {**os.environ, "PYTHONPATH": str(SRC), "ROUTERAG_MODE": "bm25", "ROUTERAG_K": "2"}
