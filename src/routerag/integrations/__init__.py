@@ -1,3 +1,4 @@
-"""routerag from the tools its users already run (the ``integrations`` extra): LangChain and
-LlamaIndex retrievers (``integrations.langchain``, ``integrations.llamaindex``) and an MCP server.
-Each module imports its framework when it is imported; importing ``routerag`` imports none of them."""
+"""routerag inside the tools its users already run (the ``integrations`` extra): an MCP server
+(``routerag mcp``, ``integrations.mcp_server``) and retrievers for LangChain and LlamaIndex
+(``integrations.langchain``, ``integrations.llamaindex``). Importing ``routerag`` or this package
+imports none of those frameworks: each module imports its own when it is imported or used."""
