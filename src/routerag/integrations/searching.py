@@ -32,17 +32,19 @@ def check_source(source: object) -> Source:
 
 
 def index_source(index_dir: str | Path, mode: str = DEFAULT_MODE) -> Source:
-    """The ``mode`` source of the index at ``index_dir``, loaded and mounted with the code of
-    ``routerag serve-retrieval`` (``load_index`` + ``mount_bundle``). An unknown mode, or one the
-    index cannot serve, is a ``ValueError`` naming why."""
-    from routerag.index.bundle import load_index
-    from routerag.sources.registry import BUNDLE_MODES, mount_bundle
+    """The ``mode`` source of the index at ``index_dir``, loaded and mounted by the code of
+    ``routerag serve-retrieval`` (:func:`~routerag.api.serving.mounted_sources`). An unknown mode,
+    or one the index cannot serve, is a ``ValueError`` naming why."""
+    from routerag.api.serving import ServeRequestError, mounted_sources
+    from routerag.sources.registry import BUNDLE_MODES
 
     if mode not in BUNDLE_MODES:
         raise ValueError(f"unknown mode {mode!r}; an index serves {', '.join(BUNDLE_MODES)}")
-    sources, skipped = mount_bundle(load_index(index_dir), [mode])
-    if mode in skipped:
-        raise ValueError(f"{index_dir}: cannot serve mode {mode!r}: {skipped[mode]}")
+    reasons: list[str] = []
+    try:
+        sources = mounted_sources(Path(index_dir), [mode], reasons.append)
+    except ServeRequestError:
+        raise ValueError(f"{index_dir}: cannot serve mode {mode!r} ({'; '.join(reasons) or 'no source mounted'})") from None
     return sources.get(mode)
 
 
