@@ -1,3 +1,4 @@
-"""routerag inside the tools its users already run: an MCP server (``routerag mcp``), and
-retrievers for LangChain and LlamaIndex. Each module imports its framework inside its functions
-(the ``integrations`` extra)."""
+"""routerag inside the tools its users already run (the ``integrations`` extra): an MCP server
+(``routerag mcp``, ``integrations.mcp_server``) and retrievers for LangChain and LlamaIndex
+(``integrations.langchain``, ``integrations.llamaindex``). Importing ``routerag`` or this package
+imports none of those frameworks: each module imports its own when it is imported or used."""
