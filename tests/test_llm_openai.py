@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 import pytest
@@ -32,8 +35,10 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@contextmanager
+def llama_server(log: Path, *extra: str) -> Iterator[str]:
+    """llama-cpp-python's OpenAI-compatible server with the bundled 0.5B (and ``extra`` options,
+    e.g. ``--lora_path``) on a free loopback port; yields its ``/v1`` URL."""
     from routerag.llm.bundled import bundled_model_path
 
     port = _free_port()
@@ -48,13 +53,13 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "--port",
         str(port),
         "--n_ctx",
-        "1024",
+        "2048",
         "--n_threads",
         "1",
         "--n_threads_batch",
         "1",
+        *extra,
     ]
-    log = tmp_path_factory.mktemp("server") / "server.log"
     with open(log, "wb") as sink:  # a file, not a pipe: the server's chatty log would fill a pipe and block it
         proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     url = f"http://127.0.0.1:{port}/v1"
@@ -78,6 +83,12 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture(scope="module")
+def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with llama_server(tmp_path_factory.mktemp("server") / "server.log") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -139,3 +150,79 @@ def test_stop_string_is_recovered_from_a_server_that_does_not_report_it(model) -
     assert (response.finish_reason, response.stop_string) == ("stop", "7")
     plain = model.chat(Q, GenerationParams(max_tokens=8, stop=["</answer>"]))
     assert (plain.finish_reason, plain.stop_string) == ("eos", None)
+
+
+# ---------------------------------------------------------------- strategies through the openai backend
+
+QUESTION = "When did Lothair Ii's mother die?"  # the demo's first question; its passages are in the demo corpus
+# one strategy per family, with small budgets (each call is a real generation on the CPU)
+FAMILIES = {
+    "vanilla": {"k": 2, "max_tokens": 24},
+    "routerag": {"k": 2, "max_turns": 1, "max_tokens_per_turn": 64, "allowed_modes": ["passage"], "grammar": True},
+    # the route and answer calls (flat JSON ended by the "}" stop); no decomposition, reflection or fusion call
+    "realroute": {"decomposition": False, "fuse_single_hop": False, "max_reflections": 0, "top_k_per_source": 2,
+                  "keep_k": 2, "passage_chars": 300, "max_new_tokens": 48},
+}
+# one RouteRAG turn as its grammar allows it (the closing tag is the stop string, put back by the episode)
+GRAMMAR_TURN = re.compile(r"(<think>[^<]+</think>\n?)?(<search> \[passage\] [^<\n]+ </search>|<answer> [^<\n]+ </answer>)")
+
+
+@pytest.fixture(scope="module")
+def demo_sources(tmp_path_factory: pytest.TempPathFactory):
+    """BM25 over the bundled demo corpus, mounted as the passage mode (no embedder to load)."""
+    from routerag.corpus.datasets import load_dataset
+    from routerag.index.bundle import build_index
+    from routerag.sources.bm25 import BM25Source
+    from routerag.sources.sourceset import SourceSet
+
+    bundle = build_index(load_dataset("demo").documents(), tmp_path_factory.mktemp("demo-idx") / "bm25", components=["bm25"])
+    return SourceSet([BM25Source.from_bundle(bundle, name="passage")])
+
+
+def run_strategy(model, sources, name: str, params: dict):
+    from routerag.strategies import STRATEGIES, StrategyContext
+
+    return STRATEGIES.get(name)(StrategyContext(model=model, sources=sources), params).run(QUESTION)
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_each_strategy_family_answers_through_the_server(model, demo_sources, name: str) -> None:
+    trace = run_strategy(model, demo_sources, name, FAMILIES[name])
+    assert trace.error is None, trace.error
+    assert trace.answer.strip()
+    assert trace.model_calls and all(c.prompt_tokens > 0 and c.completion_tokens > 0 for c in trace.model_calls)
+    if name == "routerag":  # the server honoured the grammar, and the stop string that ended the turn was recovered
+        first = trace.steps[0]
+        assert GRAMMAR_TURN.fullmatch(first.raw_output.strip()), first.raw_output
+        assert first.format_error is None
+    else:  # vanilla and RealRoute always retrieve
+        assert any(s.kind == "search" and s.hits for s in trace.steps)
+
+
+@pytest.fixture(scope="module")
+def policy_model(tmp_path_factory: pytest.TempPathFactory):
+    """The bundled 0.5B served with the shipped RouteRAG policy applied by the server (``--lora_path``)."""
+    from routerag.llm import ModelConfig, build_model
+    from routerag.llm.config import bundled_policy_path
+
+    log = tmp_path_factory.mktemp("policy-server") / "server.log"
+    with llama_server(log, "--lora_path", str(bundled_policy_path())) as url:
+        yield build_model(ModelConfig(backend="openai", base_url=url, model="bundled:qwen2.5-coder-0.5b"))
+
+
+def test_the_policy_served_as_a_lora_searches_passage_first(policy_model, model, demo_sources) -> None:
+    params = {"k": 2, "max_turns": 1, "max_tokens_per_turn": 48, "allowed_modes": ["passage"]}  # no grammar: its own tags
+    trace = run_strategy(policy_model, demo_sources, "routerag", params)
+    assert trace.error is None, trace.error
+    first = trace.steps[0]
+    # the shipped policy's first move on every question: a [passage] search, closed by the stop string
+    assert first.kind == "search" and first.format_error is None, first.raw_output
+    assert re.fullmatch(r"(<think>[^<]+</think>\s*)?<search> \[passage\] [^<]+ </search>", first.raw_output.strip())
+    assert first.route is not None and (first.route.chosen_by, first.route.reason) == ("policy", "policy tags [passage]")
+    assert first.hits and trace.answer.strip()
+    # the base model behind the plain server, given the same first turn: the adapter changed what was generated
+    from routerag.strategies.routerag import RouteRAG, RouteRAGParams
+
+    setup = RouteRAG.episode(RouteRAGParams(**params), QUESTION)
+    base = model.chat(setup.messages, setup.generation.model_copy(update={"stop": ["</search>", "</answer>"]}))
+    assert (base.text + (base.stop_string or "")).strip() != first.raw_output.strip()

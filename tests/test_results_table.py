@@ -115,3 +115,9 @@ def test_a_policy_row_must_be_runs_of_the_shipped_adapter() -> None:
     bad = spec.model_copy(update={"rows": [wrong if r.id == "policy-1p5b" else r for r in spec.rows]})
     with pytest.raises(ResultsTableError, match="names the shipped policy"):
         render_table(bad, SPEC.parent)
+
+
+def test_the_readme_is_read_in_five_minutes() -> None:
+    """The README stays a front page (at most 150 lines); details belong in docs/guides."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 150, f"README.md has {len(lines)} lines; move detail into docs/guides"

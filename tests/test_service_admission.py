@@ -159,6 +159,21 @@ def test_asks_are_given_back_when_the_client_disconnects(served, path):
     assert out[0].status_code == 200
 
 
+def test_chat_completions_are_asks_too(served):
+    server, gate, app = served(admission=AdmissionSettings(max_asks=1, retry_after_s=3))
+    chat = {"model": "direct", "messages": [{"role": "user", "content": "Who was Teutberga married to?"}]}
+    thread, out = in_background(lambda: post(server.url, "/v1/chat/completions", chat))
+    gate.wait_entered(1)
+    refused = post(server.url, "/v1/chat/completions", chat)
+    assert refused.status_code == 429 and refused.headers["retry-after"] == "3", refused.text
+    assert refused.json()["error"]["code"] == "rate_limit_exceeded" and "asks=1" in refused.json()["error"]["message"]
+    assert post(server.url).status_code == 429  # one bound for /v1/ask and the chat endpoint
+    gate.open()
+    thread.join(WAIT_S)
+    assert out[0].status_code == 200, out[0].text
+    until(lambda: app.state.asks.in_use() == 0, "the completion given back")
+
+
 def test_the_per_key_bound_counts_a_hash_of_the_key(served):
     server, gate, app = served(api_key="k3y", admission=AdmissionSettings(max_asks=10, max_asks_per_key=1))
     thread, out = in_background(lambda: post(server.url, **{"X-API-Key": "k3y"}))

@@ -172,6 +172,27 @@ run_bodies = st.one_of(
                                            optional={"sample_size": st.integers(min_value=1, max_value=3)}),
                      valid_config).map(lambda t: {**t[0], **t[1]})),
 )
+chat_content = st.one_of(
+    st.sampled_from(QUESTIONS), hostile_text,
+    st.lists(st.one_of(st.fixed_dictionaries({"type": st.just("text"), "text": st.sampled_from(QUESTIONS)}),
+                       st.fixed_dictionaries({"type": st.sampled_from(["image_url", "input_audio", "text"]),
+                                              "image_url": json_values})), max_size=3))
+chat_message = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "user", "user", "system", "assistant", "tool", "developer"])},
+    optional={"content": maybe(chat_content), "name": safe_text, "tool_call_id": safe_text})
+chat_bodies = fuzzed(st.fixed_dictionaries(
+    {"model": st.sampled_from([*STRATEGIES.names(), "routerag-1.5b", "gpt-4o", "vanilla ", ""]),
+     "messages": st.tuples(st.lists(chat_message, max_size=3), st.sampled_from(QUESTIONS))
+     .map(lambda t: [*t[0], {"role": "user", "content": t[1]}])},
+    optional={"stream": st.booleans(), "stream_options": st.fixed_dictionaries({"include_usage": st.booleans()}),
+              "max_tokens": st.integers(min_value=-1, max_value=10**6), "max_completion_tokens": st.integers(1, 100),
+              "n": st.integers(0, 3), "temperature": numbers, "top_p": numbers, "stop": maybe(st.lists(safe_text)),
+              "tools": json_values, "response_format": json_values,
+              "routerag": st.fixed_dictionaries({}, optional={
+                  "params": st.dictionaries(st.one_of(st.sampled_from(PARAM_KEYS), hostile_text),
+                                            st.one_of(st.sampled_from(["bm25", 0, 1, 2, 0.5, True, None]), json_values),
+                                            max_size=3),
+                  "sources": st.lists(st.sampled_from(["bm25", "notes", "fzsrc"]), max_size=2)})}))
 QUERIES = ["who was Teutberga married to", "[bm25] Leeds", "[bm25][bm25] x", "Zorblax moon", "[BM25]  Leeds city"]
 query_lists = st.lists(st.sampled_from(QUERIES), min_size=1, max_size=5)
 retrieve_bodies = fuzzed(st.fixed_dictionaries(
@@ -292,8 +313,9 @@ def no_5xx(r: httpx.Response) -> httpx.Response:
         event(f"{r.request.method} {r.request.url.path.split('/')[-1][:20]}: {r.status_code}")
     except InvalidArgument:  # outside a hypothesis test
         pass
-    if r.status_code >= 400:
-        assert isinstance(r.json()["detail"], str) and r.json()["detail"], r.text  # a reason, always
+    if r.status_code >= 400:  # a reason, always: the service's {"detail"}, or OpenAI's shape on its routes
+        reason = r.json()["detail"] if "detail" in r.json() else r.json()["error"]["message"]
+        assert isinstance(reason, str) and reason, r.text
     return r
 
 
@@ -354,8 +376,20 @@ def test_fuzz_runs(svc, data_dir, outside_before, body):
 
 
 @FUZZ
+@given(body=chat_bodies)
+def test_fuzz_chat_completions(svc, outside_before, body):
+    r = post_json(svc, "/v1/chat/completions", body)
+    if r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream"):
+        events = re.findall(r"^data: (.+)$", r.text, flags=re.M)
+        assert '"role":"assistant"' in events[0] and events[-1] == "[DONE]", events
+    elif r.status_code == 200:
+        assert r.json()["object"] == "chat.completion" and r.json()["choices"][0]["message"]["role"] == "assistant"
+    healthy(svc)
+
+
+@FUZZ
 @given(path=st.sampled_from(["/v1/ask", "/v1/ask/stream", "/v1/runs", "/retrieval/retrieve",
-                             "/retrieval/retrieve/searchr1", "/v1/sources"]),
+                             "/retrieval/retrieve/searchr1", "/v1/sources", "/v1/chat/completions"]),
        body=st.one_of(raw_bodies, hostile_values.map(lambda v: to_json(v).encode("ascii"))),
        content_type=st.sampled_from(CONTENT_TYPES))
 def test_fuzz_raw_bodies_and_content_types(svc, outside_before, path, body, content_type):
@@ -435,7 +469,8 @@ def test_fuzz_multipart_shapes(svc, outside_before, data):
 
 GET_PATHS = ["/v1/runs/{x}", "/v1/runs/{x}/traces", "/v1/runs/{x}/report", "/v1/sources/{x}", "/v1/strategies",
              "/v1/info", "/v1/schema/trace", "/v1/datasets", "/v1/runs", "/v1/sources", "/health", "/ready", "/retrieval/sources",
-             "/retrieval/health", "/", "/ui/{x}", "/ui/../{x}", "/{x}", "/openapi.json", "/retrieval/openapi.json"]
+             "/retrieval/health", "/", "/ui/{x}", "/ui/../{x}", "/{x}", "/openapi.json", "/retrieval/openapi.json",
+             "/v1/models", "/v1/models/{x}", "/v1/runs/{x}/resume"]
 query_params = st.dictionaries(
     st.one_of(st.sampled_from(["offset", "limit", "config"]), hostile_text),
     st.one_of(st.integers(min_value=-(2**70), max_value=2**70).map(str), st.sampled_from(["1.5", "NaN", "true", ""]),
@@ -454,6 +489,8 @@ def test_fuzz_paths_and_query_params(svc, outside_before, method, template, segm
     url = template.replace("{x}", quoted) + (f"?{qs}" if qs else "")
     if method == "DELETE" and not template.startswith("/v1/sources/"):
         url = "/v1/runs/" + quoted + (f"?{qs}" if qs else "")  # DELETE of a run that does not exist
+    if template.endswith("/resume"):
+        method = "POST"  # resuming a run that does not exist
     r = svc.request(method, url)
     assert r.status_code < 500, f"{method} {url} -> {r.status_code}: {r.text[:300]}"
     healthy(svc)
@@ -552,7 +589,8 @@ FUZZED = {
     ("GET", "/v1/sources/{name}"), ("DELETE", "/v1/sources/{name}"), ("GET", "/v1/strategies"), ("GET", "/v1/info"),
     ("GET", "/v1/datasets"), ("GET", "/v1/schema/trace"), ("GET", "/health"), ("GET", "/ready"), ("GET", "/openapi.json"),
     ("GET", "/"),
-    ("POST", "/retrieve"), ("POST", "/retrieve/searchr1"), ("GET", "/sources"),
+    ("POST", "/retrieve"), ("POST", "/retrieve/searchr1"), ("GET", "/sources"), ("POST", "/v1/runs/{run_id}/resume"),
+    ("POST", "/v1/chat/completions"), ("GET", "/v1/models"), ("GET", "/v1/models/{model}"),
 }
 NOT_FUZZED = {"/docs", "/docs/oauth2-redirect", "/redoc"}  # FastAPI's static documentation pages
 
@@ -562,6 +600,9 @@ def routes_of(app) -> set[tuple[str, str]]:
 
     found: set[tuple[str, str]] = set()
     for route in app.routes:
+        if hasattr(route, "original_router"):  # a router included by FastAPI >= 0.165 (its routes keep their paths)
+            found |= routes_of(route.original_router)
+            continue
         if isinstance(route, Mount):
             if route.app is not None and hasattr(route.app, "routes"):
                 found |= routes_of(route.app)

@@ -10,6 +10,7 @@ from routerag.cli.app import app
 COMMAND_MODULES = [
     "routerag.cli.index_cmds",  # index, retrieve
     "routerag.cli.server_cmds",  # serve-retrieval, serve
+    "routerag.cli.mcp_cmds",  # mcp
     "routerag.cli.eval_cmds",  # eval, report
     "routerag.cli.runs_cmds",  # runs compress, runs uncompress
     "routerag.cli.ask_cmds",  # ask, demo

@@ -44,6 +44,7 @@ CONFIG_MODELS: list[tuple[str, str, str]] = [
      "routerag.index.settings:IndexSettings"),
     ("Ask service", "`routerag serve --set key=value`", "routerag.server.settings:ServiceSettings"),
     ("Retrieval server", "`routerag serve-retrieval --set key=value`", "routerag.server.settings:ServerSettings"),
+    ("MCP server", "`routerag mcp --config FILE`, `--set key=value`", "routerag.integrations.mcp_tools:McpSettings"),
     ("Training: routerag-two-stage", "`routerag train routerag-two-stage --config FILE`, `--set key=value`",
      "routerag.train.config:RouteRAGTwoStageConfig"),
     ("Training: routerag-sft", "`routerag train routerag-sft --config FILE`", "routerag.train.config:RouteRAGSFTConfig"),

@@ -56,6 +56,21 @@ def _matched_stop(choice: Any, stops: list[str]) -> str | None:
     return None
 
 
+def _stop_at_start(continuation: str, stops: list[str], *, cut: bool) -> str | None:
+    """The stop string ``continuation`` starts with, after whitespace or not (the longest first);
+    when the continuation was ``cut`` at its token limit, one it is the start of."""
+    ordered = sorted(stops, key=len, reverse=True)
+    for text in dict.fromkeys((continuation, continuation.lstrip())):
+        for stop in ordered:
+            if text.startswith(stop):
+                return stop
+        if cut:
+            for stop in ordered:
+                if text and stop.startswith(text):
+                    return stop
+    return None
+
+
 class EndpointNotFoundError(ModelError):
     """The server answered 404 (for instance a chat-only server asked for ``/completions``)."""
 
@@ -174,6 +189,8 @@ class OpenAICompatModel:
         response = self._response(text, choice, result.usage, params, start)
         if response.finish_reason == "stop" and response.stop_string is None:
             stop_string = self._probe_stop(prompt + text, params.stop)
+            if stop_string is None and params.grammar:
+                stop_string = self._probe_grammar(prompt, text, params, response.usage.completion_tokens)
             response = response.model_copy(
                 update={
                     "stop_string": stop_string,
@@ -187,22 +204,34 @@ class OpenAICompatModel:
         """The server stopped on a stop string or on end-of-turn but did not say which (llama.cpp
         servers, OpenAI). Ask for the greedy continuation of the text so far (a few tokens, prefix
         cached by the server): a stop string there is the one that ended the text, nothing means
-        end-of-turn. Exact for greedy decoding; for sampled text the likeliest explanation."""
+        end-of-turn. Exact for greedy decoding; for sampled text the likeliest explanation.
+
+        Whitespace before the stop string in the continuation counts as none: the server cuts
+        the text inside the token that held the stop (`` </search>`` leaves the text ending in a
+        space), so the prefix sent back ends in a token the model never produced, and llama.cpp's
+        server then continues it with `` </search>``."""
         longest = max(len(s) for s in stops)
         probe = self._call(
             lambda: self._client.completions.create(
                 model=self.model, prompt=prefix, max_tokens=min(16, longest + 2), temperature=0.0
             )
         )
-        continuation = probe.choices[0].text or ""
-        for stop in sorted(stops, key=len, reverse=True):
-            if continuation.startswith(stop):
-                return stop
-        if probe.choices[0].finish_reason == "length":
-            for stop in sorted(stops, key=len, reverse=True):
-                if continuation and stop.startswith(continuation):
-                    return stop
-        return None
+        return _stop_at_start(probe.choices[0].text or "", stops, cut=probe.choices[0].finish_reason == "length")
+
+    def _probe_grammar(self, prompt: str, text: str, params: GenerationParams, tokens: int) -> str | None:
+        """A grammar-constrained turn whose stop the free continuation did not show (the grammar
+        forced a closing tag the model would not have written): generate the turn again under the
+        grammar without stop strings, a few tokens past ``text``; what follows ``text`` there
+        starts with the stop that ended it, or is nothing when the grammar ended the turn.
+        Exact for greedy decoding; None when the text is not reproduced."""
+        longest = max(len(s) for s in params.stop)
+        again = params.model_copy(update={"stop": [], "max_tokens": tokens + min(16, longest + 2)})
+        result = self._call(lambda: self._client.completions.create(model=self.model, prompt=prompt, **self._sampling(again)))
+        choice = result.choices[0]
+        regenerated = choice.text or ""
+        if not regenerated.startswith(text):
+            return None
+        return _stop_at_start(regenerated[len(text):], params.stop, cut=choice.finish_reason == "length")
 
     def _chat(self, messages: list[Message], params: GenerationParams) -> ChatResponse:
         start = time.perf_counter()

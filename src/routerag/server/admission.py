@@ -12,7 +12,9 @@ given back when the response has been sent, whether the ask completed, failed or
 disconnected (FastAPI exits a ``yield`` dependency after the response, a streamed one included)::
 
     asks = Admission("asks", settings.admission.max_asks, settings.admission.max_asks_per_key, ...)
-    @app.post("/v1/chat/completions", dependencies=[Depends(asks.dependency(settings.api_key))])
+    @app.post("/v1/ask", dependencies=[Depends(asks.dependency(settings.api_key))])
+
+The ask routes and the chat endpoint share one admission (``app.state.asks``).
 
 A client's identity is a hash of the API key it presented (the key itself is never kept); with
 no key configured every client is the same anonymous one and only the service bound applies.

@@ -47,6 +47,7 @@ from routerag.server.cancel import CancellableModel, CancellableSourceSet, unles
 from routerag.server.events import ObservedModel, ObservedSourceSet, ProgressEvent, StepEvent
 from routerag.server.guard import RequestGuard
 from routerag.server.jobs import RunManager, UnknownRunError
+from routerag.server.openai_api import build_chat_router
 from routerag.server.prepare import PreparedStrategy, StrategyConfig, prepare_strategy
 from routerag.server.retrieval_app import (
     ERRORS,
@@ -317,6 +318,8 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
     app.include_router(build_runs_router(runs, model_for, prepare_config, check_question, settings, run_answers),
                        dependencies=auth)
     app.include_router(build_sources_router(sources, store), dependencies=auth)
+    app.include_router(build_chat_router(model_for, prepare_config, check_question, ask_limiter, settings, model_config,
+                                         admitted=[Depends(asks.dependency(settings.api_key))]), dependencies=auth)
 
     # /health and /ready are async and take no dependency: answered on the event loop, they never wait
     # for a worker thread (asks, sync dependencies) or a lock that model work holds

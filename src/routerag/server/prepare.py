@@ -67,7 +67,14 @@ def prepare_strategy(name: str, params: dict[str, Any], *, sources: SourceSet | 
             except ValueError as exc:
                 raise ApiError(422, f"params: {exc}") from None
     if max_new_tokens is not None:
-        for key, value in prepared.params.model_dump().items():
-            if key.startswith("max_") and "tokens" in key and isinstance(value, int) and value > max_new_tokens:
+        for key, value in token_limits(prepared.params).items():
+            if value > max_new_tokens:
                 raise ApiError(422, f"params.{key}: {value} is above this service's limit of {max_new_tokens} tokens")
     return prepared
+
+
+def token_limits(params: BaseModel) -> dict[str, int]:
+    """A strategy's token limits: its ``max_*tokens*`` integer params (``max_tokens``,
+    ``max_tokens_per_turn``, ...) and their values."""
+    return {key: value for key, value in params.model_dump().items()
+            if key.startswith("max_") and "tokens" in key and isinstance(value, int) and not isinstance(value, bool)}

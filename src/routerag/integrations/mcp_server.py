@@ -1,0 +1,172 @@
+"""``routerag mcp INDEX``: routerag's retrieval and answering as Model Context Protocol tools, for
+an agent (Claude Desktop, an IDE, an agent framework) that takes tools over MCP.
+
+Three tools, with typed input and output schemas (:mod:`routerag.integrations.mcp_tools` does the
+work): ``search`` (one mounted source's top hits), ``ask`` (a routing strategy's answer and the
+searches it made), ``list_sources``. A refused call (an unknown source or strategy, ``k`` out of
+range, an empty question) is the tool's error result with the reason, never a crash.
+
+Transports: stdio (the client starts this command; stdout is the protocol's, everything else goes
+to stderr) and streamable HTTP (``POST``/``GET`` at ``/mcp``) behind the front door of
+``routerag serve`` (:class:`~routerag.server.guard.RequestGuard`: Host and Origin checks, body
+limits), bound to loopback unless an API key is set; with a key every request needs it.
+
+The MCP SDK (``pip install 'routerag[integrations]'``) is imported inside the functions here."""
+
+# no `from __future__ import annotations`: the SDK reads the tools' annotations to build their schemas
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import Field
+
+from routerag.errors import RouteragError
+from routerag.integrations.mcp_tools import (
+    DEFAULT_K,
+    DEFAULT_STRATEGY,
+    AskResult,
+    McpSettings,
+    McpTools,
+    SearchResult,
+    SourcesResult,
+)
+from routerag.sources.base import MAX_K, MAX_QUERY_CHARS
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+INSTALL_HINT = "pip install 'routerag[integrations]'"
+SERVER_NAME = "routerag"
+
+Announce = Callable[[str], None]
+
+
+class McpUnavailableError(RouteragError, ImportError):
+    """The MCP SDK is not installed."""
+
+
+def _sdk() -> Any:
+    try:
+        import mcp.server.mcpserver as sdk
+    except ImportError as exc:
+        raise McpUnavailableError(f"`routerag mcp` needs the MCP SDK: {INSTALL_HINT} ({exc})") from None
+    return sdk
+
+
+def _instructions(tools: McpTools) -> str:
+    return (f"routerag over the index {tools.index_dir.name} ({tools.documents} documents; sources: "
+            f"{', '.join(tools.sources.names())}). Use `search` to read passages from one source (default "
+            f"{tools.default_source}), `ask` to have a routing strategy search and answer a question itself "
+            "(slower: a language model runs), `list_sources` to see what each source holds.")
+
+
+def build_server(tools: McpTools) -> "MCPServer":
+    """An MCP server with the three tools over ``tools`` (nothing is served yet)."""
+    sdk = _sdk()
+    from mcp.types import ToolAnnotations
+
+    server = sdk.MCPServer(SERVER_NAME, instructions=_instructions(tools), log_level="WARNING")
+    refused = sdk.exceptions.ToolError
+    read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+    sources = ", ".join(tools.sources.names())
+
+    def search(
+        query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="what to search for")],
+        source: Annotated[str | None, Field(description=f"the source (retrieval mode) to search: one of {sources}; "
+                                                        f"default {tools.default_source}")] = None,
+        k: Annotated[int, Field(ge=1, le=MAX_K, description="how many hits")] = DEFAULT_K,
+    ) -> SearchResult:
+        """Search one source of the index: the top-k passages (title, text, score) for a query.
+        Fast, no language model. Use it to read evidence yourself; `list_sources` says what each source is."""
+        try:
+            return tools.search(query, source, k)
+        except RouteragError as exc:
+            raise refused(str(exc)) from None
+
+    def ask(
+        question: Annotated[str, Field(min_length=1, description="the question to answer")],
+        strategy: Annotated[str, Field(description="a routing strategy: routerag (the learned policy picks passage, "
+                                                   "graph or hybrid retrieval per search), vanilla (one search, then "
+                                                   "answer), direct (no retrieval), adaptive, ...")] = DEFAULT_STRATEGY,
+        params: Annotated[dict[str, Any] | None, Field(description="the strategy's parameters, e.g. "
+                                                                   "{\"k\": 3, \"source\": \"bm25\"} for vanilla")] = None,
+    ) -> AskResult:
+        """Answer a question with a routing strategy over this index: it decides where and what to
+        search, then answers. Returns the answer, each search it made (source, query, hit titles),
+        token counts and latency. Slow (a local language model runs; the first call loads it)."""
+        try:
+            return tools.ask(question, strategy, params)
+        except RouteragError as exc:
+            raise refused(str(exc)) from None
+
+    def list_sources() -> SourcesResult:
+        """The sources `search` can use: each one's name, retrieval mode and what it holds."""
+        return tools.list_sources()
+
+    server.add_tool(search, annotations=read_only)
+    server.add_tool(ask, annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    server.add_tool(list_sources, annotations=read_only)
+    return server
+
+
+class _KeyRequired:
+    """Every request (GET streams and DELETEs too, not only POSTs) needs the API key."""
+
+    def __init__(self, app: "ASGIApp", settings: McpSettings) -> None:
+        self.app = app
+        self.api_key = settings.api_key
+
+    async def __call__(self, scope: "Scope", receive: "Receive", send: "Send") -> None:
+        from starlette.datastructures import Headers
+        from starlette.responses import JSONResponse
+
+        from routerag.server.guard import key_problem
+
+        problem = key_problem(Headers(scope=scope), self.api_key) if scope["type"] == "http" else None
+        if problem:
+            await JSONResponse({"detail": problem}, status_code=401, headers={"WWW-Authenticate": "Bearer"})(
+                scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def http_app(server: "MCPServer", settings: McpSettings) -> "ASGIApp":
+    """The streamable-HTTP app at ``settings.path`` behind routerag's front door."""
+    from routerag.server.guard import RequestGuard
+
+    app = server.streamable_http_app(streamable_http_path=settings.path, host=settings.host)
+    guarded: ASGIApp = RequestGuard(app, bind_host=settings.host, api_key=settings.api_key,
+                                    max_body_bytes=settings.max_body_bytes, security=settings.security)
+    return _KeyRequired(guarded, settings) if settings.api_key is not None else guarded
+
+
+def serve_mcp(index_dir: Path, settings: McpSettings, modes: list[str] | None = None, *,
+              announce: Announce = lambda _: None) -> None:
+    """Mount the index, then serve the tools over ``settings.transport`` until the client leaves
+    (stdio) or until interrupted (http)."""
+    _sdk()  # a missing SDK is refused before the index loads
+    tools = McpTools.open(index_dir, settings, modes, announce=announce)
+    server = build_server(tools)
+    what = f"{', '.join(tools.sources.names())} of {index_dir} ({tools.documents} documents)"
+    if settings.transport == "stdio":
+        announce(f"serving MCP tools search, ask, list_sources over {what} on stdio")
+        server.run("stdio")
+        return
+    _serve_http(http_app(server, settings), settings, what, announce)
+
+
+def _serve_http(app: "ASGIApp", settings: McpSettings, what: str, announce: Announce) -> None:
+    import uvicorn
+
+    from routerag.server.serving import bind_socket
+
+    sock = bind_socket(settings.host, settings.port)  # port 0: the free port it got is announced
+    port = sock.getsockname()[1]
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    announce(f"serving MCP tools search, ask, list_sources over {what} at http://{host}:{port}{settings.path} "
+             f"(streamable HTTP{', API key required' if settings.api_key else ''})")
+    try:
+        uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on")).run(sockets=[sock])
+    finally:
+        sock.close()

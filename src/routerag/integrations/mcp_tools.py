@@ -1,0 +1,198 @@
+"""What the MCP server's tools do, without the MCP SDK: ``search`` one mounted source, ``ask`` a
+question with a strategy, ``list_sources``. The index is mounted once (as ``routerag serve``
+mounts it: :func:`~routerag.api.serving.mounted_sources`); every search and answer goes through
+the code the service uses (``SourceSet.retrieve`` with the validated request of ``routerag
+retrieve``; the service's :func:`~routerag.server.prepare.prepare_strategy` and
+:func:`~routerag.api.answer`), and the model for ``ask`` is the configured one, built on the first
+question that needs it (:class:`~routerag.llm.pool.ModelPool`: the shipped policy for
+``routerag`` on the bundled base, as ``routerag ask`` runs it).
+
+A request the tools refuse raises a :class:`~routerag.errors.RouteragError` whose message says
+why; the server (``mcp_server``) hands it back as the tool's error result."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+from routerag.errors import RouteragError
+from routerag.llm.config import ModelConfig
+from routerag.server.settings import SecuritySettings, is_loopback
+from routerag.sources.sourceset import SourceSet
+from routerag.trace import Trace
+
+Announce = Callable[[str], None]
+
+DEFAULT_K = 5
+DEFAULT_STRATEGY = "routerag"
+
+
+class McpRequestError(RouteragError, ValueError):
+    """A tool call the server refuses (an unknown source or strategy, bad params, an empty question)."""
+
+
+class McpSettings(BaseModel):
+    """The MCP server (``routerag mcp``): its transport, what its tools accept and the model ``ask`` runs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    transport: Literal["stdio", "http"] = Field(
+        "stdio", description="stdio: the client starts `routerag mcp` itself; http: streamable HTTP at `path`")
+    host: str = Field("127.0.0.1", description="http: bind address; loopback unless you mean to expose it")
+    port: int = Field(8710, ge=0, le=65535, description="http: TCP port (0 = any free port)")
+    path: str = Field("/mcp", pattern=r"^/", description="http: the endpoint's path")
+    api_key: SecretStr | None = Field(
+        None, description="http: when set, every request needs `X-API-Key: KEY` or `Authorization: Bearer KEY`; "
+                          "required to bind a non-loopback address")
+    max_body_bytes: int = Field(2_000_000, ge=1_024, description="http: larger request bodies get 413")
+    security: SecuritySettings = Field(default_factory=SecuritySettings, description="http: Host/Origin checks, body limits")
+    default_source: str | None = Field(
+        None, description="the source `search` uses when the call names none; None: passage if mounted, else the first")
+    max_question_chars: int = Field(4_000, ge=1, le=100_000, description="longest question `ask` takes")
+    max_new_tokens: int = Field(8_192, ge=16, le=131_072,
+                                description="largest token limit a call's strategy params may give (max_tokens, ...)")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="the model `ask` answers with (built on the first ask)")
+
+    @model_validator(mode="after")
+    def _check_exposure(self) -> McpSettings:
+        if self.transport == "http" and not is_loopback(self.host) and self.api_key is None:
+            raise ValueError(f"binding {self.host!r} exposes the server beyond this machine; set an API key to do that")
+        return self
+
+
+class SearchHit(BaseModel):
+    title: str
+    text: str
+    score: float
+    source: str = Field(description="the mounted source that returned it")
+    doc_id: str
+    rank: int = Field(description="1-based")
+
+
+class SearchResult(BaseModel):
+    query: str
+    source: str
+    hits: list[SearchHit]
+    latency_ms: float
+
+
+class SourceInfo(BaseModel):
+    name: str = Field(description="what `search` takes as `source`")
+    mode: str = Field(description="the kind of retrieval: passage (dense), bm25, graph, hybrid, triples")
+    profile: str = Field(description="what it holds")
+
+
+class SourcesResult(BaseModel):
+    sources: list[SourceInfo]
+    default: str = Field(description="the source `search` uses when none is named")
+    documents: int = Field(description="documents in the index")
+    index: str = Field(description="the index directory")
+
+
+class AskSearch(BaseModel):
+    """One search the strategy made while answering."""
+
+    sources: list[str]
+    query: str | None
+    titles: list[str] = Field(description="titles of the hits it got, best first")
+
+
+class AskResult(BaseModel):
+    question: str
+    answer: str
+    strategy: str
+    error: str | None = Field(None, description="why the strategy stopped early (the answer may be empty)")
+    searches: list[AskSearch]
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: float
+    model: str = Field(description="the model that answered (with its policy adapter, if any)")
+
+
+def ask_result(trace: Trace, model: str) -> AskResult:
+    """A trace summarised for an agent: the answer, each search (where, what, which titles), the cost."""
+    searches = [AskSearch(sources=list(step.sources), query=step.query, titles=[hit.title for hit in step.hits])
+                for step in trace.search_steps]
+    return AskResult(question=trace.question, answer=trace.answer, strategy=trace.strategy, error=trace.error,
+                     searches=searches, prompt_tokens=trace.prompt_tokens, completion_tokens=trace.completion_tokens,
+                     latency_ms=round(trace.latency_ms, 2), model=model)
+
+
+class McpTools:
+    """The tools over one mounted index; thread-safe (each call runs in a worker thread)."""
+
+    def __init__(self, sources: SourceSet, settings: McpSettings, *, index_dir: Path, documents: int) -> None:
+        from routerag.llm.factory import DeferredModel
+        from routerag.llm.pool import ModelPool
+
+        if not sources.names():
+            raise McpRequestError(f"{index_dir}: no source could be mounted")
+        self.sources = sources
+        self.settings = settings
+        self.index_dir = index_dir
+        self.documents = documents
+        self.default_source = self._default_source(settings.default_source)
+        try:
+            self.models = ModelPool(settings.model, DeferredModel(settings.model))  # nothing loads before an ask
+        except ValueError as exc:
+            raise McpRequestError(f"model: {exc}") from None
+
+    @classmethod
+    def open(cls, index_dir: Path, settings: McpSettings, modes: list[str] | None = None, *,
+             announce: Announce = lambda _: None) -> McpTools:
+        """Mount the index's sources (``modes``, or all) once; each that cannot be mounted is announced."""
+        from routerag.api.serving import mounted_sources
+        from routerag.index.bundle import read_bundle_manifest
+
+        documents = read_bundle_manifest(index_dir).n_docs
+        return cls(mounted_sources(index_dir, modes, announce), settings, index_dir=index_dir, documents=documents)
+
+    def _default_source(self, configured: str | None) -> str:
+        names = self.sources.names()
+        if configured is not None:
+            if configured not in names:
+                raise McpRequestError(f"default_source {configured!r} is not mounted; mounted: {', '.join(names)}")
+            return configured
+        return "passage" if "passage" in names else names[0]
+
+    def search(self, query: str, source: str | None = None, k: int = DEFAULT_K) -> SearchResult:
+        from routerag.api.indexing import retrieval_request
+
+        if not query.strip():
+            raise McpRequestError("the query is empty")
+        name = source or self.default_source
+        # an invalid request, then an unknown source: a RouteragError saying why (naming the mounted ones)
+        result = self.sources.retrieve(retrieval_request([query], k, [name])).results[name][0]
+        hits = [SearchHit(title=h.title, text=h.text, score=h.score, source=h.source, doc_id=h.doc_id, rank=h.rank)
+                for h in result.hits]
+        return SearchResult(query=query, source=name, hits=hits, latency_ms=round(result.latency_ms, 2))
+
+    def list_sources(self) -> SourcesResult:
+        infos = [SourceInfo(name=name, mode=self.sources.get(name).mode, profile=self.sources.get(name).profile)
+                 for name in self.sources.names()]
+        return SourcesResult(sources=infos, default=self.default_source, documents=self.documents,
+                             index=str(self.index_dir))
+
+    def ask(self, question: str, strategy: str = DEFAULT_STRATEGY, params: dict[str, Any] | None = None) -> AskResult:
+        from routerag.api import answer
+        from routerag.server.errors import ApiError
+        from routerag.server.prepare import prepare_strategy
+
+        if not question.strip():
+            raise McpRequestError("the question is empty")
+        if len(question) > self.settings.max_question_chars:
+            raise McpRequestError(f"the question has {len(question)} characters; the limit is "
+                                  f"{self.settings.max_question_chars}")
+        try:  # the service's checks: strict params, named sources mounted, token limits
+            resolved = prepare_strategy(strategy, dict(params or {}), sources=self.sources,
+                                        max_new_tokens=self.settings.max_new_tokens, model=self.settings.model)
+        except ApiError as exc:
+            raise McpRequestError(exc.detail) from None
+        model = self.models.get(resolved.model)
+        trace = answer(resolved, model, self.sources, question)
+        name = resolved.model.resolved().model if resolved.model is not None else None
+        name = name or model.name
+        return ask_result(trace, f"{name} + {resolved.adapter}" if resolved.adapter else name)

@@ -1,0 +1,539 @@
+"""An OpenAI-compatible face of the ask service: ``POST /v1/chat/completions`` and
+``GET /v1/models`` (``GET /v1/models/{model}``), so that any OpenAI client (the ``openai`` SDK,
+LangChain's ``ChatOpenAI``, LlamaIndex's ``OpenAILike``, ...) uses routerag as a model.
+
+**The model name picks the pipeline.** Every registered strategy is a model of that name
+(``routerag``: the routerag strategy with the shipped policy of the configured base, as
+``routerag ask`` and ``/v1/ask`` resolve it; ``vanilla``; ``adaptive``; ...). ``GET /v1/models``
+lists the ones this service can run with their default params: a strategy whose optional
+dependency is missing, or whose defaults name sources this service does not mount (``r1-router``
+without ``passage``/``table``), is not listed. ``routerag-1.5b`` (the routerag strategy on the
+bundled 1.5B with its shipped policy) is listed only when the service runs the bundled 0.5B through
+llama.cpp without an adapter of its own and the 1.5B's packages (the ``model-1p5b`` extra) are
+installed: the service's model pool then builds it on its first request, next to the 0.5B (about
+1.1 GB more memory, and several times slower on a CPU). An unknown model gets 404
+(``model_not_found``).
+
+**The request.** The question is the text of the *last* ``user`` message (a string, or a list of
+``text`` parts joined by newlines; any other part, such as an image, is refused), checked like
+``/v1/ask``'s question (empty or too long: 422). Strategies answer one question at a time and none
+reads a conversation, so system, developer, assistant and tool messages and earlier user turns are
+accepted and ignored. ``max_completion_tokens`` (or ``max_tokens``) caps each model call of the
+run: every ``max_*tokens*`` parameter of the strategy is lowered to it (never raised); above the
+service's ``max_new_tokens`` it is refused (422). ``n`` must be 1. ``temperature``, ``top_p``,
+``stop``, ``seed``, ``tools``, ``response_format`` and any other field a client sends are accepted
+and ignored: a strategy's generation settings are its params (its stop sequences belong to its
+protocol). The ``routerag`` extension field (``extra_body={"routerag": {...}}`` in the SDK) carries
+the strategy's ``params`` and the uploaded ``sources`` to mount, validated as ``/v1/ask`` validates
+them.
+
+**The answer.** The strategy's answer is the assistant message; ``usage`` holds the run's real
+token counts (every model call of the trace); the full :class:`~routerag.trace.Trace` is under
+``routerag``. With ``stream: true`` the reply is server-sent events: a chunk with the assistant
+role as soon as the run starts, ``: keep-alive`` comments while it runs (a strategy answers at the
+end), one chunk with the whole answer, a chunk with ``finish_reason: "stop"`` and the trace under
+``routerag``, a chunk with ``usage`` and no choices when ``stream_options.include_usage`` is set (as
+OpenAI sends it), then ``data: [DONE]``. A client that disconnects stops the run at its next model
+call or retrieval, as on ``/v1/ask``.
+
+**Errors** use OpenAI's shape, ``{"error": {"message", "type", "param", "code"}}``, so that the SDK
+raises its typed errors (``NotFoundError``, ``UnprocessableEntityError``, ...). A run that fails
+(its trace records an error) is an HTTP error too, not an empty answer, with the trace under
+``routerag``: 422 (``run_failed``) when the run asked for a source this service cannot serve, 502
+when the model or a remote source failed, 500 otherwise (with ``x-should-retry: false``: the SDK
+would otherwise repeat the run). In a stream, which has already answered 200, the failure is a
+``data: {"error": {...}, "routerag": trace}`` event before ``[DONE]``; the SDK raises it as an
+``APIError``. The front door's own refusals (wrong Host or Origin, a missing API key on a POST, a body
+over the limit) keep the service's ``{"detail": ...}`` shape; the SDK still raises by status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from dataclasses import replace
+from functools import partial
+from typing import Any, Literal
+
+import anyio
+from fastapi import APIRouter, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from routerag.llm.base import ChatModel, ModelError
+from routerag.llm.config import BUNDLED_POLICIES, DEFAULT_MODEL, MissingPolicyError, ModelConfig, bundled_policy_path
+from routerag.server.admission import OverBound
+from routerag.server.cancel import CancellableModel, CancellableSourceSet, unless_disconnected, wait_for_disconnect
+from routerag.server.errors import ApiError
+from routerag.server.prepare import PreparedStrategy, StrategyConfig, token_limits
+from routerag.server.retrieval_app import _validation_detail
+from routerag.server.settings import ServiceSettings
+from routerag.server.upload_parse import UploadRejected
+from routerag.sources.base import RetrievalError
+from routerag.sources.remote import RemoteSourceError
+from routerag.sources.sourceset import SourceSet
+from routerag.strategies import STRATEGIES
+from routerag.strategies.resolve import StrategyParamsError, answer
+from routerag.trace import Trace
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ModelList", "build_chat_router",
+           "question_of"]
+
+LARGER_MODEL = "routerag-1.5b"
+LARGER_BASE = "bundled:qwen2.5-coder-1.5b"
+OWNER = "routerag"
+KEEP_ALIVE_S = 10.0  # a comment line this often while a streamed run has not answered yet
+
+
+# ------------------------------------------------------------------ the request
+
+
+class ContentPart(BaseModel):
+    """One part of a message's content: ``{"type": "text", "text": ...}`` (other kinds are kept
+    as sent and refused only in the question)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(max_length=64)
+    text: str | None = None
+
+
+class ChatMessage(BaseModel):
+    """A message as OpenAI clients send it; ``name``, ``tool_calls``, ``tool_call_id`` and the
+    like are accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[ContentPart] | None = None
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    include_usage: bool = Field(False, description="end the stream with a chunk holding the run's token usage")
+
+
+class RouteragOptions(BaseModel):
+    """The ``routerag`` extension field: what ``/v1/ask`` takes besides the question."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    params: dict[str, Any] = Field(default_factory=dict, description="the strategy's parameters (GET /v1/strategies)")
+    sources: list[str] = Field(default_factory=list, max_length=16, description="uploaded custom sources to mount")
+
+
+class ChatCompletionRequest(BaseModel):
+    """OpenAI's chat-completion request. Fields this model does not name are accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1, max_length=200, description="a strategy (GET /v1/models)")
+    messages: list[ChatMessage] = Field(min_length=1, max_length=1_000,
+                                        description="the last user message is the question; the others are ignored")
+    stream: bool | None = Field(False, description="answer as server-sent events")
+    stream_options: StreamOptions | None = None
+    max_completion_tokens: int | None = Field(None, ge=1, description="caps every model call of the run")
+    max_tokens: int | None = Field(None, ge=1, description="the older name of max_completion_tokens")
+    n: int | None = Field(1, description="answers to give: only 1")
+    temperature: float | None = Field(None, description="accepted and ignored (a strategy's params set its own)")
+    top_p: float | None = Field(None, description="accepted and ignored")
+    stop: str | list[str] | None = Field(None, description="accepted and ignored (a strategy's protocol has its own)")
+    routerag: RouteragOptions | None = Field(None, description="routerag's extension: the strategy's params and sources")
+
+    @field_validator("n")
+    @classmethod
+    def _one_answer(cls, n: int | None) -> int | None:
+        if n is not None and n != 1:
+            raise ValueError(f"n={n} is not supported: a strategy gives one answer per question")
+        return n
+
+    @property
+    def token_cap(self) -> int | None:
+        return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+
+
+def message_text(message: ChatMessage) -> str:
+    """A message's text: its string content, or its ``text`` parts joined by newlines."""
+    content = message.content
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    texts = []
+    for part in content:
+        if part.type != "text":
+            raise ValueError(f"a content part of type {part.type!r} cannot be asked: routerag answers text questions")
+        texts.append(part.text or "")
+    return "\n".join(texts)
+
+
+def question_of(messages: list[ChatMessage]) -> tuple[int, str]:
+    """The index and text of the last ``user`` message: the question a strategy answers."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].role == "user":
+            return index, message_text(messages[index])
+    raise ValueError("no user message: the last user message is the question")
+
+
+# ------------------------------------------------------------------ the reply
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class Choice(BaseModel):
+    index: int = 0
+    message: AssistantMessage
+    finish_reason: Literal["stop"] = "stop"
+    logprobs: None = None
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+    @classmethod
+    def of(cls, trace: Trace) -> Usage:
+        return cls(prompt_tokens=trace.prompt_tokens, completion_tokens=trace.completion_tokens,
+                   total_tokens=trace.prompt_tokens + trace.completion_tokens)
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[Choice]
+    usage: Usage
+    routerag: Trace = Field(description="the run's full trace")
+
+
+class ChunkChoice(BaseModel):
+    index: int = 0
+    delta: dict[str, str]
+    finish_reason: Literal["stop"] | None = None
+    logprobs: None = None
+
+
+class ChatCompletionChunk(BaseModel):
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+    usage: Usage | None = None
+    routerag: Trace | None = None
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = OWNER
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class OpenAIError(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class OpenAIErrorReply(BaseModel):
+    error: OpenAIError
+
+
+class ErrorChunk(BaseModel):
+    """A stream's failure: OpenAI's error object (the SDK raises it), with the run's trace."""
+
+    error: OpenAIError
+    routerag: Trace | None = None
+
+
+def error_reply(status: int, message: str, *, code: str | None = None, param: str | None = None,
+                headers: dict[str, str] | None = None) -> JSONResponse:
+    """A refused request in OpenAI's shape."""
+    kind = "authentication_error" if status == 401 else "invalid_request_error" if status < 500 else "server_error"
+    error = OpenAIError(message=message, type=kind, param=param, code=code)
+    return JSONResponse({"error": error.model_dump()}, status_code=status, headers=headers)
+
+
+OPENAI_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": OpenAIErrorReply, "description": "missing or wrong API key"},
+    404: {"model": OpenAIErrorReply, "description": "no such model (GET /v1/models)"},
+    422: {"model": OpenAIErrorReply, "description": "an invalid request, or a run that asked for a source this service cannot serve"},
+    500: {"model": OpenAIErrorReply, "description": "the run failed (the trace is under `routerag`)"},
+    502: {"model": OpenAIErrorReply, "description": "the model or a remote source failed (the trace is under `routerag`)"},
+}
+
+
+class ChatRequestError(ApiError):
+    """A refused request, with the field it is about and OpenAI's error code."""
+
+    def __init__(self, status: int, detail: str, *, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(status, detail)
+        self.param = param
+        self.code = code
+
+
+def unknown_model(name: str) -> ChatRequestError:
+    return ChatRequestError(404, f"the model {name!r} does not exist on this service (GET /v1/models lists them)",
+                            param="model", code="model_not_found")
+
+
+def _class_names(base: type) -> frozenset[str]:
+    names, stack = set(), [base]
+    while stack:
+        cls = stack.pop()
+        names.add(cls.__name__)
+        stack.extend(cls.__subclasses__())
+    return frozenset(names)
+
+
+def run_failure(trace: Trace) -> tuple[int, OpenAIError]:
+    """The HTTP status and OpenAI error of a run whose trace records an error (the trace says
+    ``"<ExceptionClass>: <message>"``): 422 for a source this service cannot serve, 502 for a
+    failed model or remote source, 500 for anything else."""
+    raised = (trace.error or "").split(":", 1)[0]
+    if raised in _class_names(RetrievalError):
+        status, kind = 422, "invalid_request_error"
+    elif raised in _class_names(ModelError) | _class_names(RemoteSourceError):
+        status, kind = 502, "upstream_error"
+    else:
+        status, kind = 500, "server_error"
+    return status, OpenAIError(message=f"the {trace.strategy} run failed: {trace.error}", type=kind, code="run_failed")
+
+
+def failed_run_reply(trace: Trace) -> JSONResponse:
+    status, error = run_failure(trace)
+    headers = {"x-should-retry": "false"} if status == 500 else None  # the same run would fail the same way
+    return JSONResponse({"error": error.model_dump(), "routerag": trace.model_dump(mode="json")},
+                        status_code=status, headers=headers)
+
+
+class OpenAIRoute(APIRoute):
+    """A route whose refusals (bad body, unknown model, wrong key, bad params) are in OpenAI's shape."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except RequestValidationError as exc:
+                status, detail, errors = _validation_detail(exc)
+                param = ".".join(p for p in errors[0]["loc"] if p != "body") if errors else None
+                return error_reply(status, detail, param=param or None)
+            except ApiError as exc:
+                code = getattr(exc, "code", None) or ("invalid_api_key" if exc.status == 401 else None)
+                return error_reply(exc.status, exc.detail, code=code, param=getattr(exc, "param", None), headers=exc.headers)
+            except UploadRejected as exc:
+                return error_reply(exc.status, exc.detail, param="routerag.sources")
+            except StrategyParamsError as exc:  # found while building a strategy a strategy runs
+                return error_reply(422, str(exc), param="routerag.params")
+            except OverBound as exc:  # the service's admission of asks (the message names the bound)
+                return error_reply(429, str(exc), code="rate_limit_exceeded", headers={"Retry-After": str(exc.retry_after_s)})
+
+        return handle
+
+
+# ------------------------------------------------------------------ models
+
+
+def larger_policy_model(model_config: ModelConfig | None) -> ModelConfig | None:
+    """The configuration that answers ``routerag-1.5b``: the service's own with the bundled 1.5B as
+    its base, when the service runs the bundled 0.5B through llama.cpp without an adapter of its
+    own and the 1.5B's packages and shipped policy are installed; else None."""
+    if model_config is None or model_config.lora_path is not None:
+        return None
+    try:
+        resolved = model_config.resolved()
+    except ValueError:
+        return None
+    if resolved.backend != "llamacpp" or resolved.model != DEFAULT_MODEL:
+        return None
+    from routerag.llm.bundled import BundledModelError, bundled_spec, find_parts
+
+    try:
+        find_parts(bundled_spec(LARGER_BASE))
+        bundled_policy_path(BUNDLED_POLICIES[LARGER_BASE])
+    except (BundledModelError, MissingPolicyError):
+        return None
+    return model_config.model_copy(update={"model": LARGER_BASE})
+
+
+def strategy_available(name: str) -> bool:
+    try:
+        STRATEGIES.get(name)
+    except ImportError:  # an optional dependency is missing
+        return False
+    return True
+
+
+# ------------------------------------------------------------------ the router
+
+Prepare = Callable[[StrategyConfig], tuple[PreparedStrategy, SourceSet]]
+
+
+def _chunk(meta: dict[str, Any], include_usage: bool, **fields: Any) -> str:
+    """One ``chat.completion.chunk`` event; ``usage`` is null on every chunk but the last when
+    asked for (as OpenAI sends it) and absent otherwise, ``routerag`` only on the finishing chunk."""
+    chunk = ChatCompletionChunk(**meta, **fields)
+    exclude = {name for name in ("usage", "routerag") if getattr(chunk, name) is None}
+    if include_usage:
+        exclude.discard("usage")
+    return f"data: {chunk.model_dump_json(exclude=exclude)}\n\n"
+
+
+def _forget(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: nobody waits for an abandoned run
+
+
+# Over 80 lines: the two routes are closures over the service's state (model pool, preparation,
+# limits), kept together with the steps they share (the model name's strategy, the question).
+def build_chat_router(model_for: Callable[[PreparedStrategy], ChatModel], prepare: Prepare,
+                      check_question: Callable[[str, str], None], limiter: Callable[[], anyio.CapacityLimiter],
+                      settings: ServiceSettings, model_config: ModelConfig | None,
+                      admitted: Sequence[Any] = ()) -> APIRouter:
+    """The OpenAI-compatible routes over the ask service's own steps: ``prepare`` mounts the
+    sources and validates a strategy's params (``/v1/ask``'s), ``model_for`` gives the model of a
+    prepared strategy (the service's model pool), ``limiter`` bounds the runs at once, ``admitted``
+    (dependencies) admits each completion (the service's admission of asks)."""
+    router = APIRouter(tags=["openai"], route_class=OpenAIRoute)
+    started = int(time.time())
+    larger = larger_policy_model(model_config)
+
+    def strategy_for(name: str, options: RouteragOptions, token_cap: int | None) -> tuple[PreparedStrategy, SourceSet]:
+        strategy = "routerag" if name == LARGER_MODEL and larger is not None else name
+        if strategy not in STRATEGIES.names() or not strategy_available(strategy):
+            raise unknown_model(name)
+        config = StrategyConfig(strategy=strategy, params=options.params, sources=options.sources)
+        try:
+            prepared, sourceset = prepare(config)
+            lowered = {key: token_cap for key, value in token_limits(prepared.params).items()
+                       if token_cap is not None and value > token_cap}
+            if lowered:  # validated again with the lower limits
+                prepared, sourceset = prepare(config.model_copy(update={"params": {**options.params, **lowered}}))
+        except ApiError as exc:  # the params or sources of the routerag extension
+            raise ChatRequestError(exc.status, exc.detail, param="routerag") from None
+        if strategy != name:  # the larger base with its own shipped policy, from the service's model pool
+            assert larger is not None
+            from routerag.llm.config import with_default_policy
+
+            prepared = replace(prepared, model=with_default_policy(larger, strategy))
+        return prepared, sourceset
+
+    def listed(name: str) -> bool:
+        try:
+            prepare(StrategyConfig(strategy=name))
+        except (ApiError, UploadRejected, StrategyParamsError):
+            return False  # its defaults need something this service lacks
+        return True
+
+    def model_names() -> list[str]:
+        names = [name for name in STRATEGIES.names() if strategy_available(name) and listed(name)]
+        return names + ([LARGER_MODEL] if larger is not None else [])
+
+    @router.get("/v1/models", response_model=ModelList, responses={401: OPENAI_ERRORS[401]},
+                summary="the models (strategies) this service answers with, in OpenAI's shape")
+    async def list_models() -> ModelList:
+        names = await anyio.to_thread.run_sync(model_names)
+        return ModelList(data=[ModelCard(id=name, created=started) for name in names])
+
+    @router.get("/v1/models/{model}", response_model=ModelCard, responses={k: OPENAI_ERRORS[k] for k in (401, 404, 422)},
+                summary="one model (strategy) in OpenAI's shape")
+    async def get_model(model: str) -> ModelCard:
+        if model not in await anyio.to_thread.run_sync(model_names):
+            raise unknown_model(model)
+        return ModelCard(id=model, created=started)
+
+    @router.post("/v1/chat/completions", response_model=ChatCompletion, responses={
+                     200: {"content": {"text/event-stream": {}},
+                           "description": "a chat completion; with `stream: true`, chat.completion.chunk events then [DONE]"},
+                     400: {"model": OpenAIErrorReply, "description": "the body is not valid JSON"}, **OPENAI_ERRORS,
+                     429: {"model": OpenAIErrorReply, "description": "too many asks queued (`Retry-After` says when to retry)"}},
+                 dependencies=list(admitted),
+                 summary="answer the last user message with the strategy the model name picks (OpenAI-compatible)")
+    async def chat_completions(request: Request, body: ChatCompletionRequest) -> ChatCompletion | Response:
+        try:
+            index, question = question_of(body.messages)
+            check_question(question, f"messages[{index}] (the last user message)")
+        except (ValueError, ApiError) as exc:
+            raise ChatRequestError(422, exc.detail if isinstance(exc, ApiError) else str(exc), param="messages") from None
+        cap = body.token_cap
+        if cap is not None and cap > settings.max_new_tokens:
+            raise ChatRequestError(422, f"max_tokens: {cap} is above this service's limit of {settings.max_new_tokens} tokens",
+                                   param="max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens")
+        strategy, sourceset = strategy_for(body.model, body.routerag or RouteragOptions(), cap)
+        cancelled = threading.Event()  # set when the client leaves: the run stops at its next call
+        run = partial(answer, strategy, CancellableModel(model_for(strategy), cancelled),
+                      CancellableSourceSet(sourceset, cancelled), question)
+        meta = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body.model}
+        if body.stream:
+            include_usage = bool(body.stream_options and body.stream_options.include_usage)
+            return StreamingResponse(_stream(request, run, cancelled, limiter(), meta, include_usage),
+                                     media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        finished, trace = await unless_disconnected(request.receive, cancelled,
+                                                    anyio.to_thread.run_sync(run, limiter=limiter()))
+        if not finished or trace is None:
+            return Response(status_code=499)  # nobody reads it
+        if trace.error is not None:
+            return failed_run_reply(trace)
+        return ChatCompletion(**meta, choices=[Choice(message=AssistantMessage(content=trace.answer or ""))],
+                              usage=Usage.of(trace), routerag=trace)
+
+    return router
+
+
+async def _stream(request: Request, run: Callable[[], Trace], cancelled: threading.Event,
+                  limiter: anyio.CapacityLimiter, meta: dict[str, Any], include_usage: bool) -> AsyncIterator[str]:
+    """The chunks of a streamed completion (see the module notes)."""
+    yield _chunk(meta, include_usage, choices=[ChunkChoice(delta={"role": "assistant", "content": ""})])
+    task = asyncio.ensure_future(anyio.to_thread.run_sync(run, limiter=limiter))
+    watcher = asyncio.ensure_future(wait_for_disconnect(request.receive))
+    try:
+        while not task.done():
+            await asyncio.wait({task, watcher}, timeout=KEEP_ALIVE_S, return_when=asyncio.FIRST_COMPLETED)
+            if watcher.done():
+                cancelled.set()  # the client has gone
+                return
+            if not task.done():
+                yield ": keep-alive\n\n"
+        trace: Trace = task.result()
+        if trace.error is not None:
+            yield f"data: {ErrorChunk(error=run_failure(trace)[1], routerag=trace).model_dump_json()}\n\n"
+        else:
+            yield _chunk(meta, include_usage, choices=[ChunkChoice(delta={"content": trace.answer or ""})])
+            yield _chunk(meta, include_usage, choices=[ChunkChoice(delta={}, finish_reason="stop")], routerag=trace)
+            if include_usage:
+                yield _chunk(meta, include_usage, choices=[], usage=Usage.of(trace))
+    except StrategyParamsError as exc:  # found while building a strategy it runs (adaptive's choices)
+        yield f"data: {ErrorChunk(error=OpenAIError(message=str(exc), type='invalid_request_error', param='routerag.params')).model_dump_json(exclude_none=True)}\n\n"
+    except Exception as exc:  # noqa: BLE001 — the stream still ends with its error and [DONE]
+        log.exception("the streamed chat completion failed")
+        error = OpenAIError(message=f"internal error while answering ({type(exc).__name__})", type="server_error")
+        yield f"data: {ErrorChunk(error=error).model_dump_json(exclude_none=True)}\n\n"
+    finally:  # also when the client left mid-stream (the generator is closed)
+        watcher.cancel()
+        if not task.done():
+            cancelled.set()  # the run stops at its next call and frees its thread
+            task.add_done_callback(_forget)
+    yield "data: [DONE]\n\n"

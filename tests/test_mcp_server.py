@@ -1,0 +1,228 @@
+"""``routerag mcp``: the MCP tools over a small real index (BM25 over the bundled demo passages),
+driven by the MCP SDK's own client over stdio (the server started as the client configuration in
+docs/guides/snippets/mcp_config.json says) and over streamable HTTP (a subprocess on a free
+port, with an API key), plus the runnable client snippet."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SNIPPETS = ROOT / "docs" / "guides" / "snippets"
+N_DOCS = 40
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[dict[str, str]]:
+    from routerag.corpus.datasets import bundled_data_dir
+
+    return json.loads((bundled_data_dir() / "demo" / "2wiki_corpus.json").read_text(encoding="utf-8"))[:N_DOCS]
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory, corpus) -> Path:
+    from routerag.corpus.schema import Document
+    from routerag.index.bundle import build_index
+
+    directory = tmp_path_factory.mktemp("mcp-idx") / "bundle"
+    build_index([Document.make(r["title"], r["text"]) for r in corpus], directory, components=("bm25",))
+    return directory
+
+
+def _env(**extra: str) -> dict[str, str]:
+    src = str(ROOT / "src")
+    return {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra}
+
+
+def _server_from_config(index_dir: Path) -> Any:
+    """The snippet's client configuration, with this checkout's Python standing in for `routerag`."""
+    from mcp import StdioServerParameters
+
+    entry = json.loads((SNIPPETS / "mcp_config.json").read_text())["mcpServers"]["routerag"]
+    assert entry["command"] == "routerag" and entry["args"][0] == "mcp"
+    args = [str(index_dir) if arg == "/path/to/my-index" else arg for arg in entry["args"]]
+    assert str(index_dir) in args
+    return StdioServerParameters(command=sys.executable, args=["-m", "routerag.cli.main", *args],
+                                 env=_env(**entry.get("env", {})))
+
+
+def _over_stdio(index_dir: Path, body: Callable[[Any], Awaitable[None]]) -> None:
+    from mcp import ClientSession, stdio_client
+
+    async def run() -> None:
+        with open(os.devnull, "w") as quiet:  # the server's stderr (its announcements)
+            async with stdio_client(_server_from_config(index_dir), errlog=quiet) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    await body(session)
+
+    anyio.run(run)
+
+
+def _error_text(result: Any) -> str:
+    assert result.is_error, result
+    return result.content[0].text
+
+
+async def _check_tools(session: Any, corpus: list[dict[str, str]]) -> None:
+    """What every transport must give: the three tools with their schemas, hits from the corpus,
+    the source list, and refusals as error results that say why."""
+    titles = {row["title"] for row in corpus}
+    tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+    assert set(tools) == {"search", "ask", "list_sources"}
+    search_schema = tools["search"].input_schema
+    assert search_schema["required"] == ["query"]
+    assert search_schema["properties"]["k"]["minimum"] == 1 and search_schema["properties"]["k"]["default"] == 5
+    assert "bm25" in search_schema["properties"]["source"]["description"]
+    assert tools["ask"].input_schema["properties"]["strategy"]["default"] == "routerag"
+    assert tools["ask"].input_schema["required"] == ["question"]
+    assert tools["list_sources"].input_schema["properties"] == {}
+    assert "hits" in tools["search"].output_schema["properties"]
+
+    result = await session.call_tool("search", {"query": corpus[3]["title"], "k": 3})
+    assert not result.is_error, result.content
+    found = result.structured_content
+    assert found["source"] == "bm25" and 1 <= len(found["hits"]) <= 3
+    assert found["hits"][0]["title"] == corpus[3]["title"]
+    assert {hit["title"] for hit in found["hits"]} <= titles
+    assert {"title", "text", "score", "source"} <= set(found["hits"][0])
+
+    listed = (await session.call_tool("list_sources", {})).structured_content
+    assert listed["default"] == "bm25" and listed["documents"] == N_DOCS
+    assert [(s["name"], s["mode"]) for s in listed["sources"]] == [("bm25", "bm25")]
+    assert f"over {N_DOCS} passages" in listed["sources"][0]["profile"]
+
+    message = _error_text(await session.call_tool("search", {"query": "film", "source": "graph"}))
+    assert "unknown source 'graph'; mounted: bm25" in message
+    message = _error_text(await session.call_tool("search", {"query": "film", "k": 0}))
+    assert "k" in message and "greater than or equal to 1" in message
+    message = _error_text(await session.call_tool("search", {"query": "   "}))
+    assert "the query is empty" in message
+    message = _error_text(await session.call_tool("ask", {"question": "Who?", "strategy": "no-such-strategy"}))
+    assert "unknown strategy 'no-such-strategy'" in message
+    message = _error_text(await session.call_tool("ask", {"question": "Who?", "strategy": "vanilla",
+                                                          "params": {"source": "graph"}}))
+    assert "params.source: unknown source 'graph'" in message
+    message = _error_text(await session.call_tool("ask", {"question": "Who?", "strategy": "vanilla",
+                                                          "params": {"k": "three"}}))
+    assert "invalid params for strategy 'vanilla'" in message
+
+
+@pytest.mark.integration
+def test_stdio_tools(index_dir, corpus) -> None:
+    async def body(session: Any) -> None:
+        await _check_tools(session, corpus)
+
+    _over_stdio(index_dir, body)
+
+
+@pytest.mark.integration
+@pytest.mark.model
+def test_stdio_ask_with_the_bundled_model(index_dir, corpus) -> None:
+    """One real answer: vanilla over BM25 with the bundled 0.5B (loaded on this first ask)."""
+    seen: dict[str, Any] = {}
+
+    async def body(session: Any) -> None:
+        result = await session.call_tool("ask", {"question": f"What is {corpus[3]['title']}?", "strategy": "vanilla",
+                                                 "params": {"source": "bm25", "k": 2, "max_tokens": 16}})
+        assert not result.is_error, result.content
+        seen.update(result.structured_content)
+
+    _over_stdio(index_dir, body)
+    assert seen["strategy"] == "vanilla" and seen["error"] is None and seen["answer"].strip()
+    [search] = seen["searches"]
+    assert search["sources"] == ["bm25"] and search["titles"][0] == corpus[3]["title"] and len(search["titles"]) == 2
+    assert seen["prompt_tokens"] > 0 and 0 < seen["completion_tokens"] <= 16 and seen["latency_ms"] > 0
+    assert seen["model"] == "bundled:qwen2.5-coder-0.5b"
+
+
+def _start_http(index_dir: Path, log: Path, *args: str) -> tuple[subprocess.Popen[bytes], str]:
+    command = [sys.executable, "-m", "routerag.cli.main", "mcp", str(index_dir), "--transport", "http", "--port", "0", *args]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(command, env=_env(MCP_TEST_KEY="k3y-for-tests"), stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        found = re.search(r"at (http://127\.0\.0\.1:\d+/mcp) ", log.read_text(errors="replace"))
+        if found:
+            return proc, found.group(1)
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    proc.kill()
+    raise AssertionError(f"the server did not start:\n{log.read_text(errors='replace')}")
+
+
+@pytest.mark.service
+def test_streamable_http_with_an_api_key(index_dir, corpus, tmp_path) -> None:
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    proc, url = _start_http(index_dir, tmp_path / "server.log", "--api-key-env", "MCP_TEST_KEY")
+    try:
+        async def run() -> None:
+            async with create_mcp_http_client(headers={"Authorization": "Bearer k3y-for-tests"}) as http:
+                async with streamable_http_client(url, http_client=http) as (read, write):
+                    async with ClientSession(read, write) as session:
+                        await session.initialize()
+                        await _check_tools(session, corpus)
+
+        anyio.run(run)
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        accept = {"Accept": "application/json, text/event-stream"}
+        for headers in ({}, {"X-API-Key": "wrong"}):
+            refused = httpx.post(url, json=ping, headers={**accept, **headers}, timeout=10)
+            assert refused.status_code == 401, refused.text
+        assert httpx.get(url, headers=accept, timeout=10).status_code == 401  # the event stream needs the key too
+        rebound = httpx.post(url, json=ping, headers={**accept, "X-API-Key": "k3y-for-tests", "Host": "evil.example"},
+                             timeout=10)
+        assert rebound.status_code == 400 and "Host" in rebound.json()["detail"]
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+@pytest.mark.integration
+def test_client_snippet_runs(index_dir, corpus) -> None:
+    query = corpus[5]["title"]
+    done = subprocess.run([sys.executable, str(SNIPPETS / "mcp_client.py"), query], capture_output=True, text=True,
+                          env=_env(ROUTERAG_INDEX=str(index_dir)), timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "tools: search, ask, list_sources"
+    assert lines[1].startswith("3 hits from bm25 for ")
+    assert lines[2].startswith(f"1. {query} (")
+
+
+def test_exposed_http_needs_an_api_key(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from routerag.cli.app import app
+    from routerag.cli.main import _load
+
+    _load()
+    result = CliRunner().invoke(app, ["mcp", str(tmp_path), "--transport", "http", "--host", "0.0.0.0"])
+    assert result.exit_code == 1
+    assert "exposes the server beyond this machine; set an API key" in result.output
+    result = CliRunner().invoke(app, ["mcp", str(tmp_path), "--transport", "carrier-pigeon"])
+    assert result.exit_code == 1 and "transport" in result.output
+
+
+def test_missing_sdk_names_the_extra(monkeypatch) -> None:
+    from routerag.integrations import mcp_server
+
+    monkeypatch.setitem(sys.modules, "mcp.server.mcpserver", None)  # what an environment without the SDK gives
+    with pytest.raises(mcp_server.McpUnavailableError, match=re.escape("pip install 'routerag[integrations]'")):
+        mcp_server._sdk()
