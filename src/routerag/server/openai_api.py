@@ -56,7 +56,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import replace
-from functools import partial
 from typing import Any, Literal
 
 import anyio
@@ -484,8 +483,11 @@ def build_chat_router(model_for: Callable[[PreparedStrategy], ChatModel], prepar
                                    param="max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens")
         strategy, sourceset = strategy_for(body.model, body.routerag or RouteragOptions(), cap)
         cancelled = threading.Event()  # set when the client leaves: the run stops at its next call
-        run = partial(answer, strategy, CancellableModel(model_for(strategy), cancelled),
-                      CancellableSourceSet(sourceset, cancelled), question)
+
+        def run() -> Trace:  # the model is looked up in the worker thread: building it never blocks the event loop
+            return answer(strategy, CancellableModel(model_for(strategy), cancelled),
+                          CancellableSourceSet(sourceset, cancelled), question)
+
         meta = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body.model}
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
