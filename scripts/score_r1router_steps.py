@@ -31,14 +31,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
 
+    from routerag.corpus.sampling import evenly_spaced
     from routerag.llm.base import GenerationParams
     from routerag.llm.config import ModelConfig
     from routerag.llm.factory import build_model
     from routerag.train.golden.r1router import r1_router_step_rows
     from routerag.train.rewards import R1RouterStepRewardParams
     from routerag.train.step_score import score_steps, summarize_steps
-
-    from routerag.corpus.sampling import evenly_spaced
 
     steps = r1_router_step_rows(side=args.side)
     rows = [r for kind in args.kinds.split(",")
