@@ -443,33 +443,25 @@ _SIDE_HELP = ("trajectories whose steps are trained on: the train side of the fi
               "(routerag.corpus.r1router_split; dataset r1router-steps-heldout is never trained on), or all")
 
 
-R1_ROUTER_GRPO_DEFAULTS: dict[str, Any] = {
-    "num_generations": 8, "per_device_train_batch_size": 8, "learning_rate": 1e-6,
-}
-"""R1-Router's Step-GRPO settings (Peng et al., 2025) where a ``grpo`` section does not name them:
-group size 8, learning rate 1e-6; its clip epsilon 0.2 is TRL's ``GRPOConfig.epsilon`` default
-(``grpo.extra.epsilon`` changes it). The step reward's
-alpha = beta = 0.5 are ``r1_router_step``'s ``w_query`` / ``w_route`` defaults. The earlier
-defaults, RouteRAG's G = 5 with batches of 10 (``grpo: {num_generations: 5,
-per_device_train_batch_size: 10}``), remain a valid alternative for a smaller step."""
+class R1RouterGRPOSpec(GRPOSpec):
+    """GRPO with R1-Router's Step-GRPO settings (Peng et al., 2025) as defaults: group size 8 and
+    learning rate 1e-6; its clip epsilon 0.2 is TRL's ``GRPOConfig.epsilon`` default
+    (``grpo.extra.epsilon`` changes it). The step reward's alpha = beta = 0.5 are ``r1_router_step``'s
+    ``w_query`` / ``w_route`` defaults. RouteRAG's G = 5 with batches of 10 (``grpo: {num_generations: 5,
+    per_device_train_batch_size: 10}``), this recipe's earlier setting, is the smaller alternative."""
+
+    num_generations: int = Field(default=8, ge=2, description="group size G (R1-Router's Step-GRPO: 8)")
+    per_device_train_batch_size: int = Field(default=8, ge=1, description="completions per device per step (a multiple of G)")
 
 
 class R1RouterStepConfig(TrainConfig):
     """R1-Router Step-GRPO over the per-step prompts of the released golden trajectories; the
-    paper's settings by default (:data:`R1_ROUTER_GRPO_DEFAULTS`)."""
+    paper's settings by default (:class:`R1RouterGRPOSpec`)."""
 
     recipe: Literal["r1-router-step"] = Field(default="r1-router-step", description="recipe name")
     trajectories: Literal["train", "all"] = Field(default="train", description=_SIDE_HELP)
-    grpo: GRPOSpec = Field(default_factory=lambda: GRPOSpec(**R1_ROUTER_GRPO_DEFAULTS),
-                           description="GRPO; R1-Router's group size 8, lr 1e-6 and clip 0.2 where not named")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _papers_grpo(cls, data: Any) -> Any:
-        grpo = data.get("grpo") if isinstance(data, dict) else None
-        if isinstance(grpo, dict):  # a grpo section: the paper's values for what it leaves out
-            data = {**data, "grpo": {**R1_ROUTER_GRPO_DEFAULTS, **grpo}}
-        return data
+    grpo: R1RouterGRPOSpec = Field(default_factory=R1RouterGRPOSpec,
+                                   description="GRPO, with R1-Router's group size 8 and lr 1e-6 as defaults (clip 0.2: TRL's)")
 
     @model_validator(mode="after")
     def _invariants(self) -> R1RouterStepConfig:
