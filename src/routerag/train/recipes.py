@@ -189,20 +189,20 @@ def r1_router_sft(cfg: R1RouterSFTConfig) -> TrainRunSummary:
              if json.loads(r["step"])["step_type"] in cfg.step_types]
     kinds = [json.loads(r["step"])["step_type"] for r in steps]
     rows = chat_sft_rows([(r["prompt"], r1_router_gold_completion(json.loads(r["step"]))) for r in steps], codec)
-    fitted = [(row, kind) for row, kind in zip(rows, kinds)
+    fitted = [(row, kind, step["trajectory"]) for row, kind, step in zip(rows, kinds, steps)
               if not cfg.sft.drop_longer or len(row["input_ids"]) <= cfg.sft.max_length]
     dropped = len(rows) - len(fitted)
-    kept: list[tuple[dict[str, list[int]], str]] = []
+    kept: list[tuple[dict[str, list[int]], str, str]] = []
     for kind in cfg.step_types:
-        of_kind = [pair for pair in fitted if pair[1] == kind]
-        kept += evenly_spaced(of_kind, cfg.max_per_type.get(kind))
+        kept += evenly_spaced([item for item in fitted if item[1] == kind], cfg.max_per_type.get(kind))
     kept = evenly_spaced(kept, cfg.sft.max_examples)
-    token_rows = [{k: v[: cfg.sft.max_length] for k, v in row.items()} for row, _ in kept]
+    token_rows = [{k: v[: cfg.sft.max_length] for k, v in row.items()} for row, _, _ in kept]
     if not token_rows:
         raise ValueError("no SFT rows left (all steps longer than sft.max_length?)")
-    counts = {kind: sum(k == kind for _, k in kept) for kind in cfg.step_types}
+    counts = {kind: sum(k == kind for _, k, _ in kept) for kind in cfg.step_types}
+    used = sorted({t for _, _, t in kept}, key=lambda t: int(t.rsplit("-", 1)[1]))
     return _sft_and_export(cfg, tokenizer, token_rows, out, {"by_step_type": counts, "dropped_longer": dropped,
-                                                             "trajectories": cfg.trajectories})
+                                                             "trajectories": cfg.trajectories, "trajectory_ids": used})
 
 
 @RECIPES.register("routerag-sft")
