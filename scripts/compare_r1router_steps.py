@@ -17,12 +17,17 @@ import json
 from pathlib import Path
 
 
-def _ret_scores(run: Path) -> dict[str, dict[str, float]]:
-    out = {}
-    for line in (run / "results.jsonl").read_text(encoding="utf-8").splitlines():
+def _ret_scores(runs: str) -> dict[str, dict[str, float]]:
+    """Per qid, over the comma-separated run directories of one policy (lanes of one sample: the
+    first record of a qid counts)."""
+    out: dict[str, dict[str, float]] = {}
+    lines = [line for run in runs.split(",") for line in (Path(run) / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    for line in lines:
         if not line.strip():
             continue
         rec = json.loads(line)
+        if rec["qid"] in out:
+            continue
         step = rec["trace"]["steps"][0]
         out[rec["qid"]] = {"routing acc.": float(bool(rec["routing"]["correct"])),
                            "format errors": float(step.get("format_error") is not None),
@@ -62,7 +67,7 @@ def _rows(kind: str, a: dict[str, dict[str, float]], b: dict[str, dict[str, floa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", nargs=2, type=Path, required=True)
+    parser.add_argument("--runs", nargs=2, required=True, help="two evaluation runs (each: DIR or DIR,DIR for lanes of one sample)")
     parser.add_argument("--steps", nargs=2, type=Path, default=None)
     parser.add_argument("--labels", nargs=2, required=True)
     parser.add_argument("--out", type=Path, required=True)
