@@ -17,11 +17,19 @@ import json
 from pathlib import Path
 
 
+def _results_text(run: Path) -> str:
+    """``results.jsonl`` of a run directory, or its compressed ``results.jsonl.xz``."""
+    import lzma
+
+    plain = run / "results.jsonl"
+    return plain.read_text(encoding="utf-8") if plain.is_file() else lzma.open(run / "results.jsonl.xz", "rt", encoding="utf-8").read()
+
+
 def _ret_scores(runs: str) -> dict[str, dict[str, float]]:
     """Per qid, over the comma-separated run directories of one policy (lanes of one sample: the
     first record of a qid counts)."""
     out: dict[str, dict[str, float]] = {}
-    lines = [line for run in runs.split(",") for line in (Path(run) / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    lines = [line for run in runs.split(",") for line in _results_text(Path(run)).splitlines()]
     for line in lines:
         if not line.strip():
             continue
