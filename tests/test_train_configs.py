@@ -14,6 +14,7 @@ from routerag.config import ConfigError, read_config_file
 from routerag.train.config import (
     RECIPE_CONFIGS,
     GraphRAGR1Config,
+    R1RouterStepConfig,
     RouteRAGRFTConfig,
     RouteRAGTwoStageConfig,
     TrainConfig,
@@ -102,7 +103,7 @@ def _error(path: Path, overrides: list[str] | None = None) -> str:
 def test_a_bad_configuration_is_one_clear_line(tmp_path: Path) -> None:
     wrong = _write(tmp_path / "wrong.yaml", {"recipe": "routerag-grpo"})
     assert _error(wrong) == (f"{wrong}: unknown recipe 'routerag-grpo'; valid: routerag-two-stage, graphrag-r1, "
-                             "r1-router-step, routerag-sft, routerag-rft")
+                             "r1-router-step, r1-router-sft, routerag-sft, routerag-rft")
     groups = _write(tmp_path / "groups.yaml", {"recipe": "routerag-two-stage",
                                                "grpo": {"num_generations": 5, "per_device_train_batch_size": 8}})
     assert "not a multiple of the group size G = num_generations 5" in _error(groups)
@@ -153,3 +154,24 @@ def test_the_recipe_classes() -> None:
     assert not hasattr(RouteRAGTwoStageConfig(), "sft") and not hasattr(GraphRAGR1Config(), "rft")
     for cls in RECIPE_CONFIGS.values():  # every field documented (routerag train --dry-run users read them)
         assert not [name for name, f in cls.model_fields.items() if not f.description], cls.__name__
+
+
+def test_r1_router_step_defaults_are_the_papers(tmp_path: Path) -> None:
+    # R1-Router's Step-GRPO: group 8, lr 1e-6, clip 0.2 (TRL's default), alpha = beta = 0.5 in the step reward
+    for cfg in (R1RouterStepConfig(), train_config({"recipe": "r1-router-step", "grpo": {"max_steps": 3}})):
+        assert isinstance(cfg, R1RouterStepConfig) and cfg.trajectories == "train"
+        assert (cfg.grpo.num_generations, cfg.grpo.per_device_train_batch_size, cfg.grpo.learning_rate) == (8, 8, 1e-6)
+        (reward,) = cfg.default_schedule().stages[0].rewards
+        assert (reward.resolved.w_query, reward.resolved.w_route) == (0.5, 0.5)
+    # the earlier G = 5 remains a valid choice when named
+    five = train_config({"recipe": "r1-router-step", "grpo": {"num_generations": 5, "per_device_train_batch_size": 10}})
+    assert (five.grpo.num_generations, five.grpo.per_device_train_batch_size) == (5, 10)
+    bad = _write(tmp_path / "bad.yaml", {"recipe": "r1-router-step", "grpo": {"per_device_train_batch_size": 12}})
+    assert "not a multiple of the group size G = num_generations 8" in _error(bad)
+    if HAS_TRL:
+        from trl import GRPOConfig
+
+        from routerag.train.grpo import grpo_arguments
+
+        args = GRPOConfig(**{**grpo_arguments(R1RouterStepConfig(), tmp_path, cpu=True), "use_cpu": True})
+        assert (args.epsilon, args.num_generations, args.learning_rate) == (0.2, 8, 1e-6)

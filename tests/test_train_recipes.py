@@ -132,3 +132,25 @@ def test_r1_router_step_recipe_runs(tmp_path):
     assert summary.steps == 1
     record = [r for r in read_metrics(summary.metrics_path) if "reward" in r][0]
     assert "rewards/r1_router_step/mean" in record and record["completions/mean_length"] <= 12
+
+
+@pytest.mark.data
+def test_r1_router_sft_recipe_trains_on_train_trajectories_only(tmp_path):
+    from routerag.corpus.r1router_split import split_ids
+    from routerag.train.config import R1RouterSFTConfig
+
+    cfg = R1RouterSFTConfig(
+        output_dir=str(tmp_path), model={"name": "tiny"}, lora={"enabled": True, "r": 2, "alpha": 4},
+        data={"eval_sets": []}, max_per_type={"ret": 3, "ans": 1, "final": 2},
+        sft={"enabled": True, "max_steps": 2, "max_length": 640, "drop_longer": True, "per_device_train_batch_size": 1,
+             "learning_rate": 1e-3},
+        grpo={"use_cpu": True, "torch_threads": 1},
+    )
+    summary = train(cfg)
+    assert summary.steps == 2 and summary.phases == ["sft"] and Path(summary.final_model or "").is_dir()
+    record = json.loads((tmp_path / "sft_summary.json").read_text())
+    assert record["rows"] == 6 and record["by_step_type"] == {"ret": 3, "ans": 1, "final": 2}
+    assert record["dropped_longer"] > 0  # the long intermediate-answer prompts
+    assert record["trajectory_ids"] and not set(record["trajectory_ids"]) & set(split_ids("heldout"))
+    losses = [r["loss"] for r in read_metrics(summary.metrics_path) if "loss" in r]
+    assert len(losses) == 2 and all(loss > 0 for loss in losses)

@@ -137,6 +137,19 @@ def test_r1_router_step_reward():
     broken = "<sub-question>who directed the film x?"  # no closing tags, no <ret>
     got = get_reward("r1_router_step")([r1_sample(good, ret_gold), r1_sample(wrong_kb, ret_gold), r1_sample(broken, ret_gold)], params)
     assert got == pytest.approx([1.0, 0.5, 0.0])
+    # hand-worked: "who produced the film x?" shares who/film/x with the gold (articles and punctuation
+    # dropped): P = R = 3/4, token F1 0.75 -> 0.5 * 0.75 + 0.5 * [route] (alpha = beta = 0.5, the defaults)
+    partial = good.replace("who directed the film x?", "who produced the film x?")
+    partial_wrong_kb = partial.replace("Text Retriever", "Table Retriever")
+    got = get_reward("r1_router_step")([r1_sample(partial, ret_gold), r1_sample(partial_wrong_kb, ret_gold)], params)
+    assert got == pytest.approx([0.875, 0.375])
+    assert get_reward("r1_router_step")([r1_sample(partial, ret_gold)], {**params, "w_query": 0.2, "w_route": 0.8}) == \
+        pytest.approx([0.2 * 0.75 + 0.8])
+    # the decision to stop: right when the gold stops (sim 1, route None), worth 0 when the gold goes on
+    stop_gold = {"step_type": "ret", "gold_query": "none", "gold_retriever": "none"}
+    stop = "<think>\nenough\n</think>\n<sub-question>\nNone\n</sub-question>\n<ret>\nNone\n</ret>"
+    got = get_reward("r1_router_step")([r1_sample(stop, stop_gold), r1_sample(stop, ret_gold), r1_sample(good, stop_gold)], params)
+    assert got == pytest.approx([1.0, 0.0, 0.0])
     ans = {"step_type": "ans", "gold_answer": "frank wisbar"}
     out = "<think> from ter-0 </think>\n<answer> The director is Frank Wisbar </answer>"
     assert get_reward("r1_router_step")([r1_sample(out, ans, ["frank wisbar"])], params) == [1.0]  # recall of the gold tokens

@@ -51,6 +51,7 @@ CONFIG_MODELS: list[tuple[str, str, str]] = [
     ("Training: routerag-rft", "`routerag train routerag-rft --config FILE`", "routerag.train.config:RouteRAGRFTConfig"),
     ("Training: graphrag-r1", "`routerag train graphrag-r1 --config FILE`", "routerag.train.config:GraphRAGR1Config"),
     ("Training: r1-router-step", "`routerag train r1-router-step --config FILE`", "routerag.train.config:R1RouterStepConfig"),
+    ("Training: r1-router-sft", "`routerag train r1-router-sft --config FILE`", "routerag.train.config:R1RouterSFTConfig"),
 ]
 
 # (title, "module:function" returning the app's OpenAPI document, built without serving or loading a model)

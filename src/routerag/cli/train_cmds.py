@@ -12,7 +12,7 @@ from routerag.cli.app import app
 
 # the recipe names, written out so that `routerag --help` does not import the training stack
 # (0.06 s -> 0.4 s); tests/test_train_recipes.py checks it against the RECIPES registry
-RECIPE_HELP = "routerag-two-stage | graphrag-r1 | r1-router-step | routerag-sft | routerag-rft"
+RECIPE_HELP = "routerag-two-stage | graphrag-r1 | r1-router-step | r1-router-sft | routerag-sft | routerag-rft"
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:

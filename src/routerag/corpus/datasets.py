@@ -16,6 +16,9 @@ multi-source (RealRoute / DeepSieve) sets, named sources each with documents and
 ``law-med``            RealRoute law-med: 400 questions over sources ``law`` and ``med``
 ``2wiki-train``        training: the 900 2Wiki questions outside the evaluation sample ``2wiki:100`` (same index)
 ``2wiki-multisource``  the 2Wiki questions over the corpus split into sources ``local`` and ``global``
+``r1router-steps``     R1-Router's released trajectories: one question per decompose-and-route step (346)
+``r1router-steps-train``  its steps of the 89 training trajectories of the fixed split by trajectory
+``r1router-steps-heldout``  its steps of the 30 held-out trajectories (never trained on)
 ``demo``               bundled: a 2Wiki slice (questions whose answers occur in its passages)
 ``demo-musique``       bundled: a MuSiQue slice with its precomputed OpenIE records
 ``tables``             bundled: a small table knowledge base of public facts, with a few questions
@@ -44,6 +47,7 @@ from routerag.corpus.loaders import (
     load_corpus,
     load_questions,
 )
+from routerag.corpus.r1router_split import split_ids, trajectory_id
 from routerag.corpus.readers import iter_json
 from routerag.corpus.sampling import evenly_spaced
 from routerag.corpus.schema import Document, Question
@@ -340,13 +344,20 @@ def r1_router_trajectories_path() -> Path:
     return data_root() / "r1router" / "stepgrpo_valid.jsonl"
 
 
-def _r1router_steps() -> Dataset:
+def _r1router_steps(side: str | None = None) -> Dataset:
+    """All decompose-and-route steps, or those of one side of the fixed split by trajectory
+    (``r1router-steps-train`` / ``r1router-steps-heldout``, :mod:`routerag.corpus.r1router_split`);
+    question ids stay those of ``r1router-steps`` so that runs on a side compare with the whole."""
     path = _need(r1_router_trajectories_path())
-    return Dataset(
-        name="r1router-steps",
-        questions=load_questions(path, "r1router-steps", dataset="r1router-steps"),
-        description="R1-Router's released trajectories, one question per decompose-and-route step (no corpus)",
-    )
+    questions = load_questions(path, "r1router-steps", dataset="r1router-steps")
+    description = "R1-Router's released trajectories, one question per decompose-and-route step (no corpus)"
+    name = "r1router-steps"
+    if side is not None:
+        keep = set(split_ids("train" if side == "train" else "heldout"))
+        questions = [q for q in questions if trajectory_id(int(q.metadata["trajectory"])) in keep]
+        name = f"r1router-steps-{side}"
+        description += f"; the {side} side of the fixed split by trajectory ({len(keep)} trajectories)"
+    return Dataset(name=name, questions=questions, description=description)
 
 
 def _demo() -> Dataset:
@@ -383,6 +394,8 @@ for _name, _loader in {
     "law-med": _law_med,
     "2wiki-multisource": _2wiki_multisource,
     "r1router-steps": _r1router_steps,
+    "r1router-steps-train": lambda: _r1router_steps("train"),
+    "r1router-steps-heldout": lambda: _r1router_steps("heldout"),
     "demo": _demo,
     "demo-musique": _demo_musique,
     "tables": _tables,

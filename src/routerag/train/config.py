@@ -437,14 +437,62 @@ class GraphRAGR1Config(WithSFT):
         return graphrag_r1_schedule(self.pra_until)
 
 
+R1RouterStepType = Literal["ret", "ans", "final"]
+R1_ROUTER_STEP_TYPES: list[R1RouterStepType] = ["ret", "ans", "final"]
+_SIDE_HELP = ("trajectories whose steps are trained on: the train side of the fixed split by trajectory "
+              "(routerag.corpus.r1router_split; dataset r1router-steps-heldout is never trained on), or all")
+
+
+class R1RouterGRPOSpec(GRPOSpec):
+    """GRPO with R1-Router's Step-GRPO settings (Peng et al., 2025) as defaults: group size 8 and
+    learning rate 1e-6; its clip epsilon 0.2 is TRL's ``GRPOConfig.epsilon`` default
+    (``grpo.extra.epsilon`` changes it). The step reward's alpha = beta = 0.5 are ``r1_router_step``'s
+    ``w_query`` / ``w_route`` defaults. RouteRAG's G = 5 with batches of 10 (``grpo: {num_generations: 5,
+    per_device_train_batch_size: 10}``), this recipe's earlier setting, is the smaller alternative."""
+
+    num_generations: int = Field(default=8, ge=2, description="group size G (R1-Router's Step-GRPO: 8)")
+    per_device_train_batch_size: int = Field(default=8, ge=1, description="completions per device per step (a multiple of G)")
+
+
 class R1RouterStepConfig(TrainConfig):
-    """R1-Router Step-GRPO over the per-step prompts of the released golden trajectories."""
+    """R1-Router Step-GRPO over the per-step prompts of the released golden trajectories; the
+    paper's settings by default (:class:`R1RouterGRPOSpec`)."""
 
     recipe: Literal["r1-router-step"] = Field(default="r1-router-step", description="recipe name")
+    trajectories: Literal["train", "all"] = Field(default="train", description=_SIDE_HELP)
+    grpo: R1RouterGRPOSpec = Field(default_factory=R1RouterGRPOSpec,
+                                   description="GRPO, with R1-Router's group size 8 and lr 1e-6 as defaults (clip 0.2: TRL's)")
 
     @model_validator(mode="after")
     def _invariants(self) -> R1RouterStepConfig:
         self._check_groups()
+        return self
+
+    def default_schedule(self) -> RewardSchedule:
+        return RewardSchedule(stages=[Stage(name="step", rewards=[WeightedReward(name="r1_router_step")])])
+
+
+class R1RouterSFTConfig(WithSFT):
+    """An SFT cold start on the steps of R1-Router's released trajectories: each step's released
+    prompt (system + user) and its gold output in R1-Router's format
+    (:func:`~routerag.train.golden.r1router.r1_router_gold_completion`), the prompt masked."""
+
+    recipe: Literal["r1-router-sft"] = Field(default="r1-router-sft", description="recipe name")
+    trajectories: Literal["train", "all"] = Field(default="train", description=_SIDE_HELP)
+    step_types: list[R1RouterStepType] = Field(
+        default_factory=lambda: list(R1_ROUTER_STEP_TYPES),
+        description="step kinds trained on: ret (decompose and route), ans (intermediate answer), final (final answer)",
+    )
+    max_per_type: dict[R1RouterStepType, int] = Field(
+        default_factory=dict, json_schema_extra=OMIT_AT_DEFAULT,
+        description="keep at most this many evenly spaced rows of a step kind (after sft.max_length / drop_longer); "
+        "kinds not named keep all",
+    )
+
+    @model_validator(mode="after")
+    def _invariants(self) -> R1RouterSFTConfig:
+        # trained on the released steps, not golden trajectories or retrieval
+        self._refuse_unread("sources", "golden_set", "ground", "rows_files", "max_observation_tokens")
         return self
 
     def default_schedule(self) -> RewardSchedule:
@@ -482,14 +530,15 @@ class RouteRAGRFTConfig(WithSFT):
 
 
 AnyTrainConfig = Annotated[
-    RouteRAGTwoStageConfig | GraphRAGR1Config | R1RouterStepConfig | RouteRAGSFTConfig | RouteRAGRFTConfig,
+    RouteRAGTwoStageConfig | GraphRAGR1Config | R1RouterStepConfig | R1RouterSFTConfig | RouteRAGSFTConfig | RouteRAGRFTConfig,
     Field(discriminator="recipe"),
 ]
 """Any recipe's configuration, told apart by ``recipe``."""
 
 RECIPE_CONFIGS: dict[str, type[TrainConfig]] = {
     cls.model_fields["recipe"].default: cls
-    for cls in (RouteRAGTwoStageConfig, GraphRAGR1Config, R1RouterStepConfig, RouteRAGSFTConfig, RouteRAGRFTConfig)
+    for cls in (RouteRAGTwoStageConfig, GraphRAGR1Config, R1RouterStepConfig, R1RouterSFTConfig, RouteRAGSFTConfig,
+                RouteRAGRFTConfig)
 }
 """recipe name -> its configuration class (tests/test_train_recipes.py checks it against RECIPES)."""
 

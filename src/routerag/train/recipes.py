@@ -6,6 +6,8 @@
                          format + PRA, then format + CAF
 ``r1-router-step``       R1-Router Step-GRPO: GRPO over per-step prompts of golden trajectories with
                          the format-gated step reward
+``r1-router-sft``        R1-Router cold start: SFT on the released steps' prompts and gold outputs (train
+                         side of the fixed split), LoRA exported as a llama.cpp adapter GGUF
 ``routerag-sft``         SFT cold start only (RouteRAG protocol, real-retrieval observations), LoRA
                          exported as a llama.cpp adapter GGUF for the fast backend
 ``routerag-rft``         rejection-sampling rounds (expert iteration): llama.cpp samples G episodes per
@@ -45,6 +47,7 @@ from routerag.sources.sourceset import SourceSet
 from routerag.trace import Trace
 from routerag.train.config import (
     GraphRAGR1Config,
+    R1RouterSFTConfig,
     R1RouterStepConfig,
     RouteRAGRFTConfig,
     RouteRAGSFTConfig,
@@ -57,7 +60,7 @@ from routerag.train.export_gguf import export_adapter_gguf
 from routerag.train.grpo import grpo_trainer, make_reward_funcs, run_grpo
 from routerag.train.policy import load_tokenizer_for, load_trainable
 from routerag.train.runfiles import CURVES_FILE, METRICS_FILE, last_checkpoint, plot_curves, plot_loss, start_run
-from routerag.train.sft import fit_rows, read_token_rows, run_sft, sft_rows, sft_trajectories
+from routerag.train.sft import chat_sft_rows, fit_rows, read_token_rows, run_sft, sft_rows, sft_trajectories
 
 Recipe = Callable[[Any], "TrainRunSummary"]  # each takes its own recipe class (train.config.RECIPE_CONFIGS)
 RECIPES: Registry[Recipe] = Registry("recipe")
@@ -141,7 +144,9 @@ def r1_router_step(cfg: R1RouterStepConfig) -> TrainRunSummary:
     out = start_run(cfg)
     tokenizer = load_tokenizer_for(cfg.model)
     model = load_trainable(cfg, tokenizer)
-    rows = r1_router_step_rows(limit=cfg.data.n_questions)
+    side = None if cfg.trajectories == "all" else cfg.trajectories
+    rows = [{k: v for k, v in r.items() if k != "trajectory"}
+            for r in r1_router_step_rows(limit=cfg.data.n_questions, side=side)]
     schedule = default_schedule(cfg)
     funcs = make_reward_funcs(schedule, trace_key="trace")
     trainer = grpo_trainer(cfg, model, tokenizer, rows, [_step_adapter(f) for f in funcs], out / "grpo")
@@ -170,13 +175,41 @@ def _step_adapter(fn: Callable[..., list[float]]) -> Callable[..., list[float]]:
     return reward
 
 
+@RECIPES.register("r1-router-sft")
+def r1_router_sft(cfg: R1RouterSFTConfig) -> TrainRunSummary:
+    """SFT cold start of an R1-Router step policy on the released steps of the training
+    trajectories (prompt masked), exported like ``routerag-sft``'s adapter."""
+    from routerag.corpus.sampling import evenly_spaced
+    from routerag.train.golden.r1router import r1_router_gold_completion, r1_router_step_rows
+
+    out = start_run(cfg)
+    tokenizer = load_tokenizer_for(cfg.model)
+    codec = HFCodec(tokenizer, chat_template=cfg.model.chat_template)
+    steps = [r for r in r1_router_step_rows(side=None if cfg.trajectories == "all" else cfg.trajectories)
+             if json.loads(r["step"])["step_type"] in cfg.step_types]
+    kinds = [json.loads(r["step"])["step_type"] for r in steps]
+    rows = chat_sft_rows([(r["prompt"], r1_router_gold_completion(json.loads(r["step"]))) for r in steps], codec)
+    fitted = [(row, kind, step["trajectory"]) for row, kind, step in zip(rows, kinds, steps)
+              if not cfg.sft.drop_longer or len(row["input_ids"]) <= cfg.sft.max_length]
+    dropped = len(rows) - len(fitted)
+    kept: list[tuple[dict[str, list[int]], str, str]] = []
+    for kind in cfg.step_types:
+        kept += evenly_spaced([item for item in fitted if item[1] == kind], cfg.max_per_type.get(kind))
+    kept = evenly_spaced(kept, cfg.sft.max_examples)
+    token_rows = [{k: v[: cfg.sft.max_length] for k, v in row.items()} for row, _, _ in kept]
+    if not token_rows:
+        raise ValueError("no SFT rows left (all steps longer than sft.max_length?)")
+    counts = {kind: sum(k == kind for _, k, _ in kept) for kind in cfg.step_types}
+    used = sorted({t for _, _, t in kept}, key=lambda t: int(t.rsplit("-", 1)[1]))
+    return _sft_and_export(cfg, tokenizer, token_rows, out, {"by_step_type": counts, "dropped_longer": dropped,
+                                                             "trajectories": cfg.trajectories, "trajectory_ids": used})
+
+
 @RECIPES.register("routerag-sft")
 def routerag_sft(cfg: RouteRAGSFTConfig) -> TrainRunSummary:
     """SFT cold start of a RouteRAG policy on golden trajectories (prompt and observations
     masked), LoRA adapter saved with PEFT and, for a GGUF base model, exported as a llama.cpp
     adapter GGUF (``adapter.gguf``) for ``model.lora_path``."""
-    import time
-
     out = start_run(cfg)
     tokenizer = load_tokenizer_for(cfg.model)
     codec = HFCodec(tokenizer, chat_template=cfg.model.chat_template)
@@ -187,6 +220,15 @@ def routerag_sft(cfg: RouteRAGSFTConfig) -> TrainRunSummary:
     rows = [{k: v[: cfg.sft.max_length] for k, v in r.items()} for r in rows]
     if not rows:
         raise ValueError("no SFT rows left (all trajectories longer than sft.max_length?)")
+    return _sft_and_export(cfg, tokenizer, rows, out, {"token_rows": len(token_rows), "dropped_longer": dropped})
+
+
+def _sft_and_export(cfg: R1RouterSFTConfig | RouteRAGSFTConfig, tokenizer: Any, rows: list[dict[str, list[int]]],
+                    out: Path, notes: dict[str, Any]) -> TrainRunSummary:
+    """Train the SFT rows (resumed from the last checkpoint), save the adapter, export it as a
+    llama.cpp adapter GGUF, write ``sft_summary.json`` (``notes`` + counts and wall time)."""
+    import time
+
     model = load_trainable(cfg, tokenizer)
     t0 = time.perf_counter()
     trainer = run_sft(cfg, model, tokenizer, rows, out / "sft")
@@ -194,8 +236,8 @@ def routerag_sft(cfg: RouteRAGSFTConfig) -> TrainRunSummary:
     final = out / "final"
     trainer.save_model(str(final))
     metrics = out / "sft" / METRICS_FILE
-    curves = plot_loss(metrics, out / CURVES_FILE, title=f"{cfg.recipe}: {len(rows)} trajectories")
-    summary: dict[str, Any] = {"rows": len(rows), "token_rows": len(token_rows), "dropped_longer": dropped, "train_wall_s": round(wall, 1),
+    curves = plot_loss(metrics, out / CURVES_FILE, title=f"{cfg.recipe}: {len(rows)} rows")
+    summary: dict[str, Any] = {"rows": len(rows), **notes, "train_wall_s": round(wall, 1),
                                "steps": int(trainer.state.global_step),
                                "tokens": sum(len(r["input_ids"]) for r in rows),
                                "loss_tokens": sum(sum(x != -100 for x in r["labels"]) for r in rows)}

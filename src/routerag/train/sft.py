@@ -46,6 +46,22 @@ def sft_rows(trajectories: Sequence[Any], codec: HFCodec, max_length: int,
     return rows
 
 
+def chat_sft_rows(examples: Sequence[tuple[Sequence[Any], str]], codec: HFCodec) -> list[dict[str, list[int]]]:
+    """Token ids and labels of single-turn examples ``(prompt messages, completion)``: the prompt
+    rendered as the policy sees it (:meth:`HFCodec.render_messages`, generation prompt added) and
+    labelled -100, the completion and the end-of-sequence token labelled."""
+    from routerag.llm.base import Message
+
+    rows = []
+    eos = codec.tokenizer.eos_token_id
+    for messages, completion in examples:
+        prompt = [m if isinstance(m, Message) else Message(role=m["role"], content=m["content"]) for m in messages]
+        prompt_ids = codec.encode(codec.render_messages(prompt))
+        out_ids = codec.encode(completion) + ([eos] if eos is not None else [])
+        rows.append({"input_ids": prompt_ids + out_ids, "labels": [-100] * len(prompt_ids) + out_ids})
+    return rows
+
+
 def masked_loss(model: Any, inputs: dict[str, Any], num_items_in_batch: Any = None, prefix: Any = None) -> Any:
     """Causal-LM cross-entropy computing logits only at positions whose next token is labelled.
 

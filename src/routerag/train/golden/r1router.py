@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from routerag.train.golden.render import render_routerag
 from routerag.train.golden.schema import GoldenHop, GoldenTrajectory, _hit
@@ -77,11 +77,19 @@ def from_r1_router(record: dict[str, Any], index: int, **render: Any) -> GoldenT
                             source="r1router", segments=segments)
 
 
-def r1_router_step_rows(path: str | Path | None = None, *, limit: int | None = None) -> list[dict[str, Any]]:
+def r1_router_step_rows(path: str | Path | None = None, *, limit: int | None = None,
+                        side: Literal["train", "heldout"] | None = None) -> list[dict[str, Any]]:
     """Per-step Step-GRPO prompts of the R1-Router trajectories: ``prompt`` (system + user chat
-    messages), ``answers`` (the step's gold answers) and ``step`` (JSON: step type and gold)."""
+    messages), ``answers`` (the step's gold answers), ``step`` (JSON: step type and gold) and
+    ``trajectory`` (its id). ``side`` keeps the trajectories of one side of the fixed split
+    (:mod:`routerag.corpus.r1router_split`); None keeps all."""
+    from routerag.corpus.r1router_split import split_ids, trajectory_id
+
+    keep = set(split_ids(side)) if side is not None else None
     rows: list[dict[str, Any]] = []
-    for record in read_r1_router(path):
+    for index, record in enumerate(read_r1_router(path)):
+        if keep is not None and trajectory_id(index) not in keep:
+            continue
         steps = record.get("steps") or []
         last_ans = max((i for i, s in enumerate(steps) if s["step_type"] == "ans"), default=-1)
         for i, st in enumerate(steps):
@@ -95,7 +103,32 @@ def r1_router_step_rows(path: str | Path | None = None, *, limit: int | None = N
                 answer = st["answer"]
                 golds = [str(a) for a in answer] if isinstance(answer, list) else [str(answer).strip()]
                 extra = {"step_type": "final" if i == last_ans else "ans", "gold_answer": golds[0]}
-            rows.append({"prompt": prompt, "answers": golds, "step": json.dumps(extra)})
+            rows.append({"prompt": prompt, "answers": golds, "step": json.dumps(extra), "trajectory": trajectory_id(index)})
         if limit is not None and len(rows) >= limit:
             break
     return rows[:limit] if limit is not None else rows
+
+
+_KB_KIND = {"Text Retriever": "general textual knowledge", "Table Retriever": "numbers or facts kept in a table",
+            "Text Image Retriever": "a visual detail"}
+
+
+def r1_router_gold_completion(step: dict[str, Any]) -> str:
+    """The gold output of one step (a row's ``step``) in R1-Router's output format: a short
+    ``<think>`` that reveals no answer, then ``<sub-question>`` + ``<ret>`` (title-case
+    retriever, ``None`` to stop) or ``<answer>``. The released data holds no reasoning text, so
+    the ``<think>`` is a fixed sentence per decision."""
+    if step["step_type"] == "ret":
+        query = " ".join(str(step["gold_query"]).split())
+        retriever = str(step["gold_retriever"]).strip().title()
+        if query.lower() in {"", "none"} or retriever.lower() == "none":
+            think = "The sub-questions answered so far are enough to answer the origin question; no further retrieval is needed."
+            query, retriever = "None", "None"
+        else:
+            kind = _KB_KIND.get(retriever, "general textual knowledge")
+            think = f"The next single-hop fact the origin question needs asks for {kind}, so the {retriever} fits."
+        return f"<think>\n{think}\n</think>\n<sub-question>\n{query}\n</sub-question>\n<ret>\n{retriever}\n</ret>"
+    answer = " ".join(str(step["gold_answer"]).split())
+    think = ("The retrieved information answers the question." if step["step_type"] == "ans"
+             else "The answers to the sub-questions together answer the origin question.")
+    return f"<think>\n{think}\n</think>\n<answer>\n{answer}\n</answer>"
