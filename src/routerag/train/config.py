@@ -406,12 +406,26 @@ class RouteRAGTwoStageConfig(TrainConfig):
         return two_stage_schedule(self.switch_step)
 
 
+GRAPHRAG_R1_STAGE1 = {"enabled": True, "learning_rate": 5e-6, "epochs": 1.0}
+"""GraphRAG-R1's stage-1 SFT constants (Yu et al., 2025: lr 5e-6, 1 epoch, LoRA r 16 / alpha 32).
+The paper's sampling temperature and retrieval cap concern sampled trajectories; golden
+trajectories are rendered, not sampled, so they do not apply to this phase. The defaults before
+them (an alternative for a few rows, where 5e-6 for one epoch barely moves a fresh adapter):
+``sft.epochs: null, sft.max_steps: 200, sft.learning_rate: 1.0e-5``."""
+
+
 class GraphRAGR1Config(WithSFT):
-    """GraphRAG-R1: an SFT cold start (``sft.enabled``), then GRPO with format + PRA through
-    ``pra_until``, then format + CAF; every rollout in the ``graphrag-r1`` strategy's episode (its
-    own protocol, the one the trained policy is evaluated in)."""
+    """GraphRAG-R1: an SFT cold start on golden trajectories rendered in its own protocol
+    (``sft``, on by default with the paper's stage-1 constants; observations from the
+    ``graphrag-r1`` episode's retrieval over the run's ``sources``), then GRPO with format + PRA
+    through ``pra_until``, then format + CAF; every rollout in the ``graphrag-r1`` strategy's
+    episode (its own protocol, the one the trained policy is evaluated in). With a stored
+    ``sft.golden_set`` the trajectories of ``sft.sources`` are kept."""
 
     recipe: Literal["graphrag-r1"] = Field(default="graphrag-r1", description="recipe name")
+    lora: LoraSpec = Field(default_factory=lambda: LoraSpec(enabled=True), description="LoRA adapters (GraphRAG-R1: r 16, alpha 32)")
+    sft: SFTSpec = Field(default_factory=lambda: SFTSpec.model_validate(GRAPHRAG_R1_STAGE1),
+                         description="stage 1: SFT cold start on golden trajectories in GraphRAG-R1's protocol (lr 5e-6, 1 epoch)")
     pra_until: int = Field(default=20, ge=0, description="GraphRAG-R1: last step of the format+PRA stage")
     env: EnvConfig = Field(default_factory=lambda: EnvConfig(strategy="graphrag-r1"),
                            description="the rollout environment: the graphrag-r1 episode (its params), token limits")
@@ -422,6 +436,11 @@ class GraphRAGR1Config(WithSFT):
         env = data.get("env") if isinstance(data, dict) else None
         if isinstance(env, dict) and "strategy" not in env:  # the episode this recipe trains, unless named
             data = {**data, "env": {**env, "strategy": "graphrag-r1"}}
+        # the recipe's defaults under what a file sets (a partial section keeps the stage-1 constants, LoRA on)
+        for section, defaults in (("sft", GRAPHRAG_R1_STAGE1), ("lora", {"enabled": True})):
+            given = data.get(section) if isinstance(data, dict) else None
+            if isinstance(given, dict):
+                data = {**data, section: {**defaults, **given}}
         return data
 
     @model_validator(mode="after")
@@ -430,7 +449,8 @@ class GraphRAGR1Config(WithSFT):
         if self.env.strategy != "graphrag-r1":
             raise ValueError(f"env.strategy {self.env.strategy!r}: recipe graphrag-r1 trains the graphrag-r1 episode "
                              "(the protocol its strategy is evaluated in)")
-        self._refuse_unread("golden_set", "rows_files", "ground", "max_examples", "max_observation_tokens", "drop_longer")
+        # observations come from the episode's retrieval (no grounding) and are cut as rollouts cut them (env.max_observation_tokens)
+        self._refuse_unread("rows_files", "ground", "max_observation_tokens")
         return self
 
     def default_schedule(self) -> RewardSchedule:
