@@ -406,12 +406,22 @@ class RouteRAGTwoStageConfig(TrainConfig):
         return two_stage_schedule(self.switch_step)
 
 
-GRAPHRAG_R1_STAGE1 = {"enabled": True, "learning_rate": 5e-6, "epochs": 1.0}
-"""GraphRAG-R1's stage-1 SFT constants (Yu et al., 2025: lr 5e-6, 1 epoch, LoRA r 16 / alpha 32).
-The paper's sampling temperature and retrieval cap concern sampled trajectories; golden
-trajectories are rendered, not sampled, so they do not apply to this phase. The defaults before
-them (an alternative for a few rows, where 5e-6 for one epoch barely moves a fresh adapter):
-``sft.epochs: null, sft.max_steps: 200, sft.learning_rate: 1.0e-5``."""
+class GraphRAGR1SFTSpec(SFTSpec):
+    """GraphRAG-R1's stage 1 (Yu et al., 2025: lr 5e-6, 1 epoch, LoRA r 16 / alpha 32), on by
+    default. The paper's sampling temperature and retrieval cap concern sampled trajectories;
+    golden trajectories are rendered, not sampled, so they do not apply to this phase. The
+    defaults before these (an alternative for a few rows, where 5e-6 for one epoch barely moves a
+    fresh adapter): ``sft.epochs: null, sft.max_steps: 200, sft.learning_rate: 1.0e-5``."""
+
+    enabled: bool = Field(default=True, description="run the stage-1 SFT cold start before GRPO")
+    learning_rate: float = Field(default=5e-6, gt=0.0, description="SFT learning rate (GraphRAG-R1 stage 1: 5e-6)")
+    epochs: float | None = Field(default=1.0, gt=0.0, description="passes over the trajectories (GraphRAG-R1 stage 1: 1); None: max_steps decides")
+
+
+class GraphRAGR1LoraSpec(LoraSpec):
+    """LoRA adapters, on by default (GraphRAG-R1: r 16, alpha 32)."""
+
+    enabled: bool = Field(default=True, description="train LoRA adapters (peft) instead of every weight")
 
 
 class GraphRAGR1Config(WithSFT):
@@ -423,9 +433,9 @@ class GraphRAGR1Config(WithSFT):
     ``sft.golden_set`` the trajectories of ``sft.sources`` are kept."""
 
     recipe: Literal["graphrag-r1"] = Field(default="graphrag-r1", description="recipe name")
-    lora: LoraSpec = Field(default_factory=lambda: LoraSpec(enabled=True), description="LoRA adapters (GraphRAG-R1: r 16, alpha 32)")
-    sft: SFTSpec = Field(default_factory=lambda: SFTSpec.model_validate(GRAPHRAG_R1_STAGE1),
-                         description="stage 1: SFT cold start on golden trajectories in GraphRAG-R1's protocol (lr 5e-6, 1 epoch)")
+    lora: GraphRAGR1LoraSpec = Field(default_factory=GraphRAGR1LoraSpec, description="LoRA adapters (GraphRAG-R1: r 16, alpha 32)")
+    sft: GraphRAGR1SFTSpec = Field(default_factory=GraphRAGR1SFTSpec,
+                                   description="stage 1: SFT cold start on golden trajectories in GraphRAG-R1's protocol")
     pra_until: int = Field(default=20, ge=0, description="GraphRAG-R1: last step of the format+PRA stage")
     env: EnvConfig = Field(default_factory=lambda: EnvConfig(strategy="graphrag-r1"),
                            description="the rollout environment: the graphrag-r1 episode (its params), token limits")
@@ -436,11 +446,6 @@ class GraphRAGR1Config(WithSFT):
         env = data.get("env") if isinstance(data, dict) else None
         if isinstance(env, dict) and "strategy" not in env:  # the episode this recipe trains, unless named
             data = {**data, "env": {**env, "strategy": "graphrag-r1"}}
-        # the recipe's defaults under what a file sets (a partial section keeps the stage-1 constants, LoRA on)
-        for section, defaults in (("sft", GRAPHRAG_R1_STAGE1), ("lora", {"enabled": True})):
-            given = data.get(section) if isinstance(data, dict) else None
-            if isinstance(given, dict):
-                data = {**data, section: {**defaults, **given}}
         return data
 
     @model_validator(mode="after")

@@ -103,8 +103,8 @@ class ReplayPolicy:
 class EpisodeReplay:
     """Runs a tag strategy's episode (default ``graphrag-r1``) over ``sources`` with golden turns as
     the policy, so that every observation is the strategy's own retrieval and rendering of the
-    turn's query. An episode the strategy would not end with the golden answer (more searches
-    than its budget) is not rendered (``dropped``)."""
+    turn's query. An episode the strategy would not end with the golden answer turn (as many
+    searches as its budget: the episode then forces the answer) is not rendered (``dropped``)."""
 
     def __init__(self, sources: Any, strategy: str = "graphrag-r1", params: BaseModel | dict[str, Any] | None = None) -> None:
         from routerag.runtime.base import StrategyContext
