@@ -46,12 +46,15 @@ def eval_run(run: Path) -> dict[str, Any]:
     n = len(records)
     steps = [r["trace"]["steps"] for r in records]
     searches = [sum(s["kind"] == "search" for s in st) for st in steps]
-    with_error = sum(any(s.get("format_error") for s in st) for st in steps)
+    invalid = [sum(s["kind"] == "format_error" for s in st) for st in steps]  # turns with no action (the repair cue follows)
+    repaired = [sum(s["kind"] == "search" and bool(s.get("format_error")) for s in st) for st in steps]  # queries the planner replaced
     forced = sum(any(s.get("forced") for s in st) for st in steps)
     em = [float(r["metrics"].get("em") or 0.0) for r in records]
     f1 = [float(r["metrics"].get("f1") or 0.0) for r in records]
     return {"run": run.name, "questions": n, "searches_per_question": round(sum(searches) / max(n, 1), 2),
-            "questions_with_a_format_error": with_error, "forced_answers": forced,
+            "invalid_turns": sum(invalid), "questions_with_an_invalid_turn": sum(n > 0 for n in invalid),
+            "searches_with_a_replaced_query": sum(repaired), "forced_answers": forced,
+            "errors": sum(bool(r.get("error")) for r in records),
             "em": round(100 * sum(em) / max(n, 1), 1), "f1": round(100 * sum(f1) / max(n, 1), 1)}
 
 
