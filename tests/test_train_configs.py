@@ -120,8 +120,8 @@ def test_a_bad_configuration_is_one_clear_line(tmp_path: Path) -> None:
     assert _error(typo).endswith("rft.roundz: not a setting of recipe routerag-rft")
     lora = _write(tmp_path / "lora.yaml", {"recipe": "routerag-rft", "lora": {"layers_top": 4}})
     assert "lora.layers_top needs lora.enabled: true" in _error(lora)
-    unread = _write(tmp_path / "unread.yaml", {"recipe": "graphrag-r1", "sft": {"enabled": True, "golden_set": "g", "max_examples": 8}})
-    assert _error(unread).endswith("sft.golden_set, sft.max_examples: not read by recipe graphrag-r1")
+    unread = _write(tmp_path / "unread.yaml", {"recipe": "graphrag-r1", "sft": {"enabled": True, "ground": True, "rows_files": ["r"]}})
+    assert _error(unread).endswith("sft.rows_files, sft.ground: not read by recipe graphrag-r1")
     grounded = _write(tmp_path / "grounded.yaml", {"recipe": "routerag-sft", "sft": {"golden_set": "g", "ground": True}})
     assert "a stored sft.golden_set is grounded already" in _error(grounded)
 

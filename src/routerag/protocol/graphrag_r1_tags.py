@@ -55,6 +55,11 @@ GRAPHRAG_R1_INVALID = (
 )
 
 
+def render_query(query: str) -> str:
+    """``<|begin_of_query|> query <|end_of_query|>``: one search of the policy."""
+    return f"{QUERY_OPEN} {query} {QUERY_CLOSE}"
+
+
 def graph_and_text_block(facts: Sequence[Hit], passages: Sequence[Hit]) -> str:
     """GraphRAG-R1 observation: facts first, then passages, inside the documents tags."""
     parts: list[str] = []

@@ -406,12 +406,36 @@ class RouteRAGTwoStageConfig(TrainConfig):
         return two_stage_schedule(self.switch_step)
 
 
+class GraphRAGR1SFTSpec(SFTSpec):
+    """GraphRAG-R1's stage 1 (Yu et al., 2025: lr 5e-6, 1 epoch, LoRA r 16 / alpha 32), on by
+    default. The paper's sampling temperature and retrieval cap concern sampled trajectories;
+    golden trajectories are rendered, not sampled, so they do not apply to this phase. The
+    defaults before these (an alternative for a few rows, where 5e-6 for one epoch barely moves a
+    fresh adapter): ``sft.epochs: null, sft.max_steps: 200, sft.learning_rate: 1.0e-5``."""
+
+    enabled: bool = Field(default=True, description="run the stage-1 SFT cold start before GRPO")
+    learning_rate: float = Field(default=5e-6, gt=0.0, description="SFT learning rate (GraphRAG-R1 stage 1: 5e-6)")
+    epochs: float | None = Field(default=1.0, gt=0.0, description="passes over the trajectories (GraphRAG-R1 stage 1: 1); None: max_steps decides")
+
+
+class GraphRAGR1LoraSpec(LoraSpec):
+    """LoRA adapters, on by default (GraphRAG-R1: r 16, alpha 32)."""
+
+    enabled: bool = Field(default=True, description="train LoRA adapters (peft) instead of every weight")
+
+
 class GraphRAGR1Config(WithSFT):
-    """GraphRAG-R1: an SFT cold start (``sft.enabled``), then GRPO with format + PRA through
-    ``pra_until``, then format + CAF; every rollout in the ``graphrag-r1`` strategy's episode (its
-    own protocol, the one the trained policy is evaluated in)."""
+    """GraphRAG-R1: an SFT cold start on golden trajectories rendered in its own protocol
+    (``sft``, on by default with the paper's stage-1 constants; observations from the
+    ``graphrag-r1`` episode's retrieval over the run's ``sources``), then GRPO with format + PRA
+    through ``pra_until``, then format + CAF; every rollout in the ``graphrag-r1`` strategy's
+    episode (its own protocol, the one the trained policy is evaluated in). With a stored
+    ``sft.golden_set`` the trajectories of ``sft.sources`` are kept."""
 
     recipe: Literal["graphrag-r1"] = Field(default="graphrag-r1", description="recipe name")
+    lora: GraphRAGR1LoraSpec = Field(default_factory=GraphRAGR1LoraSpec, description="LoRA adapters (GraphRAG-R1: r 16, alpha 32)")
+    sft: GraphRAGR1SFTSpec = Field(default_factory=GraphRAGR1SFTSpec,
+                                   description="stage 1: SFT cold start on golden trajectories in GraphRAG-R1's protocol")
     pra_until: int = Field(default=20, ge=0, description="GraphRAG-R1: last step of the format+PRA stage")
     env: EnvConfig = Field(default_factory=lambda: EnvConfig(strategy="graphrag-r1"),
                            description="the rollout environment: the graphrag-r1 episode (its params), token limits")
@@ -430,7 +454,8 @@ class GraphRAGR1Config(WithSFT):
         if self.env.strategy != "graphrag-r1":
             raise ValueError(f"env.strategy {self.env.strategy!r}: recipe graphrag-r1 trains the graphrag-r1 episode "
                              "(the protocol its strategy is evaluated in)")
-        self._refuse_unread("golden_set", "rows_files", "ground", "max_examples", "max_observation_tokens", "drop_longer")
+        # observations come from the episode's retrieval (no grounding) and are cut as rollouts cut them (env.max_observation_tokens)
+        self._refuse_unread("rows_files", "ground", "max_observation_tokens")
         return self
 
     def default_schedule(self) -> RewardSchedule:

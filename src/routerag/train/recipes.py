@@ -114,24 +114,24 @@ def routerag_two_stage(cfg: RouteRAGTwoStageConfig) -> TrainRunSummary:
 
 @RECIPES.register("graphrag-r1")
 def graphrag_r1(cfg: GraphRAGR1Config) -> TrainRunSummary:
-    """GraphRAG-R1: SFT cold start on golden trajectories, then format+PRA, then format+CAF, every
-    rollout in the GraphRAG-R1 episode (``env.strategy: graphrag-r1``: R1-Searcher's tags, facts
-    and passages between the documents tags), the one its strategy is evaluated in."""
-    from routerag.train.golden import golden_trajectories
+    """GraphRAG-R1: SFT cold start on golden trajectories rendered in its protocol
+    (:mod:`~routerag.train.graphrag_r1_sft`), then format+PRA, then format+CAF from that adapter,
+    every rollout in the GraphRAG-R1 episode (``env.strategy: graphrag-r1``: R1-Searcher's tags,
+    facts and passages between the documents tags), the one its strategy is evaluated in."""
+    from routerag.train.graphrag_r1_sft import graphrag_r1_cold_start
 
-    if cfg.sft.enabled:  # a cold start on them would teach tags the graphrag-r1 episode does not read
-        raise ValueError("sft.enabled: the golden trajectories are rendered in RouteRAG's protocol, not the graphrag-r1 "
-                         "episode this recipe trains; set sft.enabled: false (or lora.init_from an adapter trained in it)")
-    out, tokenizer, model, questions, sources = _prepare(cfg)
+    out = start_run(cfg)
+    tokenizer = load_tokenizer_for(cfg.model)
+    questions, sources = load_training_questions(cfg, out / "toy_sources")
     env = _env_for(cfg, tokenizer, sources)
-    phases = []
+    phases, grpo_cfg = [], cfg
     if cfg.sft.enabled:
-        trajectories = golden_trajectories(cfg.sft.sources, exclude_eval=cfg.data.eval_sets)
-        rows = sft_rows(trajectories, env.codec, cfg.sft.max_length)  # type: ignore[arg-type]
-        sft = run_sft(cfg, model, tokenizer, rows, out / "sft")
-        model = sft.model
+        adapter = graphrag_r1_cold_start(cfg, tokenizer, env, out / "sft")
+        if cfg.lora.enabled:  # GRPO continues the stage-1 adapter
+            grpo_cfg = cfg.model_copy(update={"lora": cfg.lora.model_copy(update={"init_from": str(adapter)})})
         phases.append("sft")
-    trainer = run_grpo(cfg, model, tokenizer, env, questions, default_schedule(cfg), out / "grpo")
+    model = load_trainable(grpo_cfg, tokenizer)
+    trainer = run_grpo(grpo_cfg, model, tokenizer, env, questions, default_schedule(cfg), out / "grpo")
     phases.append("grpo")
     return _finish(cfg, trainer, out, phases)
 

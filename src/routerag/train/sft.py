@@ -11,6 +11,7 @@ from typing import Any
 
 from routerag.config import atomic_write_text
 from routerag.corpus.schema import Question
+from routerag.llm.base import Message
 from routerag.train.adapters import fresh_lora_config
 from routerag.train.config import WithSFT
 from routerag.train.data import grounding_sources
@@ -31,7 +32,7 @@ def sft_rows(trajectories: Sequence[Any], codec: HFCodec, max_length: int,
         ids: list[int] = []
         labels: list[int] = []
         for seg in traj.segments:
-            text = codec.render_prompt(seg.text) if seg.kind == "prompt" else seg.text
+            text = _prompt_text(codec, traj, seg.text) if seg.kind == "prompt" else seg.text
             if seg.kind == "observation" and max_observation_tokens is not None:
                 seg_ids = cut_observation(codec, text, max_observation_tokens)
             else:
@@ -50,7 +51,6 @@ def chat_sft_rows(examples: Sequence[tuple[Sequence[Any], str]], codec: HFCodec)
     """Token ids and labels of single-turn examples ``(prompt messages, completion)``: the prompt
     rendered as the policy sees it (:meth:`HFCodec.render_messages`, generation prompt added) and
     labelled -100, the completion and the end-of-sequence token labelled."""
-    from routerag.llm.base import Message
 
     rows = []
     eos = codec.tokenizer.eos_token_id
@@ -60,6 +60,15 @@ def chat_sft_rows(examples: Sequence[tuple[Sequence[Any], str]], codec: HFCodec)
         out_ids = codec.encode(completion) + ([eos] if eos is not None else [])
         rows.append({"input_ids": prompt_ids + out_ids, "labels": [-100] * len(prompt_ids) + out_ids})
     return rows
+
+
+def _prompt_text(codec: HFCodec, trajectory: Any, user_text: str) -> str:
+    """The prompt of a trajectory as its episode shows it: the user message, after the episode's
+    system message when it has one (GraphRAG-R1's), through the codec's chat template."""
+    system = getattr(trajectory, "system", None)
+    if not system:
+        return codec.render_prompt(user_text)
+    return codec.render_messages([Message(role="system", content=system), Message(role="user", content=user_text)])
 
 
 def masked_loss(model: Any, inputs: dict[str, Any], num_items_in_batch: Any = None, prefix: Any = None) -> Any:
@@ -167,22 +176,23 @@ def run_sft(cfg: WithSFT, model: Any, tokenizer: Any, rows: list[dict[str, list[
     return trainer
 
 
-def sft_trajectories(cfg: WithSFT, out: Path) -> list[Any]:
+def sft_trajectories(cfg: WithSFT, out: Path, *, replay: Any = None) -> list[Any]:
     """Golden trajectories of ``cfg.sft.sources`` without the evaluation sets' questions,
     grounded in real retrieval when ``sft.ground``; cached in the run directory
-    (``sft_data.jsonl`` + ``sft_data_stats.json``) so that a resumed run trains on the same data."""
-    from routerag.corpus.sampling import evenly_spaced
-    from routerag.train.golden import (
-        GoldenTrajectory,
-        Grounder,
-        check_overlap,
-        golden_trajectories,
-    )
+    (``sft_data.jsonl`` + ``sft_data_stats.json``) so that a resumed run trains on the same data.
+
+    With ``replay`` (a :class:`~routerag.train.golden.EpisodeReplay` of the ``graphrag-r1``
+    episode) they are rendered in GraphRAG-R1's protocol instead: the trajectories of a stored
+    set (those of ``sft.sources``) or built from ``sft.sources``, same questions, reasoning and
+    queries, each observation the episode's own retrieval over the replay's sources."""
+    from routerag.train.golden import GoldenTrajectory, Grounder, golden_trajectories
 
     path, stats_path = out / SFT_DATA_FILE, out / SFT_STATS_FILE
     if path.is_file():
         return [GoldenTrajectory.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     grounders: dict[str, Grounder] = {}
+    if replay is not None:
+        return _replayed_trajectories(cfg, replay, path, stats_path)
 
     from routerag.strategies.routerag import RouteRAGParams
 
@@ -204,6 +214,35 @@ def sft_trajectories(cfg: WithSFT, out: Path) -> list[Any]:
         trajectories = golden_trajectories(cfg.sft.sources, exclude_eval=cfg.data.eval_sets,
                                            ground=ground if cfg.sft.ground else None,
                                            few_shot=episode.few_shot, prompt_template=episode.prompt_template)
+    return _keep_trajectories(cfg, trajectories, path, stats_path,
+                              {**source_note, "grounding": {name: g.stats.model_dump() for name, g in grounders.items()}})
+
+
+def _replayed_trajectories(cfg: WithSFT, replay: Any, path: Path, stats_path: Path) -> list[Any]:
+    """The golden trajectories re-rendered through ``replay`` (see :func:`sft_trajectories`)."""
+    from routerag.train.golden import golden_trajectories, rerender
+
+    note: dict[str, Any] = {"protocol": replay.strategy.name, "params": replay.params.model_dump(mode="json")}
+    if cfg.sft.golden_set is not None:
+        from routerag.train.golden_set import read_golden_set
+
+        stored = [t for t in read_golden_set(cfg.sft.golden_set) if t.source in cfg.sft.sources]
+        note["golden_set"] = cfg.sft.golden_set
+    else:
+        stored = golden_trajectories(cfg.sft.sources, exclude_eval=cfg.data.eval_sets)
+    stored = [t for t in stored if t.protocol == "routerag"]
+    kept = [r for t in stored if (r := rerender(t, "graphrag-r1", replay=replay)) is not None]
+    note["replayed"] = {"trajectories": len(stored), "rendered": len(kept), "dropped_over_budget": replay.dropped,
+                        "searches": replay.searches}
+    return _keep_trajectories(cfg, kept, path, stats_path, note)
+
+
+def _keep_trajectories(cfg: WithSFT, trajectories: list[Any], path: Path, stats_path: Path,
+                       note: dict[str, Any]) -> list[Any]:
+    """The overlap check (recorded), ``sft.max_examples`` evenly spaced, the run's cache written."""
+    from routerag.corpus.sampling import evenly_spaced
+    from routerag.train.golden import check_overlap
+
     questions = [Question(qid=t.qid, question=t.question, answers=t.answers, dataset=t.dataset) for t in trajectories]
     overlap = check_overlap(questions, cfg.data.eval_sets) if cfg.data.eval_sets else None
     if overlap is not None and overlap.overlapping:  # golden_trajectories filtered them; this is the recorded proof
@@ -211,13 +250,13 @@ def sft_trajectories(cfg: WithSFT, out: Path) -> list[Any]:
     built = len(trajectories)
     trajectories = evenly_spaced(trajectories, cfg.sft.max_examples)
     stats = {
-        **source_note,
+        **{k: v for k, v in note.items() if k != "grounding"},
         "eval_sets": list(cfg.data.eval_sets),
         "overlap_checked": overlap.model_dump() if overlap is not None else None,
         "built": built,
         "kept": len(trajectories),
         "by_source": {src: sum(t.source == src for t in trajectories) for src in sorted({t.source for t in trajectories})},
-        "grounding": {name: g.stats.model_dump() for name, g in grounders.items()},
+        "grounding": note.get("grounding", {}),
     }
     # atomic, stats first: the data file is the resume cache, so it must never exist half-written
     atomic_write_text(stats_path, json.dumps(stats, indent=2))

@@ -2,7 +2,8 @@
 
 Sources, each rendered in the RouteRAG protocol (``<think>``, ``<search> [mode] q </search>``,
 ``<information>…</information>``, ``<answer>``) as typed :class:`~routerag.trace.Segment`s, so
-that SFT masks prompt and observation tokens exactly as GRPO does:
+that SFT masks prompt and observation tokens exactly as GRPO does (:func:`.render.rerender` renders
+them in GraphRAG-R1's protocol, observations from the ``graphrag-r1`` episode's own retrieval):
 
 * :mod:`.musique`: MuSiQue gold decompositions, one search per hop, the hop's answer in the next
   ``<think>``;
@@ -10,7 +11,7 @@ that SFT masks prompt and observation tokens exactly as GRPO does:
 * :mod:`.r1router`: R1-Router's released step-wise trajectories, and their per-step Step-GRPO rows;
 * :mod:`.rejection`: rejection sampling of policy rollouts that reach the gold answer.
 
-Shared: :mod:`.schema` (the records), :mod:`.render` (hops -> segments), :mod:`.grounding` (real
+Shared: :mod:`.schema` (the records), :mod:`.render` (hops -> segments, per protocol), :mod:`.grounding` (real
 retrieval as observations), :mod:`.collect` (trajectories of named sources). The overlap check
 with evaluation sets lives in :mod:`routerag.corpus.contamination` and is re-exported here.
 """
@@ -34,12 +35,23 @@ from routerag.train.golden.r1router import (
     read_r1_router,
 )
 from routerag.train.golden.rejection import rejection_sample
-from routerag.train.golden.render import from_hops, render_routerag
-from routerag.train.golden.schema import GoldenHop, GoldenTrajectory, ModePolicy, _hit
+from routerag.train.golden.render import (
+    EpisodeReplay,
+    Rendered,
+    ReplayPolicy,
+    from_hops,
+    graphrag_r1_turns,
+    planned_of,
+    render_golden,
+    render_routerag,
+    rerender,
+)
+from routerag.train.golden.schema import GOLDEN_PROTOCOLS, GoldenHop, GoldenProtocol, GoldenTrajectory, ModePolicy, _hit
 
 __all__ = [
-    "GOLDEN_HOPS", "GOLDEN_SOURCES", "R1_ROUTER_MODES", "GoldenHop", "GoldenTrajectory", "Grounder",
-    "GroundingStats", "ModePolicy", "OverlapReport", "_hit", "_same_doc", "assert_disjoint", "check_overlap",
+    "GOLDEN_HOPS", "GOLDEN_PROTOCOLS", "GOLDEN_SOURCES", "R1_ROUTER_MODES", "EpisodeReplay", "GoldenHop", "GoldenProtocol",
+    "GoldenTrajectory", "Grounder", "GroundingStats", "ModePolicy", "Rendered", "ReplayPolicy", "graphrag_r1_turns",
+    "planned_of", "render_golden", "rerender", "OverlapReport", "_hit", "_same_doc", "assert_disjoint", "check_overlap",
     "eval_set_questions", "from_hops", "from_hotpotqa", "from_musique", "from_r1_router", "golden_trajectories",
     "hotpotqa_hops", "musique_hops", "question_key", "r1_router_path", "r1_router_step_rows", "read_r1_router",
     "rejection_sample", "render_routerag",

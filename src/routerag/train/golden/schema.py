@@ -10,6 +10,8 @@ from routerag.corpus.schema import Document
 from routerag.trace import Hit, Segment
 
 ModePolicy = Literal["passage", "bridge-graph"]
+GoldenProtocol = Literal["routerag", "graphrag-r1"]
+GOLDEN_PROTOCOLS: tuple[GoldenProtocol, ...] = ("routerag", "graphrag-r1")
 
 
 class GoldenTrajectory(BaseModel):
@@ -19,6 +21,8 @@ class GoldenTrajectory(BaseModel):
     answers: list[str]
     source: str  # musique | hotpotqa | r1router | rejection
     segments: list[Segment]
+    protocol: GoldenProtocol = "routerag"  # the tag protocol the segments are written in
+    system: str | None = None  # the episode's system message (the prompt segment is its user message), if it has one
 
     @property
     def text(self) -> str:
