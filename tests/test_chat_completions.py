@@ -365,6 +365,7 @@ def test_async_openai_and_streaming_with_usage(live):
 
 
 @pytest.mark.model
+@pytest.mark.slow  # the policy model's build and a two-search run; .ci/run runs it
 def test_routerag_answers_with_the_shipped_policy(client):
     from routerag.llm.config import bundled_policy_path
     from routerag.llm.factory import adapter_label

@@ -185,7 +185,8 @@ def run_strategy(model, sources, name: str, params: dict):
     return STRATEGIES.get(name)(StrategyContext(model=model, sources=sources), params).run(QUESTION)
 
 
-@pytest.mark.parametrize("name", list(FAMILIES))
+# vanilla runs by default; routerag and realroute (20-40 s each) with -m slow (.ci/run runs them)
+@pytest.mark.parametrize("name", [n if n == "vanilla" else pytest.param(n, marks=pytest.mark.slow) for n in FAMILIES])
 def test_each_strategy_family_answers_through_the_server(model, demo_sources, name: str) -> None:
     trace = run_strategy(model, demo_sources, name, FAMILIES[name])
     assert trace.error is None, trace.error
@@ -210,6 +211,7 @@ def policy_model(tmp_path_factory: pytest.TempPathFactory):
         yield build_model(ModelConfig(backend="openai", base_url=url, model="bundled:qwen2.5-coder-0.5b"))
 
 
+@pytest.mark.slow  # ~45 s on 2 idle cores; .ci/run runs it
 def test_the_policy_served_as_a_lora_searches_passage_first(policy_model, model, demo_sources) -> None:
     params = {"k": 2, "max_turns": 1, "max_tokens_per_turn": 48, "allowed_modes": ["passage"]}  # no grammar: its own tags
     trace = run_strategy(policy_model, demo_sources, "routerag", params)
