@@ -22,7 +22,7 @@ from routerag.errors import RouteragError
 from routerag.llm.config import ModelConfig
 from routerag.server.settings import SecuritySettings, is_loopback
 from routerag.sources.sourceset import SourceSet
-from routerag.trace import Trace
+from routerag.trace import Hit, Trace
 
 Announce = Callable[[str], None]
 
@@ -63,19 +63,10 @@ class McpSettings(BaseModel):
         return self
 
 
-class SearchHit(BaseModel):
-    title: str
-    text: str
-    score: float
-    source: str = Field(description="the mounted source that returned it")
-    doc_id: str
-    rank: int = Field(description="1-based")
-
-
 class SearchResult(BaseModel):
     query: str
     source: str
-    hits: list[SearchHit]
+    hits: list[Hit] = Field(description="the hits as routerag's traces record them (title, text, score, source, mode, doc_id, 1-based rank, metadata)")
     latency_ms: float
 
 
@@ -166,9 +157,7 @@ class McpTools:
         name = source or self.default_source
         # an invalid request, then an unknown source: a RouteragError saying why (naming the mounted ones)
         result = self.sources.retrieve(retrieval_request([query], k, [name])).results[name][0]
-        hits = [SearchHit(title=h.title, text=h.text, score=h.score, source=h.source, doc_id=h.doc_id, rank=h.rank)
-                for h in result.hits]
-        return SearchResult(query=query, source=name, hits=hits, latency_ms=round(result.latency_ms, 2))
+        return SearchResult(query=query, source=name, hits=result.hits, latency_ms=round(result.latency_ms, 2))
 
     def list_sources(self) -> SourcesResult:
         infos = [SourceInfo(name=name, mode=self.sources.get(name).mode, profile=self.sources.get(name).profile)
