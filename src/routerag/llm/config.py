@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from routerag.config import OMIT_AT_DEFAULT
 from routerag.errors import RouteragError
@@ -30,7 +30,7 @@ ENV_BACKEND = "ROUTERAG_BACKEND"
 DEFAULT_MODEL = BUNDLED_PREFIX + DEFAULT_BUNDLED
 
 BUNDLED_POLICY = "routerag-sft-qwen2.5-coder-0.5b"
-"""The shipped RouteRAG policy adapter for the bundled 0.5B, the default base (``data/policies/<name>/adapter.gguf``)."""
+"""The shipped RouteRAG policy adapter for the bundled 0.5B, the default base (``data/policies/<name>/``)."""
 
 BUNDLED_POLICIES: dict[str, str] = {
     DEFAULT_MODEL: BUNDLED_POLICY,
@@ -39,19 +39,72 @@ BUNDLED_POLICIES: dict[str, str] = {
 """The shipped policy of each bundled base model (``bundled:`` name -> ``data/policies/<name>``): the
 ``routerag`` strategy on that base applies it unless told otherwise (docs/guides/models.md)."""
 
+POLICY_PREFIX = "policy:"
+"""``policy:NAME`` names a shipped policy's adapter wherever an adapter path is taken (``model.lora_path``)."""
+ADAPTER_FILE = "adapter.gguf"
+PACKED_ADAPTER_FILE = ADAPTER_FILE + ".xz"
+"""How a policy ships: its adapter GGUF xz-compressed, decompressed once into the cache on first use."""
+
 
 class MissingPolicyError(RouteragError, FileNotFoundError):
     """No policy of that name ships with the package."""
 
 
-def bundled_policy_path(name: str = BUNDLED_POLICY) -> Path:
-    """The llama.cpp LoRA adapter GGUF of a policy shipped inside the package."""
+def policy_dir(name: str) -> Path:
+    """The folder of a policy shipped inside the package (its adapter, README, training records)."""
     from importlib.resources import files
 
-    path = Path(str(files("routerag") / "data" / "policies" / name / "adapter.gguf"))
-    if not path.is_file():
-        raise MissingPolicyError(f"no shipped policy {name!r} (expected {path})")
-    return path
+    if not name or Path(name).name != name or name.startswith("."):
+        raise MissingPolicyError(f"{name!r} is not a policy name (a folder under data/policies)")
+    return Path(str(files("routerag") / "data" / "policies" / name))
+
+
+def policy_adapter(folder: Path) -> Path:
+    """The plain adapter GGUF of the policy in ``folder``: its ``adapter.gguf`` when there is one (a
+    developer's own export), else its ``adapter.gguf.xz`` decompressed into
+    ``$ROUTERAG_HOME/policies/<sha256 of the .xz, 16 hex>/<folder name>/adapter.gguf`` (once; reused while
+    its recorded size matches, so the adapter's sha256 is the plain file's wherever it comes from)."""
+    plain = folder / ADAPTER_FILE
+    if plain.is_file():
+        return plain
+    packed = folder / PACKED_ADAPTER_FILE
+    if not packed.is_file():
+        raise MissingPolicyError(f"no shipped policy {folder.name!r} (expected {plain} or {packed})")
+    from routerag.filehash import file_sha256
+    from routerag.llm.bundled import unpack_xz
+    from routerag.paths import cache_dir
+
+    key = file_sha256(packed, what="policy adapter")[:16]
+    return unpack_xz(packed, cache_dir("policies") / key / folder.name / ADAPTER_FILE)
+
+
+def bundled_policy_path(name: str = BUNDLED_POLICY) -> Path:
+    """The llama.cpp LoRA adapter GGUF (a plain file) of a policy shipped inside the package."""
+    return policy_adapter(policy_dir(name))
+
+
+def lora_path_of(value: str | Path) -> Path:
+    """An adapter path as configured: ``policy:NAME`` is that shipped policy's GGUF, anything else a path."""
+    text = str(value)
+    if text.startswith(POLICY_PREFIX):
+        return bundled_policy_path(text[len(POLICY_PREFIX):])
+    return Path(value)
+
+
+def policy_folder_of(adapter: str | Path) -> Path:
+    """The folder holding an adapter's training records (``golden_stats.json``, ...): a shipped policy's
+    package folder for its decompressed copy in the cache, else the adapter's own folder."""
+    from routerag.paths import home
+
+    path = Path(adapter)
+    try:
+        path.resolve().relative_to((home() / "policies").resolve())
+    except ValueError:
+        return path.parent
+    try:
+        return policy_dir(path.parent.name)
+    except MissingPolicyError:
+        return path.parent
 
 
 def with_default_policy(config: ModelConfig, strategy: str) -> ModelConfig:
@@ -110,7 +163,8 @@ class ModelConfig(BaseModel):
     lora_path: Path | None = Field(
         default=None,
         description="llamacpp: a llama.cpp LoRA adapter GGUF applied on top of the model (routerag export-lora-gguf "
-        "writes one from a PEFT adapter); it must have been trained on this base model",
+        "writes one from a PEFT adapter), or policy:NAME for one shipped in the package "
+        "(policy:routerag-sft-qwen2.5-coder-0.5b); it must have been trained on this base model",
     )
     lora_scale: float = Field(
         default=1.0, ge=0.0, le=16.0, description="llamacpp: adapter scale (1 = the trained alpha / r; 0 = off)"
@@ -139,6 +193,17 @@ class ModelConfig(BaseModel):
     scripted_outputs: list[str] = Field(
         default_factory=list, description="scripted backend: the canned outputs, in order (cycled)"
     )
+
+    @field_validator("lora_path", mode="before")
+    @classmethod
+    def _shipped_policy(cls, value: object) -> object:
+        """``policy:NAME`` -> the shipped policy's adapter GGUF (decompressed on first use)."""
+        if isinstance(value, str) and value.startswith(POLICY_PREFIX):
+            try:
+                return lora_path_of(value)
+            except MissingPolicyError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
     def resolved(self) -> ModelConfig:
         """A copy with backend, model and base_url filled in from the environment and defaults."""

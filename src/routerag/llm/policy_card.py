@@ -8,12 +8,10 @@ it before reading any answer."""
 from __future__ import annotations
 
 import csv
-from importlib.resources import files
-from pathlib import Path
 
 from pydantic import BaseModel
 
-from routerag.llm.config import BUNDLED_POLICIES, ModelConfig
+from routerag.llm.config import BUNDLED_POLICIES, ModelConfig, policy_dir
 
 DATASET_NAMES = {"2wiki": "2Wiki-100", "musique": "MuSiQue-50", "hotpotqa-distractor": "HotpotQA-distractor test-100"}
 """The standard evaluation sets, in the order the card lists them."""
@@ -49,10 +47,6 @@ class PolicyCard(BaseModel):
             parts.append(f"{DATASET_NAMES.get(line.dataset, line.dataset)} {line.system:.1f} vs {line.baseline:.1f} "
                          f"({line.delta:+.1f} {line.ci}, {verdict})")
         return "open-answer EM, policy vs vanilla RAG on the same base: " + "; ".join(parts)
-
-
-def policy_dir(name: str) -> Path:
-    return Path(str(files("routerag") / "data" / "policies" / name))
 
 
 def policy_card(model: str | ModelConfig) -> PolicyCard | None:

@@ -17,11 +17,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from routerag.llm.config import POLICY_PREFIX
 from routerag.llm.lora_gguf import GGUF_TO_HF as _GGUF_TO_HF
 from routerag.llm.lora_gguf import LoraExportError
 from routerag.train.config import LoraSpec
-
-POLICY_PREFIX = "policy:"
 
 
 def fresh_lora_config(spec: LoraSpec, num_layers: int | None = None) -> Any:
@@ -49,9 +48,9 @@ def num_layers_of(model: Any) -> int | None:
 def resolve_adapter(init_from: str) -> Path:
     """The file or directory ``init_from`` names (``policy:NAME`` = a shipped policy's GGUF)."""
     if init_from.startswith(POLICY_PREFIX):
-        from routerag.llm.config import bundled_policy_path
+        from routerag.llm.config import lora_path_of
 
-        return bundled_policy_path(init_from[len(POLICY_PREFIX):])
+        return lora_path_of(init_from)
     path = Path(init_from).expanduser()
     if not path.exists():
         raise LoraExportError(f"lora.init_from: {path} does not exist (a PEFT adapter directory, an adapter .gguf or policy:NAME)")

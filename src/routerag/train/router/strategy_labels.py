@@ -57,10 +57,15 @@ def policy_training_sources(run_dir: Path) -> list[str]:
     lora = model.get("lora_path") if isinstance(model, dict) else None
     if not lora:
         return []
-    if not Path(lora).is_file():  # a relative path is relative to where the run was made
+    from routerag.llm.config import PACKED_ADAPTER_FILE, policy_folder_of
+
+    adapter = Path(lora)
+    # a relative path is relative to where the run was made; a shipped policy's plain adapter.gguf recorded
+    # by an older run now ships compressed beside its records
+    if not adapter.is_file() and not adapter.with_name(PACKED_ADAPTER_FILE).is_file():
         raise RoutingError(f"run {run_dir}: its policy adapter {lora} is not found from {Path.cwd()}, so what it was "
                            "trained on cannot be checked; run this where the evaluation ran, or pass --allow-trained-on")
-    stats = Path(lora).parent / "golden_stats.json"
+    stats = policy_folder_of(adapter) / "golden_stats.json"
     if not stats.is_file():
         return []
     try:
