@@ -218,6 +218,23 @@ def test_strategy_labels_refuse_a_policy_trained_on_the_labelled_questions(tmp_p
     assert len(strategy_labels({"direct": direct, "routerag": routerag}, eval_sets=())[1]) == 1
 
 
+def test_a_shipped_policy_run_is_checked_against_the_records_in_the_package(tmp_path, monkeypatch):
+    """The shipped adapter runs from its decompressed copy in the cache (or, in an older run's record,
+    from the package's plain adapter.gguf, now shipped as adapter.gguf.xz): either way its training
+    sources come from the golden_stats.json in the package."""
+    from routerag.llm.config import ModelConfig, bundled_policy_path, policy_dir
+    from routerag.train.router.strategy_labels import policy_training_sources
+
+    monkeypatch.setenv("ROUTERAG_HOME", str(tmp_path / "home"))
+    cached = ModelConfig(lora_path="policy:routerag-sft-qwen2.5-coder-0.5b").lora_path
+    assert cached == bundled_policy_path() and not (cached.parent / "golden_stats.json").exists()
+    recorded = policy_dir("routerag-sft-qwen2.5-coder-0.5b") / "adapter.gguf"
+    for name, lora in (("cached", cached), ("older", recorded)):
+        run = _run(tmp_path / name, "routerag", [("q1", "Who is A?", 1.0, 2000, None)])
+        (run / "config.resolved.yaml").write_text(f"model:\n  lora_path: {lora}\n")
+        assert policy_training_sources(run) == ["hotpotqa", "hotpotqa-distractor-train", "musique"]
+
+
 def test_adaptive_with_a_learned_strategy_router_trained_on_strategy_labels(tmp_path, monkeypatch):
     import routerag.index.embedder as embedder_module
     from routerag.train.router.fit import train_router

@@ -140,3 +140,15 @@ def test_each_shipped_policy_has_the_sha256_its_card_states(name: str) -> None:
     stated = re.search(r"`adapter\.gguf` .*sha256 `([0-9a-f]{64})`", card)
     assert stated is not None
     assert read_sha256(bundled_policy_path(name)) == stated.group(1)
+
+
+def test_adaptive_takes_a_shipped_policy_by_name_and_fingerprints_its_content() -> None:
+    from routerag.config import fingerprint_dump
+    from routerag.strategies.adaptive import AdaptiveParams
+
+    params = AdaptiveParams(adapters={"routerag": f"policy:{BUNDLED_POLICY}"})
+    assert params.adapters["routerag"] == bundled_policy_path()
+    digest = hashlib.sha256(bundled_policy_path().read_bytes()).hexdigest()[:16]
+    assert fingerprint_dump(params)["adapters"] == {"routerag": f"sha256:{digest}"}
+    with pytest.raises(ValidationError, match="no shipped policy 'nope'"):
+        AdaptiveParams(adapters={"routerag": "policy:nope"})

@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from routerag.config import FILE_CONTENT, OMIT_AT_DEFAULT
 from routerag.registry import RegisteredName
@@ -57,10 +57,23 @@ class AdaptiveParams(BaseModel):
     )
     adapters: dict[str, Path] = Field(
         default_factory=dict, json_schema_extra={**OMIT_AT_DEFAULT, **FILE_CONTENT},
-        description="per choice, a llama.cpp LoRA adapter GGUF its strategy runs with (the run's model configuration "
-        "with that adapter, loaded on the first question that chooses it): e.g. routerag's trained policy beside "
-        "direct and vanilla on the base model; the others run on the run's model",
+        description="per choice, a llama.cpp LoRA adapter GGUF (or policy:NAME, a shipped one) its strategy runs with "
+        "(the run's model configuration with that adapter, loaded on the first question that chooses it): e.g. "
+        "routerag's trained policy beside direct and vanilla on the base model; the others run on the run's model",
     )
+
+    @field_validator("adapters", mode="before")
+    @classmethod
+    def _shipped_policies(cls, value: object) -> object:
+        """``policy:NAME`` -> the shipped policy's adapter GGUF, as ``model.lora_path`` takes it."""
+        if not isinstance(value, dict):
+            return value
+        from routerag.llm.config import MissingPolicyError, lora_path_of
+
+        try:
+            return {choice: lora_path_of(path) if isinstance(path, str) else path for choice, path in value.items()}
+        except MissingPolicyError as exc:
+            raise ValueError(str(exc)) from None
 
     def fingerprint_inputs(self) -> dict[str, str]:
         """The learned router's weights (its name alone does not decide the choices: a shipped

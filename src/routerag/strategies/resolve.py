@@ -74,10 +74,9 @@ class ResolvedStrategy:
             if model is None:
                 raise StrategyParamsError(f"strategy {name!r} with the adapter {adapter}: the caller gave no model "
                                           "configuration to apply it to")
-            from routerag.llm.config import lora_path_of
             from routerag.llm.factory import DeferredModel
 
-            model = model.model_copy(update={"lora_path": lora_path_of(adapter)})
+            model = model.model_copy(update={"lora_path": Path(adapter)})
             try:
                 model.resolved()  # e.g. an adapter on a backend that takes none: refused now, not at the first question
             except ValueError as exc:
