@@ -238,7 +238,7 @@ def main() -> None:
     parser.add_argument("--xl-python", default=sys.executable, help="interpreter that has xllamacpp")
     parser.add_argument("--lcp-python", default=sys.executable, help="interpreter that has llama-cpp-python and routerag's deps")
     parser.add_argument("--model", default="bundled:qwen2.5-coder-0.5b")
-    parser.add_argument("--adapter", default=None, help="LoRA GGUF (default: the shipped 0.5B policy)")
+    parser.add_argument("--adapter", default=None, help="LoRA GGUF or policy:NAME (default: the shipped 0.5B policy)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None, help="also write every round's raw results here")
@@ -254,8 +254,9 @@ def main() -> None:
     from routerag.llm.resolve import resolve_model_file
 
     model_path = resolve_model_file(args.model)
-    adapter = Path(args.adapter) if args.adapter else (
-        Path(__file__).resolve().parents[1] / "src/routerag/data/policies/routerag-sft-qwen2.5-coder-0.5b/adapter.gguf")
+    from routerag.llm.config import lora_path_of
+
+    adapter = lora_path_of(args.adapter or "policy:routerag-sft-qwen2.5-coder-0.5b")
     job = build_job(model_path, adapter, args.threads)
     pythons = {"llama-cpp-python": args.lcp_python, "xllamacpp": args.xl_python}
     rounds: list[dict[str, dict[str, Any]]] = []

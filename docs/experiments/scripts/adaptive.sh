@@ -13,7 +13,7 @@
 # Runs go to $OUT (label runs: runs/strategy-labels); lanes, threads and logs as in scripts/lanes.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-POLICY=${POLICY:-src/routerag/data/policies/routerag-sft-qwen2.5-coder-0.5b/adapter.gguf}
+POLICY=${POLICY:-policy:routerag-sft-qwen2.5-coder-0.5b}
 LABEL_RUNS=${LABEL_RUNS:-runs/strategy-labels}
 LIMIT=${LIMIT:-60}
 STEP=${STEP:?set STEP to label-runs, router or eval}

@@ -15,7 +15,7 @@
 #   ONLY=2wiki-realroute bash docs/experiments/scripts/learned_routing.sh   (the 2Wiki realroute pair)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-POLICY=${POLICY:-src/routerag/data/policies/routerag-sft-qwen2.5-coder-0.5b/adapter.gguf}
+POLICY=${POLICY:-policy:routerag-sft-qwen2.5-coder-0.5b}
 MARGIN=${MARGIN:-0}
 source scripts/lanes.sh
 

@@ -7,7 +7,7 @@
 # Each job is `routerag eval` into runs/results/<name> (scripts/lanes.sh); rule and direct build no index.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-POLICY=${POLICY:-src/routerag/data/policies/routerag-sft-qwen2.5-coder-0.5b/adapter.gguf}
+POLICY=${POLICY:-policy:routerag-sft-qwen2.5-coder-0.5b}
 source scripts/lanes.sh
 
 jobs() {

@@ -1,6 +1,6 @@
 """llama.cpp LoRA adapter GGUF -> PEFT adapter folder, the inverse of :mod:`routerag.train.export_gguf`.
 
-A shipped policy is an adapter GGUF (``data/policies/<name>/adapter.gguf``); vLLM
+A shipped policy is an adapter GGUF (``policy:<name>``, ``bundled_policy_path``); vLLM
 (``--enable-lora --lora-modules NAME=DIR``), transformers and PEFT read adapters as a folder with
 ``adapter_config.json`` and ``adapter_model.safetensors``. The matrices are written in float32
 (exact for the f16/f32 GGUF the exporter writes) under PEFT's keys
