@@ -24,6 +24,7 @@ from routerag.llm.config import (
     policy_adapter,
     policy_dir,
     policy_folder_of,
+    shipped_policy_name,
 )
 
 PLAIN = b"GGUF" + bytes(range(256)) * 400 + b"lora tensors" * 1000
@@ -128,6 +129,9 @@ def test_the_cached_copy_of_a_shipped_policy_points_back_to_its_records(tmp_path
     assert (policy_folder_of(cached) / "golden_stats.json").is_file()
     own = tmp_path / "runs" / "x" / "adapter.gguf"
     assert policy_folder_of(own) == own.parent
+    assert shipped_policy_name(cached) == shipped_policy_name(policy_dir(BUNDLED_POLICY) / "adapter.gguf") == BUNDLED_POLICY
+    assert shipped_policy_name(own) is None
+    assert shipped_policy_name(tmp_path / BUNDLED_POLICY / "adapter.gguf") is None  # a folder that only has the name
 
 
 @pytest.mark.integration

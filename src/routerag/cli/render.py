@@ -197,7 +197,10 @@ def render_demo_summary(rows: list[DemoRow], config: RunConfig, index_dir: Path 
     lora = config.model.lora_path
     eval_cmd = f'routerag eval --dataset {config.dataset} --strategy {config.strategy} --limit 20 --set "components=[{",".join(config.components)}]"'
     if lora is not None:
-        eval_cmd += f" --set model.lora_path={lora}"
+        from routerag.llm.config import shipped_policy_name
+
+        name = shipped_policy_name(lora)
+        eval_cmd += f" --set model.lora_path={f'policy:{name}' if name else lora}"
     eval_cmd += f" --out runs/demo-{config.strategy}"
     nxt = Table.grid(padding=(0, 2))
     nxt.add_column(style="bold cyan", no_wrap=True)

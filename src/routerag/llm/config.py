@@ -91,20 +91,27 @@ def lora_path_of(value: str | Path) -> Path:
     return Path(value)
 
 
-def policy_folder_of(adapter: str | Path) -> Path:
-    """The folder holding an adapter's training records (``golden_stats.json``, ...): a shipped policy's
-    package folder for its decompressed copy in the cache, else the adapter's own folder."""
+def shipped_policy_name(adapter: str | Path) -> str | None:
+    """The name of the shipped policy whose adapter ``adapter`` is (in the package's folder, or its
+    decompressed copy in the cache); None for any other adapter."""
     from routerag.paths import home
 
     path = Path(adapter)
     try:
-        path.resolve().relative_to((home() / "policies").resolve())
-    except ValueError:
-        return path.parent
-    try:
-        return policy_dir(path.parent.name)
+        folder = policy_dir(path.parent.name)
     except MissingPolicyError:
-        return path.parent
+        return None
+    where = path.resolve().parent
+    if folder.is_dir() and (where == folder.resolve() or where.parent.parent == (home() / "policies").resolve()):
+        return folder.name
+    return None
+
+
+def policy_folder_of(adapter: str | Path) -> Path:
+    """The folder holding an adapter's training records (``golden_stats.json``, ...): a shipped policy's
+    package folder (also for its decompressed copy in the cache), else the adapter's own folder."""
+    name = shipped_policy_name(adapter)
+    return policy_dir(name) if name is not None else Path(adapter).parent
 
 
 def with_default_policy(config: ModelConfig, strategy: str) -> ModelConfig:
