@@ -95,8 +95,12 @@ def test_the_command_writes_the_table_and_check_fails_on_a_stale_one(tmp_path: P
 
     _load()
     readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n\n{START_MARKER}\nstale\n{END_MARKER}\n", encoding="utf-8")
-    args = ["docs", "results-table", "--readme", str(readme), "--spec", str(SPEC)]
+    from routerag.eval import training_table
+
+    readme.write_text(f"# x\n\n{START_MARKER}\nstale\n{END_MARKER}\n\n{training_table.START_MARKER}\n"
+                      f"{training_table.END_MARKER}\n", encoding="utf-8")
+    args = ["docs", "results-table", "--readme", str(readme), "--spec", str(SPEC),
+            "--training-spec", str(SPEC.parent / "training-table.yaml")]
     checked = CliRunner().invoke(app, [*args, "--check"])
     assert checked.exit_code == 1 and "routerag docs results-table" in checked.output
     assert "stale" in readme.read_text(encoding="utf-8")

@@ -1,6 +1,6 @@
 """``routerag docs reference`` / ``routerag docs results-table``: the documentation generated from
 the code (reference pages, :mod:`routerag.cli.reference`) and from the stored runs (the README's
-results table, :mod:`routerag.eval.results_table`). ``--check`` writes nothing and exits 1 when
+results and training tables, :mod:`routerag.eval.results_table`, :mod:`routerag.eval.training_table`). ``--check`` writes nothing and exits 1 when
 a page differs."""
 
 from __future__ import annotations
@@ -35,12 +35,14 @@ def reference_command(
 def results_table_command(
     readme: Path = typer.Option(Path("README.md"), "--readme", help="the file whose results markers receive the table"),
     spec: Path = typer.Option(Path("docs/results/readme-table.yaml"), "--spec", help="which runs make the table"),
+    training_spec: Path = typer.Option(Path("docs/results/training-table.yaml"), "--training-spec",
+                                       help="which runs make the training table (between the training markers)"),
     check: bool = typer.Option(False, "--check", help="write nothing; exit 1 when the table differs from the runs"),
 ) -> None:
-    """Write the README's results table (between its results markers) from the stored runs."""
+    """Write the README's results and training tables (between their markers) from the stored runs."""
     from routerag.eval.results_table import update_readme
 
-    changed = update_readme(readme, spec, check=check)
+    changed = update_readme(readme, spec, check=check, training_spec=training_spec)
     typer.echo(f"{readme}: {'differs from the runs' if check and changed else 'updated' if changed else 'up to date'}", err=True)
     if check and changed:
         typer.echo("run `routerag docs results-table` to regenerate it", err=True)

@@ -102,16 +102,22 @@ def _check_model(row: TableRowSpec, run: LoadedRun) -> None:
                                     f"the run used {identity!r}; evaluate the shipped adapter and list that run")
 
 
-def _pct(value: float | None) -> str:
+def percent(value: float | None) -> str:
+    """A percentage cell (``–``: not run)."""
     return "–" if value is None else f"{value:.1f}"
 
 
-def _delta(c: Comparison) -> str:
-    r, sign = c.result, c.sign
-    text = f"{100 * r.diff:+.1f} [{100 * r.low:+.1f}, {100 * r.high:+.1f}]"
-    if (r.low > 0 or r.high < 0) and sign is not None and sign.p_value < 0.05:
+def delta_cell(diff: float, low: float, high: float, p_value: float | None) -> str:
+    """A paired difference (fractions) as ``+d [low, high], p P``, bold where the interval excludes 0
+    and the sign test's p < 0.05."""
+    text = f"{100 * diff:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]"
+    if (low > 0 or high < 0) and p_value is not None and p_value < 0.05:
         text = f"**{text}**"  # the interval excludes 0 and the sign test agrees
-    return f"{text}, p {sign.p_value:.3f}" if sign is not None else text
+    return f"{text}, p {p_value:.3f}" if p_value is not None else text
+
+
+def _delta(c: Comparison) -> str:
+    return delta_cell(c.result.diff, c.result.low, c.result.high, c.sign.p_value if c.sign is not None else None)
 
 
 def render_table(spec: ResultsTableSpec, root: str | Path) -> str:
@@ -154,8 +160,8 @@ def render_table(spec: ResultsTableSpec, root: str | Path) -> str:
         scores = table[row.id]
         cells = [row.title, row.base]
         for d in spec.datasets:
-            cells.append(_pct(scores.scores[d.name][METRIC]))
-            open_em = _pct(scores.open_scores[d.name][METRIC])
+            cells.append(percent(scores.scores[d.name][METRIC]))
+            open_em = percent(scores.open_scores[d.name][METRIC])
             delta = deltas.get((row.id, d.name))
             cells.append(f"{open_em} ({_delta(delta)})" if delta is not None else open_em)
         cells += [f"{scores.retrieval_turns:.2f}", f"{scores.latency_s:.1f}"]
@@ -173,29 +179,38 @@ def render_table(spec: ResultsTableSpec, root: str | Path) -> str:
     return "\n".join(lines + notes)
 
 
-def replace_block(text: str, block: str) -> str:
+def replace_block(text: str, block: str, markers: tuple[str, str] = (START_MARKER, END_MARKER)) -> str:
     """``text`` with what lies between the markers replaced by ``block``."""
-    start, end = text.find(START_MARKER), text.find(END_MARKER)
-    if start < 0 or end < 0 or end < start or text.count(START_MARKER) != 1 or text.count(END_MARKER) != 1:
-        raise ResultsTableError(f"the README must hold {START_MARKER} then {END_MARKER}, once each")
-    return text[: start + len(START_MARKER)] + "\n" + block.strip("\n") + "\n" + text[end:]
+    first, last = markers
+    start, end = text.find(first), text.find(last)
+    if start < 0 or end < 0 or end < start or text.count(first) != 1 or text.count(last) != 1:
+        raise ResultsTableError(f"the README must hold {first} then {last}, once each")
+    return text[: start + len(first)] + "\n" + block.strip("\n") + "\n" + text[end:]
 
 
-def current_block(text: str) -> str:
+def current_block(text: str, markers: tuple[str, str] = (START_MARKER, END_MARKER)) -> str:
     """What lies between the markers now (the empty string when they are missing)."""
-    start, end = text.find(START_MARKER), text.find(END_MARKER)
+    first, last = markers
+    start, end = text.find(first), text.find(last)
     if start < 0 or end < start:
         return ""
-    return text[start + len(START_MARKER) : end].strip("\n")
+    return text[start + len(first) : end].strip("\n")
 
 
-def update_readme(readme: str | Path, spec_path: str | Path, *, check: bool = False) -> bool:
-    """Regenerate the block in ``readme``; True when it changed (``check``: nothing is written)."""
+def update_readme(readme: str | Path, spec_path: str | Path, *, check: bool = False,
+                  training_spec: str | Path | None = None) -> bool:
+    """Regenerate the results block in ``readme`` (and the training block from ``training_spec``,
+    :mod:`routerag.eval.training_table`); True when it changed (``check``: nothing is written)."""
     readme = Path(readme)
     spec = load_spec(spec_path)
     block = render_table(spec, Path(spec_path).parent)
     text = readme.read_text(encoding="utf-8")
     new = replace_block(text, block)
+    if training_spec is not None:
+        from routerag.eval import training_table as tt
+
+        training = tt.render_training_table(tt.load_training_spec(training_spec), Path(training_spec).parent)
+        new = replace_block(new, training, (tt.START_MARKER, tt.END_MARKER))
     if new == text:
         return False
     if not check:
@@ -209,7 +224,9 @@ __all__: Sequence[str] = [
     "ResultsTableError",
     "ResultsTableSpec",
     "current_block",
+    "delta_cell",
     "load_spec",
+    "percent",
     "render_table",
     "replace_block",
     "update_readme",

@@ -1,0 +1,229 @@
+"""The README's training table: what each training stage of a system did, generated from stored runs.
+
+Two parts, both declared in a small YAML file (:class:`TrainingTableSpec`, by default
+``docs/results/training-table.yaml``) and written between :data:`START_MARKER` and
+:data:`END_MARKER`:
+
+* **question-level stages** (:class:`StageRow`): one run folder per dataset of a stage (untrained,
+  SFT, an RL stage) on the evaluation sets, scored like the results table — EM over all questions,
+  open-answer EM with the paired bootstrap interval and exact sign test against the row named in
+  ``baseline`` (vanilla RAG on the same base), searches per question. A stage not evaluated on a
+  set shows ``–`` there (the spec says so; nothing is filled in).
+* **step-level stages** (:class:`StepStageRow`): evaluation runs over held-out steps of released
+  trajectories (``r1-router-step`` on ``r1router-steps-heldout``): routing accuracy (the first
+  decision against the gold knowledge base), format errors and sub-question similarity, each with
+  the paired interval and sign test against ``baseline`` on the steps both rows scored
+  (:func:`route_step_scores`).
+
+Every number comes from the evaluation code (:mod:`routerag.eval.report`,
+:mod:`routerag.eval.bootstrap`, :mod:`routerag.eval.signtest`), as in
+:mod:`routerag.eval.results_table`, whose block markers and README rewrite this shares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from routerag.eval.report import LoadedRun, compare_runs, load_runs, main_table
+from routerag.eval.results_table import METRIC, SUBSET, ResultsTableError, delta_cell, percent
+
+START_MARKER = "<!-- training:start -->"
+END_MARKER = "<!-- training:end -->"
+STEP_METRICS = ("routing acc.", "format errors", "sub-question Sim")
+
+
+class StageRow(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(description="the row's name, used by other rows' `baseline`")
+    system: str = Field(description="the system (strategy) column")
+    base: str = Field(description="the base model column (\"none\" for a rule without a model)")
+    stage: str = Field(description="the training stage: untrained, SFT, an RL stage, or a baseline's name")
+    runs: dict[str, str] = Field(description="dataset name -> run folder, relative to the spec file; "
+                                             "a dataset left out was not evaluated for this stage")
+    baseline: str | None = Field(None, description="the row this one is compared with on open-answer EM")
+
+
+class StepStageRow(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(description="the row's name, used by other step rows' `baseline`")
+    system: str
+    base: str
+    stage: str
+    runs: list[str] = Field(min_length=1, description="run folders of one sample (lanes), relative to the spec file; "
+                                                     "the first record of a step counts")
+    baseline: str | None = Field(None, description="the step row this one is compared with, paired by step")
+
+
+class TrainingTableSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    datasets: list[dict[str, str]] = Field(min_length=1, description="[{name, title}], the question-level columns")
+    rows: list[StageRow] = Field(default_factory=list)
+    step_rows: list[StepStageRow] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="paragraphs printed under the tables")
+    resamples: int = Field(10_000, ge=100, description="bootstrap resamples")
+    seed: int = Field(0, description="bootstrap seed")
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainingTableSpec:
+        names = [d["name"] for d in self.datasets]
+        for kind, rows in (("row", self.rows), ("step row", self.step_rows)):
+            ids = [r.id for r in rows]
+            if len(set(ids)) != len(ids):
+                raise ValueError(f"{kind} ids must be unique: {ids}")
+            for row in rows:
+                if row.baseline is not None and (row.baseline not in ids or row.baseline == row.id):
+                    raise ValueError(f"{kind} {row.id!r}: baseline {row.baseline!r} is not another {kind}")
+        for row in self.rows:
+            if unknown := sorted(set(row.runs) - set(names)):
+                raise ValueError(f"row {row.id!r} names datasets {unknown} that are not columns {names}")
+            if not row.runs:
+                raise ValueError(f"row {row.id!r} names no run")
+        return self
+
+
+def load_training_spec(path: str | Path) -> TrainingTableSpec:
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ResultsTableError(f"cannot read the training table specification {path}: {exc}") from None
+    try:
+        return TrainingTableSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise ResultsTableError(f"{path}: {exc}") from None
+
+
+# ---------------------------------------------------------------- step level
+
+
+def route_step_scores(runs: Sequence[LoadedRun]) -> dict[str, dict[str, float]]:
+    """Per step (qid), over the runs of one sample: routing accuracy (1 when the first decision is
+    the gold knowledge base), format errors (1 when the step's output broke the format) and the
+    sub-question's semantic similarity to the gold one, each 0-1. The first record of a qid counts."""
+    out: dict[str, dict[str, float]] = {}
+    for run in runs:
+        for rec in run.records:
+            if rec.qid in out:
+                continue
+            if rec.routing is None:
+                raise ResultsTableError(f"{run.path}: step {rec.qid} has no routing outcome (a run of a dataset "
+                                        "with gold sources, e.g. r1router-steps-heldout, is needed)")
+            first = rec.trace.steps[0] if rec.trace.steps else None
+            semantic = rec.metrics.get("semantic")
+            if semantic is None:
+                raise ResultsTableError(f"{run.path}: step {rec.qid} has no semantic score (eval with metrics [em,f1,semantic])")
+            out[rec.qid] = {"routing acc.": float(rec.routing.correct),
+                            "format errors": float(first is not None and first.format_error is not None),
+                            "sub-question Sim": float(semantic)}
+    return out
+
+
+def _step_cell(mine: dict[str, dict[str, float]], other: dict[str, dict[str, float]] | None, metric: str,
+               spec: TrainingTableSpec) -> str:
+    from routerag.eval.bootstrap import paired_bootstrap
+    from routerag.eval.signtest import sign_test
+
+    mean = 100 * sum(v[metric] for v in mine.values()) / len(mine)
+    if other is None:
+        return f"{mean:.1f}"
+    keys = [k for k in mine if k in other]
+    if not keys:
+        raise ResultsTableError("two step rows share no step")
+    xs, ys = [100 * other[k][metric] for k in keys], [100 * mine[k][metric] for k in keys]
+    d = paired_bootstrap(xs, ys, resamples=spec.resamples, seed=spec.seed)
+    s = sign_test(xs, ys)
+    return f"{mean:.1f} ({delta_cell(d.diff / 100, d.low / 100, d.high / 100, s.p_value)}, n={d.n})"
+
+
+def render_step_table(spec: TrainingTableSpec, root: Path) -> list[str]:
+    scores: dict[str, dict[str, dict[str, float]]] = {}
+    for row in spec.step_rows:
+        runs = load_runs([root / r for r in row.runs])
+        for run in runs:
+            if not run.header.dataset.startswith("r1router-steps"):
+                raise ResultsTableError(f"{run.path} is a run on {run.header.dataset!r}, not on R1-Router steps")
+        scores[row.id] = route_step_scores(runs)
+    cols = ["System", "Base", "Stage", "Steps"] + [f"{m} (Δ [95% CI], sign-test p)" for m in STEP_METRICS]
+    lines = ["| " + " | ".join(cols) + " |", "|---|---|---|" + "---:|" * (len(cols) - 3)]
+    for row in spec.step_rows:
+        other = scores[row.baseline] if row.baseline else None
+        cells = [row.system, row.base, row.stage, str(len(scores[row.id]))]
+        cells += [_step_cell(scores[row.id], other, m, spec) for m in STEP_METRICS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+# ---------------------------------------------------------------- question level
+
+
+def render_stage_table(spec: TrainingTableSpec, root: Path) -> list[str]:
+    names = [d["name"] for d in spec.datasets]
+    cells: dict[tuple[str, str], LoadedRun] = {}
+    for row in spec.rows:
+        runs = load_runs([root / row.runs[n] for n in names if n in row.runs])
+        for name, run in zip([n for n in names if n in row.runs], runs):
+            if run.header.dataset != name:
+                raise ResultsTableError(f"{run.path} is a run on {run.header.dataset!r}, not {name!r} (row {row.id!r})")
+            if not run.summary.complete:
+                raise ResultsTableError(f"{run.path} is incomplete ({run.summary.n_done}/{run.summary.n_questions})")
+            run.header.label = run.summary.label = row.id
+            cells[(row.id, name)] = run
+    table = {r.label: r for r in main_table(list(cells.values()), [METRIC]).rows}
+    cols = ["System", "Base", "Stage"]
+    for d in spec.datasets:
+        cols += [f"{d['title']} EM", f"{d['title']} open EM (Δ vs vanilla [95% CI], sign-test p)"]
+    cols.append("Searches / question")
+    lines = ["| " + " | ".join(cols) + " |", "|---|---|---|" + "---:|" * (len(cols) - 3)]
+    for row in spec.rows:
+        scores = table[row.id]
+        out = [row.system, row.base, row.stage]
+        for name in names:
+            if (row.id, name) not in cells:
+                out += ["–", "–"]
+                continue
+            out.append(percent(scores.scores[name][METRIC]))
+            open_em = percent(scores.open_scores[name][METRIC])
+            base = cells.get((row.baseline, name)) if row.baseline else None
+            if base is None:
+                out.append(open_em)
+                continue
+            found = compare_runs([base, cells[(row.id, name)]], [METRIC], resamples=spec.resamples, seed=spec.seed,
+                                 subsets=(SUBSET,))
+            if len(found) != 1 or found[0].result.n == 0:
+                raise ResultsTableError(f"rows {row.baseline!r} and {row.id!r} share no open-answer question on {name}")
+            r, sign = found[0].result, found[0].sign
+            out.append(f"{open_em} ({delta_cell(r.diff, r.low, r.high, sign.p_value if sign else None)}, n={r.n})")
+        out.append(f"{scores.retrieval_turns:.2f}")
+        lines.append("| " + " | ".join(out) + " |")
+    return lines
+
+
+def render_training_table(spec: TrainingTableSpec, root: str | Path) -> str:
+    """The markdown block (tables and notes) from the runs ``spec`` names under ``root``."""
+    root = Path(root)
+    parts: list[str] = []
+    if spec.rows:
+        parts += render_stage_table(spec, root) + [""]
+    if spec.step_rows:
+        parts += render_step_table(spec, root) + [""]
+    parts += [p for note in spec.notes for p in (note.strip(), "")]
+    return "\n".join(parts).strip("\n")
+
+
+__all__: Sequence[str] = [
+    "END_MARKER",
+    "START_MARKER",
+    "StageRow",
+    "StepStageRow",
+    "TrainingTableSpec",
+    "load_training_spec",
+    "render_training_table",
+    "route_step_scores",
+]
