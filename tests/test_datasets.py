@@ -224,3 +224,17 @@ def test_demo_data_regenerates_identically(shared: Path) -> None:
     for name, text in files.items():
         assert (bundled_data_dir() / "demo" / name).read_text(encoding="utf-8") == text, name
     json.loads(files["openie_musique.json"])  # strict JSON: no NaN
+
+
+def test_demo_tables_is_text_and_tables_as_two_sources_with_gold_sources():
+    """The bundled text + table set (R1-Router's two knowledge bases): both bundled corpora as named
+    sources, every question with the source its answer lives in."""
+    from routerag.corpus.datasets import load_dataset
+
+    data = load_dataset("demo-tables")
+    text, tables = load_dataset("demo"), load_dataset("tables")
+    assert data.multisource and sorted(data.sources) == ["tables", "text"]
+    assert len(data.sources["text"].docs) == len(text.corpus) and len(data.sources["tables"].docs) == len(tables.corpus)
+    assert {d.source for d in data.sources["tables"].docs} == {"tables"}
+    assert [q.gold_source for q in data.questions] == ["text"] * len(text.questions) + ["tables"] * len(tables.questions)
+    assert {q.qid for q in data.questions} == {q.qid for q in text.questions} | {q.qid for q in tables.questions}

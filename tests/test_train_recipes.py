@@ -135,6 +135,23 @@ def test_r1_router_step_recipe_runs(tmp_path):
 
 
 @pytest.mark.data
+def test_r1_router_step_rows_keep_the_asked_step_kinds_of_the_train_side():
+    from routerag.train.recipes import r1_router_step_prompts
+
+    every = r1_router_step_prompts(R1RouterStepConfig(model={"name": "tiny"}, data={"eval_sets": []}))
+    routes = r1_router_step_prompts(R1RouterStepConfig(model={"name": "tiny"}, data={"eval_sets": []}, step_types=["ret"]))
+    kinds = [json.loads(r["step"])["step_type"] for r in every]
+    assert {json.loads(r["step"])["step_type"] for r in routes} == {"ret"} and len(routes) == kinds.count("ret") == 259
+    assert {"ans", "final"} <= set(kinds) and len(every) == 259 + 220 + 89  # the train side's 568 steps
+    few = r1_router_step_prompts(R1RouterStepConfig(model={"name": "tiny"}, data={"eval_sets": [], "n_questions": 5},
+                                                    step_types=["ret"]))
+    positions = [routes.index(r) for r in few]
+    assert len(few) == 5 and positions[0] == 0 and positions[-1] > 200  # evenly spaced over the route steps
+    with pytest.raises(ValueError):
+        R1RouterStepConfig(model={"name": "tiny"}, step_types=[])
+
+
+@pytest.mark.data
 def test_r1_router_sft_recipe_trains_on_train_trajectories_only(tmp_path):
     from routerag.corpus.r1router_split import split_ids
     from routerag.train.config import R1RouterSFTConfig

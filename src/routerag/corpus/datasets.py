@@ -22,6 +22,8 @@ multi-source (RealRoute / DeepSieve) sets, named sources each with documents and
 ``demo``               bundled: a 2Wiki slice (questions whose answers occur in its passages)
 ``demo-musique``       bundled: a MuSiQue slice with its precomputed OpenIE records
 ``tables``             bundled: a small table knowledge base of public facts, with a few questions
+``demo-tables``        bundled: two sources, ``text`` (the ``demo`` passages) and ``tables`` (the ``tables``
+                       rows), with the questions of both, each with its gold source (text / table routing)
 ``file:<path>``        a user file (any format of :mod:`routerag.corpus.loaders`) or a folder in
                        HippoRAG layout (``X_corpus.json`` + ``X.json``/``X_questions.jsonl``
                        [+ ``openie_X*.json``]) or RealRoute layout (``X_corpus_local.json``, ...)
@@ -381,6 +383,24 @@ def _tables() -> Dataset:
                    description="public factual tables; see data/tables/ATTRIBUTION.md")
 
 
+def _demo_tables() -> Dataset:
+    """Text and tables as two named sources (R1-Router's Text / Table Retriever): the ``demo``
+    passages as ``text``, the ``tables`` rows as ``tables``; each question's gold source is the one
+    its dataset came with, so a run scores routing as well as answers."""
+    text, tables = _demo(), _tables()
+    questions = [q.model_copy(update={"gold_source": source, "dataset": "demo-tables"})
+                 for source, data in (("text", text), ("tables", tables)) for q in data.questions]
+    def tagged(docs: list[Document], name: str) -> list[Document]:
+        return [d.model_copy(update={"source": name}) for d in docs]
+
+    sources = {"text": SourceSpec(name="text", docs=tagged(text.corpus, "text"),
+                                  profile="Wikipedia passages about people, films and places"),
+               "tables": SourceSpec(name="tables", docs=tagged(tables.corpus, "tables"),
+                                    profile="tables of Olympic hosts, FIFA World Cup finals and other public facts")}
+    return Dataset(name="demo-tables", questions=questions, sources=sources, reports=[*text.reports, *tables.reports],
+                   description="the demo passages and the bundled tables as two sources; see data/demo and data/tables")
+
+
 DATASETS: Registry[Callable[[], Dataset]] = Registry("dataset")
 for _name, _loader in {
     "2wiki": _2wiki,
@@ -399,6 +419,7 @@ for _name, _loader in {
     "demo": _demo,
     "demo-musique": _demo_musique,
     "tables": _tables,
+    "demo-tables": _demo_tables,
 }.items():
     DATASETS.register(_name, _loader)
 

@@ -485,6 +485,11 @@ class R1RouterStepConfig(TrainConfig):
 
     recipe: Literal["r1-router-step"] = Field(default="r1-router-step", description="recipe name")
     trajectories: Literal["train", "all"] = Field(default="train", description=_SIDE_HELP)
+    step_types: list[R1RouterStepType] = Field(
+        default_factory=lambda: list(R1_ROUTER_STEP_TYPES), min_length=1,
+        description="step kinds whose prompts are trained on: ret (decompose and route), ans (intermediate answer), "
+        "final (final answer); [ret] trains the routing decision alone",
+    )
     grpo: R1RouterGRPOSpec = Field(default_factory=R1RouterGRPOSpec,
                                    description="GRPO, with R1-Router's group size 8 and lr 1e-6 as defaults (clip 0.2: TRL's)")
 

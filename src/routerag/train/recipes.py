@@ -139,19 +139,30 @@ def graphrag_r1(cfg: GraphRAGR1Config) -> TrainRunSummary:
 @RECIPES.register("r1-router-step")
 def r1_router_step(cfg: R1RouterStepConfig) -> TrainRunSummary:
     """R1-Router Step-GRPO over the per-step prompts of the released golden trajectories."""
-    from routerag.train.golden import r1_router_step_rows
-
     out = start_run(cfg)
     tokenizer = load_tokenizer_for(cfg.model)
     model = load_trainable(cfg, tokenizer)
-    side = None if cfg.trajectories == "all" else cfg.trajectories
-    rows = [{k: v for k, v in r.items() if k != "trajectory"}
-            for r in r1_router_step_rows(limit=cfg.data.n_questions, side=side)]
+    rows = r1_router_step_prompts(cfg)
     schedule = default_schedule(cfg)
     funcs = make_reward_funcs(schedule, trace_key="trace")
     trainer = grpo_trainer(cfg, model, tokenizer, rows, [_step_adapter(f) for f in funcs], out / "grpo")
     trainer.train(resume_from_checkpoint=last_checkpoint(out / "grpo") if cfg.resume else None)
     return _finish(cfg, trainer, out, ["grpo"])
+
+
+def r1_router_step_prompts(cfg: R1RouterStepConfig) -> list[dict[str, Any]]:
+    """The Step-GRPO rows of a run: the released steps of ``cfg.trajectories`` whose kind is in
+    ``cfg.step_types``, ``data.n_questions`` of them evenly spaced (all when None)."""
+    from routerag.corpus.sampling import evenly_spaced
+    from routerag.train.golden import r1_router_step_rows
+
+    side = None if cfg.trajectories == "all" else cfg.trajectories
+    rows = [{k: v for k, v in r.items() if k != "trajectory"}
+            for r in r1_router_step_rows(side=side) if json.loads(r["step"])["step_type"] in cfg.step_types]
+    rows = evenly_spaced(rows, cfg.data.n_questions)
+    if not rows:
+        raise ValueError(f"no R1-Router steps of kinds {cfg.step_types} on the {cfg.trajectories} side")
+    return rows
 
 
 def _step_adapter(fn: Callable[..., list[float]]) -> Callable[..., list[float]]:
