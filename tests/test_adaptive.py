@@ -142,7 +142,7 @@ def test_adaptive_refuses_bad_parameters_early():
 def test_adaptive_records_a_sub_strategy_error():
     ctx, _, _ = make_context([], names=("passage",))  # the scripted model has no answer left
     trace = STRATEGIES.get("adaptive")(ctx, {"router": "scripted-strategy"}).run(Q)
-    assert trace.error and trace.steps[0].kind == "route"
+    assert trace.error and trace.error_kind == "model" and trace.steps[0].kind == "route"
 
 
 # ---------------------------------------------------------------- strategy labels from runs

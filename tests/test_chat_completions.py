@@ -18,8 +18,10 @@ import httpx
 import pytest
 
 from routerag.llm.base import ModelError
+from routerag.llm.bundled import BundledModelError
 from routerag.llm.config import ModelConfig
 from routerag.llm.scripted import ScriptedModel
+from routerag.runtime.loop import run_safely
 from routerag.server.app import create_app
 from routerag.server.openai_api import (
     ChatCompletionRequest,
@@ -30,6 +32,8 @@ from routerag.server.openai_api import (
 )
 from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServiceSettings
+from routerag.sources.base import RetrievalError
+from routerag.sources.remote import RemoteSourceError
 from routerag.sources.sourceset import SourceSet
 from routerag.trace import Trace
 
@@ -90,17 +94,30 @@ def test_unknown_fields_are_accepted_and_n_above_one_refused():
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize(("error", "status", "kind"), [
-    ("RetrievalError: unknown source 'passage'; mounted: bm25", 422, "invalid_request_error"),
-    ("ModelError: the endpoint answered 503", 502, "upstream_error"),
-    ("BundledModelError: parts missing", 502, "upstream_error"),  # a subclass counts as its base
-    ("RemoteSourceError: connection refused", 502, "upstream_error"),
-    ("KeyError: 'x'", 500, "server_error"),
+@pytest.mark.parametrize(("raised", "status", "kind"), [
+    (RetrievalError("unknown source 'passage'; mounted: bm25"), 422, "invalid_request_error"),
+    (ModelError("the endpoint answered 503"), 502, "upstream_error"),
+    (BundledModelError("parts missing"), 502, "upstream_error"),  # a subclass counts as its base
+    (RemoteSourceError("connection refused"), 502, "upstream_error"),
+    (KeyError("x"), 500, "server_error"),
 ])
-def test_failed_runs_map_to_statuses(error, status, kind):
-    got, reply = run_failure(Trace(question="q", strategy="vanilla", error=error))
+def test_failed_runs_map_to_statuses(raised, status, kind):
+    def fail(trace: Trace) -> None:
+        raise raised
+
+    trace = run_safely("vanilla", ModelConfig(), "q", fail)  # the run's exception, as every strategy records it
+    got, reply = run_failure(trace)
     assert (got, reply.type, reply.code) == (status, kind, "run_failed")
-    assert reply.message == f"the vanilla run failed: {error}"
+    assert reply.message == f"the vanilla run failed: {type(raised).__name__}: {raised}"
+
+
+@pytest.mark.unit
+def test_a_trace_without_an_error_kind_is_a_server_error():
+    """A trace stored before ``error_kind`` loads without one; its text is not parsed for a class name."""
+    stored = Trace.model_validate({"question": "q", "strategy": "vanilla", "error": "RetrievalError: unknown source"})
+    assert stored.error_kind is None
+    got, reply = run_failure(stored)
+    assert (got, reply.type) == (500, "server_error")
 
 
 @pytest.mark.unit
@@ -232,7 +249,8 @@ def test_a_failed_run_is_an_http_error_with_its_trace(demo_sources, tmp_path, ra
         r = chat(running.url, model="direct")
         assert r.status_code == status, r.text
         assert r.json()["error"]["code"] == "run_failed" and type(raised).__name__ in r.json()["error"]["message"]
-        assert Trace.model_validate(r.json()["routerag"]).error.startswith(type(raised).__name__)
+        trace = Trace.model_validate(r.json()["routerag"])
+        assert trace.error.startswith(type(raised).__name__) and trace.error_kind == ("model" if status == 502 else "other")
         assert (r.headers.get("x-should-retry") == "false") == (status == 500)
         lines = sse_lines(running.url, model="direct")
         assert '"role":"assistant"' in lines[0] and '"error":' in lines[1] and lines[2:] == ["data: [DONE]"]

@@ -223,6 +223,7 @@ def test_strategy_error_is_recorded_and_retried(tmp_path) -> None:
     assert outcome.summary.n_done == 10 and outcome.summary.n_errors == 1
     bad = [r for r in lines(run) if r["qid"] == "q2"][0]
     assert bad["error"] == "RuntimeError: server went away" and bad["metrics"]["em"] == 0.0
+    assert bad["trace"]["error_kind"] == "other"
     retry = run_evaluation(SPEC, questions(), factory(), run, retry_errors=True)
     assert (retry.retried_errors, retry.ran, retry.skipped) == (1, 1, 9)
     assert retry.summary.n_errors == 0 and len(lines(run)) == 10

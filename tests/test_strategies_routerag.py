@@ -204,9 +204,11 @@ def test_trace_totals_add_up_and_segments_rebuild_the_transcript():
 def test_exceptions_become_trace_errors():
     trace, _, _ = run(["<search> [passage] a </search>"])  # the scripted model runs out on call 2
     assert trace.error.startswith("ModelError") and trace.retrieval_turns == 1 and trace.latency_ms > 0
+    assert trace.error_kind == "model"
     ctx, _, _ = make_context(["<search> [graph] a </search>"], names=("passage",))  # no graph source
     trace = RouteRAG(ctx).run(Q)
     assert trace.error.startswith("RetrievalError") and "graph" in trace.error
+    assert trace.error_kind == "retrieval"
     assert trace.segments and trace.segments[0].kind == "prompt"
 
 

@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 from routerag.trace_layout import SCHEMA_VERSION, upgrade_source_details, upgrade_step_extras, upgrade_trace
 
 __all__ = ["SCHEMA_VERSION", "ForcedAnswer", "GraphFact", "GraphNode", "GraphRetrieval", "GraphSeed", "Hit",
-           "HybridRetrieval", "ModelCall", "PlannedSubQuery", "RecognitionFilter", "RemoteRetrieval", "Route", "Segment",
-           "Selection", "SourceDetails", "Step", "StepKind", "SubQueryRef", "Trace", "read_source_details",
+           "HybridRetrieval", "ModelCall", "PlannedSubQuery", "RecognitionFilter", "RemoteRetrieval", "Route", "RunErrorKind",
+           "Segment", "Selection", "SourceDetails", "Step", "StepKind", "SubQueryRef", "Trace", "read_source_details",
            "trace_json_schema"]
 
 log = logging.getLogger(__name__)
@@ -290,6 +290,14 @@ class Step(BaseModel):
 StepObserver = Callable[[Step], None]
 """Called with each step as it is appended to a trace (see :meth:`Trace.observe`)."""
 
+RunErrorKind = Literal[
+    "retrieval",  # a retrieval request that cannot be served (unknown source, bad query, ...)
+    "model",  # a chat model backend failed
+    "remote_source",  # a remote retrieval server was unreachable or failed
+    "other",  # anything else (a bug)
+]
+"""What kind of failure ended a run (``Trace.error_kind``; :func:`routerag.runtime.failure.failure_kind`)."""
+
 
 class Trace(BaseModel):
     question: str
@@ -300,6 +308,7 @@ class Trace(BaseModel):
     fallback_answer: str | None = None  # e.g. RealRoute's last-hop answer when fusion fails
     segments: list[Segment] = Field(default_factory=list)  # the policy transcript, for training
     error: str | None = None  # set when the strategy raised; the run goes on
+    error_kind: RunErrorKind | None = None  # the kind of that failure; None: no error, or a trace stored before the field
     latency_ms: float = 0.0
     params: dict[str, Any] = Field(default_factory=dict)  # the strategy's resolved parameters (for display/report)
     schema_version: int = SCHEMA_VERSION  # stored traces without it have the old layout (routerag.trace_layout)

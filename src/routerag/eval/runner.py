@@ -43,6 +43,7 @@ from routerag.eval.routing import routing_outcome
 from routerag.eval.runs import QuestionRecord, RecoveryReport, RunDir, RunError, RunHeader, Versions
 from routerag.eval.summary import RunSummary, summarize
 from routerag.runtime.base import Strategy
+from routerag.runtime.failure import record_failure
 from routerag.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ def evaluate_question(
 
 def failed_trace(question: Question, strategy_name: str, exc: BaseException) -> Trace:
     """The trace of a question whose strategy could not answer (it raised, or could not be built)."""
-    return Trace(question=question.question, strategy=strategy_name, qid=question.qid, error=f"{type(exc).__name__}: {exc}")
+    return record_failure(Trace(question=question.question, strategy=strategy_name, qid=question.qid), exc)
 
 
 def record_question(trace: Trace, question: Question, position: int, *, metrics: Sequence[str],

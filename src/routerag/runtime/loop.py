@@ -5,7 +5,7 @@
 * :func:`record_exchange` — one independent call's prompt and output as typed :class:`Segment`s
   (the multi-turn tag protocol's transcript is the episode engine's, :mod:`routerag.episode`);
 * :func:`run_safely` / :class:`LoopStrategy` — the wrapper that times a run and turns any
-  exception into ``Trace.error`` (a batch run never crashes on one question).
+  exception into ``Trace.error`` and ``Trace.error_kind`` (a batch run never crashes on one question).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from routerag.corpus.schema import Question
 from routerag.llm.base import ChatResponse, GenerationParams, Message
 from routerag.runtime.base import StrategyContext
+from routerag.runtime.failure import record_failure
 from routerag.sources.base import Stopwatch
 from routerag.trace import Hit, ModelCall, Segment, SourceDetails, Step, StepKind, StepObserver, Trace, read_source_details
 
@@ -143,7 +144,7 @@ def run_safely(
     adapter: str | None = None,
 ) -> Trace:
     """Create the trace, run ``body(trace)`` to fill it, time it, and record any exception in
-    ``Trace.error`` instead of raising. Steps recorded before the failure are kept. ``on_step``
+    ``Trace.error`` / ``Trace.error_kind`` instead of raising. Steps recorded before the failure are kept. ``on_step``
     (the context's step observer) sees each step as it is appended."""
     text, qid = question_parts(question)
     recorded = params.model_dump(mode="json")
@@ -155,7 +156,7 @@ def run_safely(
     try:
         body(trace)
     except Exception as exc:  # noqa: BLE001 — one bad question must not stop a batch
-        trace.error = f"{type(exc).__name__}: {exc}"
+        record_failure(trace, exc)
     finally:
         trace.observe(None)  # the observer watched this run only; the returned trace holds no reference
     trace.latency_ms = (time.perf_counter() - t0) * 1000.0

@@ -65,7 +65,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from routerag.llm.base import ChatModel, ModelError
+from routerag.llm.base import ChatModel
 from routerag.llm.config import BUNDLED_POLICIES, DEFAULT_MODEL, MissingPolicyError, ModelConfig, bundled_policy_path
 from routerag.server.admission import OverBound
 from routerag.server.cancel import CancellableModel, CancellableSourceSet, unless_disconnected, wait_for_disconnect
@@ -74,12 +74,10 @@ from routerag.server.prepare import PreparedStrategy, StrategyConfig, token_limi
 from routerag.server.retrieval_app import _validation_detail
 from routerag.server.settings import ServiceSettings
 from routerag.server.upload_parse import UploadRejected
-from routerag.sources.base import RetrievalError
-from routerag.sources.remote import RemoteSourceError
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES
 from routerag.strategies.resolve import StrategyParamsError, answer
-from routerag.trace import Trace
+from routerag.trace import RunErrorKind, Trace
 
 log = logging.getLogger(__name__)
 
@@ -297,26 +295,18 @@ def unknown_model(name: str) -> ChatRequestError:
                             param="model", code="model_not_found")
 
 
-def _class_names(base: type) -> frozenset[str]:
-    names, stack = set(), [base]
-    while stack:
-        cls = stack.pop()
-        names.add(cls.__name__)
-        stack.extend(cls.__subclasses__())
-    return frozenset(names)
+_FAILURE_REPLIES: dict[RunErrorKind, tuple[int, str]] = {
+    "retrieval": (422, "invalid_request_error"),  # a source this service cannot serve
+    "model": (502, "upstream_error"),
+    "remote_source": (502, "upstream_error"),
+}
 
 
 def run_failure(trace: Trace) -> tuple[int, OpenAIError]:
-    """The HTTP status and OpenAI error of a run whose trace records an error (the trace says
-    ``"<ExceptionClass>: <message>"``): 422 for a source this service cannot serve, 502 for a
-    failed model or remote source, 500 for anything else."""
-    raised = (trace.error or "").split(":", 1)[0]
-    if raised in _class_names(RetrievalError):
-        status, kind = 422, "invalid_request_error"
-    elif raised in _class_names(ModelError) | _class_names(RemoteSourceError):
-        status, kind = 502, "upstream_error"
-    else:
-        status, kind = 500, "server_error"
+    """The HTTP status and OpenAI error of a run whose trace records an error, by its
+    ``error_kind``: 422 for a source this service cannot serve, 502 for a failed model or remote
+    source, 500 for anything else (a trace without a kind included)."""
+    status, kind = _FAILURE_REPLIES.get(trace.error_kind or "other", (500, "server_error"))
     return status, OpenAIError(message=f"the {trace.strategy} run failed: {trace.error}", type=kind, code="run_failed")
 
 

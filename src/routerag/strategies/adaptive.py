@@ -154,4 +154,4 @@ class Adaptive(LoopStrategy):
         trace.segments = sub.segments
         trace.answer = sub.answer
         trace.fallback_answer = sub.fallback_answer
-        trace.error = sub.error
+        trace.error, trace.error_kind = sub.error, sub.error_kind
