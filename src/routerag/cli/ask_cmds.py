@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from routerag.cli.app import app
+from routerag.cli.native_logs import quiet_native_logs
 
 console = Console()
 
@@ -43,7 +44,7 @@ def ask(
     from routerag.api import open_asker
     from routerag.cli.progress import RichProgress
 
-    _quiet_native_logs(verbose)
+    quiet_native_logs(verbose)
     params = _ask_params(config, set_, index, policy, strategy=strategy, dataset=dataset)
     with progress.reporting(RichProgress(Console(stderr=True))):
         asker = open_asker(params)
@@ -57,21 +58,6 @@ def ask(
         console.print(render_trace(trace))
     if trace.error:
         raise typer.Exit(1)
-
-
-def _quiet_native_logs(verbose: bool) -> None:
-    """llama.cpp's own log lines and the Hugging Face loading bars only with ``--verbose`` (the
-    rich progress lines say what is loading); see ``set_native_logging``."""
-    import logging
-    import os
-
-    from routerag.llm.llamacpp import set_native_logging
-
-    set_native_logging(verbose)
-    if not verbose:
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read when transformers is imported (later)
-    else:
-        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
 
 @app.command()
@@ -96,7 +82,7 @@ def demo(
     from routerag.cli.progress import RichProgress
     from routerag.cli.render import DemoRow, render_demo_compare, render_demo_summary, render_trace
 
-    _quiet_native_logs(verbose)
+    quiet_native_logs(verbose)
     params = _ask_params(config, set_, None, policy, strategy=strategy, dataset="demo")
     other = _ask_params(config, set_, None, policy, strategy=compare, dataset="demo") if compare else None
     picked = ask_questions(params, questions)

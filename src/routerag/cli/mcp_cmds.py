@@ -8,7 +8,8 @@ from pathlib import Path
 import typer
 
 from routerag.cli.app import app
-from routerag.cli.server_cmds import _announce, _modes, _server_overrides
+from routerag.cli.native_logs import quiet_native_logs
+from routerag.cli.serving import announce, server_overrides, source_modes
 
 
 @app.command("mcp")
@@ -26,12 +27,11 @@ def mcp_command(
                                         "e.g. model.model=bundled:qwen2.5-coder-1.5b"),
 ) -> None:
     """Serve the MCP tools search, ask and list_sources over an index (the `integrations` extra)."""
-    from routerag.cli.ask_cmds import _quiet_native_logs
     from routerag.config import load_config
     from routerag.integrations.mcp_server import serve_mcp
     from routerag.integrations.mcp_tools import McpSettings
 
     settings = load_config(McpSettings, config, [f"transport={transport}",
-                                                 *_server_overrides(host, port, api_key_env, overrides)])
-    _quiet_native_logs(False)  # llama.cpp's errors only, no loading bars (stderr is the client's log)
-    serve_mcp(index_dir, settings, _modes(modes), announce=_announce)
+                                                 *server_overrides(host, port, api_key_env, overrides)])
+    quiet_native_logs(False)  # llama.cpp's errors only, no loading bars (stderr is the client's log)
+    serve_mcp(index_dir, settings, source_modes(modes), announce=announce)

@@ -3,38 +3,12 @@ ask service: strategies over a model and the index's sources). Both bind loopbac
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
-from typing import NoReturn
 
 import typer
 
 from routerag.cli.app import app
-
-
-def _fail(message: str, code: int = 1) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def _server_overrides(host: str, port: int, api_key_env: str | None, overrides: list[str] | None) -> list[str]:
-    # JSON strings are YAML scalars: a key such as "123" or "a: b" stays a string
-    result = [f"host={json.dumps(host)}", f"port={port}", *(overrides or [])]
-    if api_key_env:
-        key = os.environ.get(api_key_env)
-        if not key:
-            _fail(f"--api-key-env {api_key_env}: that environment variable is not set or empty")
-        result.append(f"api_key={json.dumps(key)}")
-    return result
-
-
-def _modes(values: list[str] | None) -> list[str] | None:
-    return [m.strip() for value in values or [] for m in value.split(",") if m.strip()] or None
-
-
-def _announce(line: str) -> None:
-    typer.echo(line, err=True)
+from routerag.cli.serving import announce, server_overrides, source_modes
 
 
 @app.command("serve-retrieval")
@@ -58,12 +32,12 @@ def serve_retrieval_command(
     from routerag.api import ServeParams, serve_retrieval
     from routerag.api.serving import retrieval_settings, serve_retrieval_on_ray
 
-    settings = retrieval_settings(config, _server_overrides(host, port, api_key_env, overrides))
-    params = ServeParams(index_dir=index_dir, modes=_modes(modes))
+    settings = retrieval_settings(config, server_overrides(host, port, api_key_env, overrides))
+    params = ServeParams(index_dir=index_dir, modes=source_modes(modes))
     if on_ray:
-        serve_retrieval_on_ray(params, settings, replicas=replicas, encoder_replicas=encoder_replicas, announce=_announce)
+        serve_retrieval_on_ray(params, settings, replicas=replicas, encoder_replicas=encoder_replicas, announce=announce)
         return
-    serve_retrieval(params, settings, announce=_announce)
+    serve_retrieval(params, settings, announce=announce)
 
 
 @app.command("serve")
@@ -82,6 +56,6 @@ def serve_command(
     from routerag.api import ServeParams, serve
     from routerag.api.serving import load_model_config, service_settings
 
-    settings = service_settings(config, _server_overrides(host, port, api_key_env, overrides))
+    settings = service_settings(config, server_overrides(host, port, api_key_env, overrides))
     model_cfg = load_model_config(model_config, model_overrides)
-    serve(ServeParams(index_dir=index_dir, modes=_modes(modes), model=model_cfg), settings, announce=_announce)
+    serve(ServeParams(index_dir=index_dir, modes=source_modes(modes), model=model_cfg), settings, announce=announce)

@@ -69,9 +69,8 @@ from routerag.llm.base import ChatModel
 from routerag.llm.config import BUNDLED_POLICIES, DEFAULT_MODEL, MissingPolicyError, ModelConfig, bundled_policy_path
 from routerag.server.admission import OverBound
 from routerag.server.cancel import CancellableModel, CancellableSourceSet, unless_disconnected, wait_for_disconnect
-from routerag.server.errors import ApiError
+from routerag.server.errors import ApiError, validation_detail
 from routerag.server.prepare import PreparedStrategy, StrategyConfig, token_limits
-from routerag.server.retrieval_app import _validation_detail
 from routerag.server.settings import ServiceSettings
 from routerag.server.upload_parse import UploadRejected
 from routerag.sources.sourceset import SourceSet
@@ -327,7 +326,7 @@ class OpenAIRoute(APIRoute):
             try:
                 return await handler(request)
             except RequestValidationError as exc:
-                status, detail, errors = _validation_detail(exc)
+                status, detail, errors = validation_detail(exc)
                 param = ".".join(p for p in errors[0]["loc"] if p != "body") if errors else None
                 return error_reply(status, detail, param=param or None)
             except ApiError as exc:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -21,7 +20,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictInt
 
 from routerag.server.batching import RequestBatcher
-from routerag.server.errors import ERRORS, ApiError
+from routerag.server.errors import ERRORS, ApiError, validation_detail
 from routerag.server.guard import RequestGuard, key_problem
 from routerag.server.searchr1_adapter import build_searchr1_router
 from routerag.server.settings import ServerSettings
@@ -110,18 +109,6 @@ def api_key_dependency(api_key: SecretStr | None) -> Callable[[Request], Awaitab
 # --------------------------------------------------------------------------- error replies
 
 
-def _validation_detail(exc: RequestValidationError) -> tuple[int, str, list[dict[str, Any]]]:
-    errors = [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
-              for e in exc.errors()]
-    if any(e["type"] == "json_invalid" for e in errors):
-        return 400, "request body is not valid JSON", errors
-    parts = []
-    for e in errors:
-        where = ".".join(p for p in e["loc"] if p != "body") or "body"
-        parts.append(f"{where}: {e['msg']}")
-    return 422, "; ".join(parts), errors
-
-
 def install_error_handlers(app: FastAPI) -> None:
     """Every error reply is ``{"detail": "<reason>"}`` (validation errors add ``errors``)."""
 
@@ -131,7 +118,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        status, detail, errors = _validation_detail(exc)
+        status, detail, errors = validation_detail(exc)
         return JSONResponse({"detail": detail, "errors": errors}, status_code=status)
 
     @app.exception_handler(RetrievalError)

@@ -470,15 +470,15 @@ def plot_rft(metrics_path: Path, png_path: Path, *, title: str = "") -> Path | N
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from routerag.train.runfiles import _plot_series, _save_figure
+    from routerag.train.runfiles import plot_series, save_figure
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    _plot_series(axes[0], records, {"pass@1": "pass@1 (train)", "pass@G": "pass@G (train)"}, xlabel="round", title="training questions")
+    plot_series(axes[0], records, {"pass@1": "pass@1 (train)", "pass@G": "pass@G (train)"}, xlabel="round", title="training questions")
     ev = [{**rec, "eval_em": rec["eval_em"] / 100, "eval_f1": rec["eval_f1"] / 100} for rec in records if "eval_em" in rec]
-    _plot_series(axes[1], ev, {"eval_em": "EM (held-out, greedy)", "eval_f1": "F1 (held-out, greedy)"}, xlabel="round",
+    plot_series(axes[1], ev, {"eval_em": "EM (held-out, greedy)", "eval_f1": "F1 (held-out, greedy)"}, xlabel="round",
                  title="evaluation")
-    _plot_series(axes[2], records, {"retrieval_turns": "retrieval turns (train)", "eval_retrieval_turns": "retrieval turns (eval)",
+    plot_series(axes[2], records, {"retrieval_turns": "retrieval turns (train)", "eval_retrieval_turns": "retrieval turns (eval)",
                                     "reward": "reward (train)"}, xlabel="round", title="cost / reward")
     if title:
         fig.suptitle(title)
-    return _save_figure(fig, png_path)
+    return save_figure(fig, png_path)

@@ -96,10 +96,10 @@ def plot_curves(metrics_path: str | Path, png_path: str | Path, *, title: str = 
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4))
     axes_list: list[Any] = [axes] if len(panels) == 1 else list(axes)
     for ax, (name, keys) in zip(axes_list, panels):
-        _plot_series(ax, records, {key: key for key in keys}, xlabel="step", title=name)
+        plot_series(ax, records, {key: key for key in keys}, xlabel="step", title=name)
     if title:
         fig.suptitle(title)
-    return _save_figure(fig, png_path)
+    return save_figure(fig, png_path)
 
 
 def plot_loss(metrics_path: str | Path, png_path: str | Path, *, title: str = "") -> Path | None:
@@ -113,12 +113,12 @@ def plot_loss(metrics_path: str | Path, png_path: str | Path, *, title: str = ""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    _plot_series(ax, records, {"loss": "loss (model tokens)"}, xlabel="optimiser step", title=title)
+    plot_series(ax, records, {"loss": "loss (model tokens)"}, xlabel="optimiser step", title=title)
     ax.set_ylabel("loss")
-    return _save_figure(fig, png_path)
+    return save_figure(fig, png_path)
 
 
-def _plot_series(ax: Any, records: list[dict[str, float]], series: dict[str, str], *, xlabel: str, title: str = "") -> None:
+def plot_series(ax: Any, records: list[dict[str, float]], series: dict[str, str], *, xlabel: str, title: str = "") -> None:
     """One line per metric key (``{key: legend label}``) against the step, on ``ax``."""
     for key, label in series.items():
         pts = [(r["step"], r[key]) for r in records if key in r]
@@ -130,7 +130,7 @@ def _plot_series(ax: Any, records: list[dict[str, float]], series: dict[str, str
     ax.grid(alpha=0.3)
 
 
-def _save_figure(fig: Any, png_path: str | Path) -> Path:
+def save_figure(fig: Any, png_path: str | Path) -> Path:
     """Lay out, write (creating the folder) and close a matplotlib figure."""
     import matplotlib.pyplot as plt
 

@@ -24,7 +24,7 @@ from routerag.corpus.contamination import (
     question_key,
 )
 from routerag.train.golden.collect import GOLDEN_HOPS, GOLDEN_SOURCES, golden_trajectories
-from routerag.train.golden.grounding import Grounder, GroundingStats, _same_doc
+from routerag.train.golden.grounding import Grounder, GroundingStats, same_doc
 from routerag.train.golden.hotpotqa import from_hotpotqa, hotpotqa_hops
 from routerag.train.golden.musique import from_musique, musique_hops
 from routerag.train.golden.r1router import (
@@ -46,12 +46,12 @@ from routerag.train.golden.render import (
     render_routerag,
     rerender,
 )
-from routerag.train.golden.schema import GOLDEN_PROTOCOLS, GoldenHop, GoldenProtocol, GoldenTrajectory, ModePolicy, _hit
+from routerag.train.golden.schema import GOLDEN_PROTOCOLS, GoldenHop, GoldenProtocol, GoldenTrajectory, ModePolicy, gold_hit
 
 __all__ = [
     "GOLDEN_HOPS", "GOLDEN_PROTOCOLS", "GOLDEN_SOURCES", "R1_ROUTER_MODES", "EpisodeReplay", "GoldenHop", "GoldenProtocol",
     "GoldenTrajectory", "Grounder", "GroundingStats", "ModePolicy", "Rendered", "ReplayPolicy", "graphrag_r1_turns",
-    "planned_of", "render_golden", "rerender", "OverlapReport", "_hit", "_same_doc", "assert_disjoint", "check_overlap",
+    "planned_of", "render_golden", "rerender", "OverlapReport", "gold_hit", "same_doc", "assert_disjoint", "check_overlap",
     "eval_set_questions", "from_hops", "from_hotpotqa", "from_musique", "from_r1_router", "golden_trajectories",
     "hotpotqa_hops", "musique_hops", "question_key", "r1_router_path", "r1_router_step_rows", "read_r1_router",
     "rejection_sample", "render_routerag",

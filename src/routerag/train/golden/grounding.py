@@ -28,7 +28,9 @@ class GroundingStats(BaseModel):
 GroundingRouting = Literal["planned", "outcome"]
 
 
-def _same_doc(a: Hit, b: Hit) -> bool:
+def same_doc(a: Hit, b: Hit) -> bool:
+    """Whether two hits are the same paragraph: the same doc id, or the same title and opening text
+    (gold paragraphs and retrieved ones may carry different ids)."""
     return a.doc_id == b.doc_id or (a.title == b.title and a.text.strip()[:200] == b.text.strip()[:200])
 
 
@@ -112,7 +114,7 @@ class Grounder:
         for n, hop in enumerate(hops):
             self.stats.hops += 1
             gold = hop.evidence[0] if hop.evidence else None
-            if self.routing == "outcome" and out and gold is not None and any(_same_doc(h, gold) for h in seen):
+            if self.routing == "outcome" and out and gold is not None and any(same_doc(h, gold) for h in seen):
                 self.stats.skipped += 1
                 continue
             query, planned = self._planned(question, hop)
@@ -122,7 +124,7 @@ class Grounder:
             for mode in order:
                 hits = self._search(query, mode)
                 first_hits = hits if first_hits is None else first_hits
-                if gold is None or any(_same_doc(h, gold) for h in hits):
+                if gold is None or any(same_doc(h, gold) for h in hits):
                     chosen = (mode, hits)
                     break
             if chosen is not None:
@@ -132,7 +134,7 @@ class Grounder:
             else:
                 mode, hits = planned, list(first_hits or [])
                 at = (len(question) + n) % self.k
-                hits = [h for h in hits if not _same_doc(h, gold)][: self.k - 1]  # type: ignore[arg-type]
+                hits = [h for h in hits if not same_doc(h, gold)][: self.k - 1]  # type: ignore[arg-type]
                 hits.insert(min(at, len(hits)), gold)  # type: ignore[arg-type]
                 self.stats.injected += 1
             seen += hits

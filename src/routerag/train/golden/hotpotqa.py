@@ -9,7 +9,7 @@ from typing import Any
 from routerag.corpus.schema import Document, Question
 from routerag.train.golden.grounding import Grounder
 from routerag.train.golden.render import from_hops
-from routerag.train.golden.schema import GoldenHop, GoldenTrajectory, ModePolicy, _hit
+from routerag.train.golden.schema import GoldenHop, GoldenTrajectory, ModePolicy, gold_hit
 
 
 def hotpotqa_hops(q: Question, docs: dict[str, Document], mode_policy: ModePolicy = "bridge-graph") -> tuple[list[GoldenHop], str] | None:
@@ -24,7 +24,7 @@ def hotpotqa_hops(q: Question, docs: dict[str, Document], mode_policy: ModePolic
         query = q.question if i == 0 else title
         mode = "graph" if (mode_policy == "bridge-graph" and i > 0) else "passage"
         think = "I need evidence for the question." if i == 0 else f"The evidence points to {title}; I should look it up."
-        hops.append(GoldenHop(think=think, mode=mode, query=query, evidence=[_hit(by_title[title])]))
+        hops.append(GoldenHop(think=think, mode=mode, query=query, evidence=[gold_hit(by_title[title])]))
     return hops, ""
 
 

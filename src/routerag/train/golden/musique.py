@@ -9,7 +9,7 @@ from typing import Any
 from routerag.corpus.schema import Document, Question
 from routerag.train.golden.grounding import Grounder
 from routerag.train.golden.render import from_hops
-from routerag.train.golden.schema import GoldenHop, GoldenTrajectory, ModePolicy, _hit
+from routerag.train.golden.schema import GoldenHop, GoldenTrajectory, ModePolicy, gold_hit
 
 _REF = re.compile(r"#(\d+)")
 
@@ -28,7 +28,7 @@ def musique_hops(q: Question, docs: dict[str, Document], mode_policy: ModePolicy
         query = _REF.sub(lambda m: answers[int(m.group(1)) - 1] if int(m.group(1)) <= len(answers) else m.group(0), sub.question)
         think = f"I need to find out: {query}" if i == 0 else f"The answer so far is {answers[-1]}. Next: {query}"
         mode = "graph" if (mode_policy == "bridge-graph" and bridge) else "passage"
-        hops.append(GoldenHop(think=think, mode=mode, query=query, evidence=[_hit(docs[sub.supporting_doc_ids[0]])]))
+        hops.append(GoldenHop(think=think, mode=mode, query=query, evidence=[gold_hit(docs[sub.supporting_doc_ids[0]])]))
         answers.append(sub.answer)
     return hops, f"The answer is {answers[-1]}."
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from routerag.train.golden.render import render_routerag
-from routerag.train.golden.schema import GoldenHop, GoldenTrajectory, _hit
+from routerag.train.golden.schema import GoldenHop, GoldenTrajectory, gold_hit
 
 R1_ROUTER_MODES = {"text retriever": "passage", "table retriever": "table", "text image retriever": "image"}
 _EVIDENCE = re.compile(r"^(ter|tar|tir)-(\d+):\s?(.*)$")
@@ -65,7 +65,7 @@ def from_r1_router(record: dict[str, Any], index: int, **render: Any) -> GoldenT
             think = "I need to find out: " + query if not hops else f"{hops[-1].think.split(': ', 1)[-1]} is settled. Next: {query}"
             pending = GoldenHop(think=think, mode=R1_ROUTER_MODES.get(retriever, "passage"), query=query)
         elif pending is not None:
-            pending.evidence = [_hit(line, i + 1) for i, line in enumerate(_evidence_lines(st["problem"]))]
+            pending.evidence = [gold_hit(line, i + 1) for i, line in enumerate(_evidence_lines(st["problem"]))]
             hops.append(pending)
             pending = None
         else:

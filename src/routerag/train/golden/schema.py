@@ -40,7 +40,9 @@ class GoldenHop(BaseModel):
     evidence: list[Hit] = Field(default_factory=list)
 
 
-def _hit(doc: Document | tuple[str, str], rank: int = 1, source: str = "passage") -> Hit:
+def gold_hit(doc: Document | tuple[str, str], rank: int = 1, source: str = "passage") -> Hit:
+    """A gold paragraph as a hit of ``source`` at ``rank`` (score 1.0): a corpus document keeps its id, a
+    ``(title, text)`` pair is ``gold-<rank>``."""
     title, text = (doc.title, doc.text) if isinstance(doc, Document) else doc
     doc_id = doc.doc_id if isinstance(doc, Document) else f"gold-{rank}"
     return Hit(doc_id=doc_id, title=title, text=text, score=1.0, source=source, mode=source, rank=rank)

@@ -172,7 +172,7 @@ def mode_labels(dataset: str, *, k: int = 5, modes: Sequence[str] = MODES, eval_
     from routerag.run.assemble import build_sources
     from routerag.run.config import RunConfig
     from routerag.runtime.parsing import clean_query
-    from routerag.train.golden import GOLDEN_HOPS, _same_doc
+    from routerag.train.golden import GOLDEN_HOPS, same_doc
     from routerag.train.rewards import DEFAULT_MODE_COST
 
     if dataset not in GOLDEN_HOPS:
@@ -198,7 +198,7 @@ def mode_labels(dataset: str, *, k: int = 5, modes: Sequence[str] = MODES, eval_
     for i, (q, n, query, gold) in enumerate(hops):
         rank: dict[str, int | None] = {}
         for mode in modes:
-            found = next((j + 1 for j, h in enumerate(results[mode][i].hits[:k]) if _same_doc(h, gold)), None)
+            found = next((j + 1 for j, h in enumerate(results[mode][i].hits[:k]) if same_doc(h, gold)), None)
             rank[mode] = found
         rows.append(RouteLabel(
             qid=q.qid, dataset=dataset, hop=n, query=query, question="" if query == q.question else q.question,
