@@ -1,5 +1,6 @@
 """Fixtures shared by several test modules: the shared benchmark data folder, the bundled 0.5B's
-tokenizer, and for the service tests (HTTP API and browser UI) a small real BM25 source set.
+tokenizer, for the service tests (HTTP API and browser UI) a small real BM25 source set, and
+:func:`wait_until_serving` for the tests that start a server in a subprocess.
 
 Markers (registered in pyproject.toml; docs/guides/testing.md): every test gets a kind, ``unit``
 when nothing else applies, and the fixtures a test uses add the resources it needs (``shared`` ->
@@ -12,8 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from routerag.corpus.datasets import DataNotFoundError, data_root
@@ -78,6 +82,26 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
             os.environ.pop("ROUTERAG_DATA_DIR", None)
         else:
             os.environ["ROUTERAG_DATA_DIR"] = before
+
+
+def wait_until_serving(url: str, process: subprocess.Popen, *, timeout_s: float = 180, log: Path | None = None) -> None:
+    """Poll ``GET url`` until it answers 200, for a server started in ``process``. The default
+    deadline allows a cold start under load (the server imports a lot); a process that exits fails
+    the test at once with its output (its piped stdout, or ``log`` when it writes to a file)."""
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=10) as client:
+        while True:
+            try:
+                if client.get(url).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None:
+                output = log.read_text(errors="replace") if log is not None else process.stdout.read() if process.stdout else ""
+                pytest.fail(f"the server exited with {process.returncode} before {url} answered:\n{output[-4000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"{url} did not answer 200 within {timeout_s:g} s")
+            time.sleep(0.2)
 
 
 # a tiny custom source that the 2Wiki slice knows nothing about, uploaded by the service tests

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from conftest import wait_until_serving
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
 from routerag.server.serving import BackgroundServer, bind_socket
@@ -205,17 +206,8 @@ def test_cli_serve_with_a_scripted_model(index_dir, tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ, ROUTERAG_HOME=str(tmp_path)),
     )
     try:
+        wait_until_serving(f"http://127.0.0.1:{port}/health", proc)
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as c:
-            deadline = time.monotonic() + 180  # a cold start imports torch etc.; a dead server fails at once (poll)
-            while True:
-                try:
-                    if c.get("/health").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert proc.poll() is None, proc.stdout.read()
-                assert time.monotonic() < deadline, "the CLI server did not come up"
-                time.sleep(0.2)
             r = c.post("/v1/ask", json={"question": "Who was Teutberga married to?", **VANILLA})
             assert r.status_code == 200 and r.json()["answer"] == "Lothair II"
             page = c.get("/")  # the web UI is served too

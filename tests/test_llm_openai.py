@@ -8,14 +8,13 @@ import re
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 import pytest
 
+from conftest import wait_until_serving
 from routerag.llm.base import GenerationParams, Message, ModelError
 
 pytestmark = [pytest.mark.model, pytest.mark.service, pytest.mark.skipif(
@@ -64,18 +63,7 @@ def llama_server(log: Path, *extra: str) -> Iterator[str]:
         proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     url = f"http://127.0.0.1:{port}/v1"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited: {log.read_text(errors='replace')[-2000:]}")
-            try:
-                if httpx.get(f"{url}/models", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("llama_cpp.server did not come up in 90 s")
-            time.sleep(0.5)
+        wait_until_serving(f"{url}/models", proc, timeout_s=90, log=log)
         yield url
     finally:
         proc.terminate()

@@ -14,6 +14,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
+from conftest import wait_until_serving
 from routerag.server.retrieval_app import create_retrieval_app
 from routerag.server.serving import BackgroundServer, bind_socket
 from routerag.server.settings import ServerSettings
@@ -185,12 +186,9 @@ def test_cli_serves_an_index_directory(index_dir, down_url, monkeypatch):
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
+        wait_until_serving(f"{down_url}/health", proc)
         client = RetrievalClient(down_url, api_key="cli-key", retries=0)
-        deadline = time.monotonic() + 180  # cold imports under load; a dead server fails at once
-        while not client.healthy():
-            assert proc.poll() is None, proc.stdout.read()
-            assert time.monotonic() < deadline, "the CLI server did not come up"
-            time.sleep(0.2)
+        assert client.healthy()
         remote = RemoteSource(client, "bm25")
         assert remote.search(["Teutberga"], 1)[0].hits[0].title == "Teutberga"
     finally:

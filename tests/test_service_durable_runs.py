@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from conftest import wait_until_serving
 from routerag.server.serving import bind_socket
 
 pytestmark = pytest.mark.service
@@ -67,17 +68,8 @@ def service(index_dir: Path, data_dir: Path) -> Iterator[tuple[subprocess.Popen,
     proc = subprocess.Popen([sys.executable, "-c", SERVER, str(index_dir), str(data_dir), str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
+        wait_until_serving(f"http://127.0.0.1:{port}/health", proc)
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-            deadline = time.monotonic() + 180  # a cold start imports a lot; a dead server fails at once (poll)
-            while True:
-                try:
-                    if client.get("/health").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-                assert time.monotonic() < deadline, "the service did not come up"
-                time.sleep(0.2)
             yield proc, client
     finally:
         if proc.poll() is None:
