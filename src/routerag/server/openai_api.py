@@ -39,7 +39,7 @@ call or retrieval, as on ``/v1/ask``.
 **Errors** use OpenAI's shape, ``{"error": {"message", "type", "param", "code"}}``, so that the SDK
 raises its typed errors (``NotFoundError``, ``UnprocessableEntityError``, ...). A run that fails
 (its trace records an error) is an HTTP error too, not an empty answer, with the trace under
-``routerag``: 422 (``run_failed``) when the run asked for a source this service cannot serve, 502
+``routerag``; the trace's ``error_kind`` gives the status: 422 (``run_failed``) when the run asked for a source this service cannot serve, 502
 when the model or a remote source failed, 500 otherwise (with ``x-should-retry: false``: the SDK
 would otherwise repeat the run). In a stream, which has already answered 200, the failure is a
 ``data: {"error": {...}, "routerag": trace}`` event before ``[DONE]``; the SDK raises it as an
