@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -73,16 +74,24 @@ class ResultsTableSpec(BaseModel):
         return self
 
 
-def load_spec(path: str | Path) -> ResultsTableSpec:
+SpecT = TypeVar("SpecT", bound=BaseModel)
+
+
+def load_table_spec(path: str | Path, model: type[SpecT], what: str) -> SpecT:
+    """A table specification file (YAML) read into ``model``; one clear error when it cannot be."""
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ResultsTableError(f"cannot read the results table specification {path}: {exc}") from None
+        raise ResultsTableError(f"cannot read the {what} specification {path}: {exc}") from None
     try:
-        return ResultsTableSpec.model_validate(raw)
+        return model.model_validate(raw)
     except ValidationError as exc:
         raise ResultsTableError(f"{path}: {exc}") from None
+
+
+def load_spec(path: str | Path) -> ResultsTableSpec:
+    return load_table_spec(path, ResultsTableSpec, "results table")
 
 
 def _check_model(row: TableRowSpec, run: LoadedRun) -> None:
@@ -226,6 +235,7 @@ __all__: Sequence[str] = [
     "current_block",
     "delta_cell",
     "load_spec",
+    "load_table_spec",
     "percent",
     "render_table",
     "replace_block",

@@ -25,11 +25,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from routerag.eval.report import LoadedRun, compare_runs, load_runs, main_table
-from routerag.eval.results_table import METRIC, SUBSET, ResultsTableError, delta_cell, percent
+from routerag.eval.results_table import METRIC, SUBSET, ResultsTableError, delta_cell, load_table_spec, percent
 
 START_MARKER = "<!-- training:start -->"
 END_MARKER = "<!-- training:end -->"
@@ -89,15 +88,7 @@ class TrainingTableSpec(BaseModel):
 
 
 def load_training_spec(path: str | Path) -> TrainingTableSpec:
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ResultsTableError(f"cannot read the training table specification {path}: {exc}") from None
-    try:
-        return TrainingTableSpec.model_validate(raw)
-    except ValidationError as exc:
-        raise ResultsTableError(f"{path}: {exc}") from None
+    return load_table_spec(path, TrainingTableSpec, "training table")
 
 
 # ---------------------------------------------------------------- step level
