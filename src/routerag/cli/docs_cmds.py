@@ -1,6 +1,6 @@
 """``routerag docs reference`` / ``routerag docs results-table``: the documentation generated from
 the code (reference pages, :mod:`routerag.cli.reference`) and from the stored runs (the README's
-results and training tables, :mod:`routerag.eval.results_table`, :mod:`routerag.eval.training_table`). ``--check`` writes nothing and exits 1 when
+results and training tables, :mod:`routerag.eval.readme_tables`). ``--check`` writes nothing and exits 1 when
 a page differs."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def results_table_command(
     check: bool = typer.Option(False, "--check", help="write nothing; exit 1 when the table differs from the runs"),
 ) -> None:
     """Write the README's results and training tables (between their markers) from the stored runs."""
-    from routerag.eval.results_table import update_readme
+    from routerag.eval.readme_tables import update_readme
 
     changed = update_readme(readme, spec, check=check, training_spec=training_spec)
     typer.echo(f"{readme}: {'differs from the runs' if check and changed else 'updated' if changed else 'up to date'}", err=True)

@@ -18,7 +18,6 @@ from typing import TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from routerag.config import atomic_write_text
 from routerag.errors import RouteragError
 from routerag.eval.report import Comparison, LoadedRun, compare_runs, load_runs, main_table
 
@@ -206,27 +205,6 @@ def current_block(text: str, markers: tuple[str, str] = (START_MARKER, END_MARKE
     return text[start + len(first) : end].strip("\n")
 
 
-def update_readme(readme: str | Path, spec_path: str | Path, *, check: bool = False,
-                  training_spec: str | Path | None = None) -> bool:
-    """Regenerate the results block in ``readme`` (and the training block from ``training_spec``,
-    :mod:`routerag.eval.training_table`); True when it changed (``check``: nothing is written)."""
-    readme = Path(readme)
-    spec = load_spec(spec_path)
-    block = render_table(spec, Path(spec_path).parent)
-    text = readme.read_text(encoding="utf-8")
-    new = replace_block(text, block)
-    if training_spec is not None:
-        from routerag.eval import training_table as tt
-
-        training = tt.render_training_table(tt.load_training_spec(training_spec), Path(training_spec).parent)
-        new = replace_block(new, training, (tt.START_MARKER, tt.END_MARKER))
-    if new == text:
-        return False
-    if not check:
-        atomic_write_text(readme, new)
-    return True
-
-
 __all__: Sequence[str] = [
     "END_MARKER",
     "START_MARKER",
@@ -239,5 +217,4 @@ __all__: Sequence[str] = [
     "percent",
     "render_table",
     "replace_block",
-    "update_readme",
 ]

@@ -17,7 +17,7 @@ Two parts, both declared in a small YAML file (:class:`TrainingTableSpec`, by de
 
 Every number comes from the evaluation code (:mod:`routerag.eval.report`,
 :mod:`routerag.eval.bootstrap`, :mod:`routerag.eval.signtest`), as in
-:mod:`routerag.eval.results_table`, whose block markers and README rewrite this shares.
+:mod:`routerag.eval.results_table`, whose block helpers this shares; :mod:`routerag.eval.readme_tables` writes both into the README.
 """
 
 from __future__ import annotations
