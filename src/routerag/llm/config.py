@@ -72,10 +72,16 @@ def policy_adapter(folder: Path) -> Path:
         raise MissingPolicyError(f"no shipped policy {folder.name!r} (expected {plain} or {packed})")
     from routerag.filehash import file_sha256
     from routerag.llm.bundled import unpack_xz
-    from routerag.paths import cache_dir
 
     key = file_sha256(packed, what="policy adapter")[:16]
-    return unpack_xz(packed, cache_dir("policies") / key / folder.name / ADAPTER_FILE)
+    return unpack_xz(packed, _policy_cache() / key / folder.name / ADAPTER_FILE)
+
+
+def _policy_cache() -> Path:
+    """Where shipped adapters are decompressed: ``<cache>/policies/<xz sha256, 16 hex>/<name>/adapter.gguf``."""
+    from routerag.paths import cache_dir
+
+    return cache_dir("policies")
 
 
 def bundled_policy_path(name: str = BUNDLED_POLICY) -> Path:
@@ -94,15 +100,13 @@ def lora_path_of(value: str | Path) -> Path:
 def shipped_policy_name(adapter: str | Path) -> str | None:
     """The name of the shipped policy whose adapter ``adapter`` is (in the package's folder, or its
     decompressed copy in the cache); None for any other adapter."""
-    from routerag.paths import home
-
     path = Path(adapter)
     try:
         folder = policy_dir(path.parent.name)
     except MissingPolicyError:
         return None
     where = path.resolve().parent
-    if folder.is_dir() and (where == folder.resolve() or where.parent.parent == (home() / "policies").resolve()):
+    if folder.is_dir() and (where == folder.resolve() or where.parent.parent == _policy_cache().resolve()):
         return folder.name
     return None
 
