@@ -37,7 +37,7 @@ def test_a_stage_left_unevaluated_shows_a_dash_not_a_number() -> None:
     assert partial, "the spec has a stage evaluated on only some sets"
     block = render_training_table(spec.model_copy(update={"rows": partial, "step_rows": [], "notes": []}), SPEC.parent)
     row = block.splitlines()[2]
-    assert row.count("| – ") == 2 * sum(1 for d in spec.datasets if d["name"] not in partial[0].runs)
+    assert row.count("| – ") == 2 * sum(1 for d in spec.datasets if d.name not in partial[0].runs)
 
 
 def test_route_step_scores_read_routing_format_and_similarity_per_step() -> None:

@@ -124,6 +124,15 @@ def delta_cell(diff: float, low: float, high: float, p_value: float | None) -> s
     return f"{text}, p {p_value:.3f}" if p_value is not None else text
 
 
+def open_em_comparison(baseline: LoadedRun, run: LoadedRun, *, resamples: int, seed: int) -> Comparison:
+    """``run`` against ``baseline`` on the open-answer questions both answered: EM's paired
+    bootstrap interval and exact sign test (:func:`routerag.eval.report.compare_runs`)."""
+    found = compare_runs([baseline, run], [METRIC], resamples=resamples, seed=seed, subsets=(SUBSET,))
+    if len(found) != 1 or found[0].result.n == 0:
+        raise ResultsTableError(f"{run.path} and {baseline.path} share no open-answer question on {run.header.dataset}")
+    return found[0]
+
+
 def _delta(c: Comparison) -> str:
     return delta_cell(c.result.diff, c.result.low, c.result.high, c.sign.p_value if c.sign is not None else None)
 
@@ -152,12 +161,10 @@ def render_table(spec: ResultsTableSpec, root: str | Path) -> str:
         if row.baseline is None:
             continue
         for d in spec.datasets:
-            pair = [by_cell[(row.baseline, d.name)], by_cell[(row.id, d.name)]]
-            found = compare_runs(pair, [METRIC], resamples=spec.resamples, seed=spec.seed, subsets=(SUBSET,))
-            if len(found) != 1 or found[0].result.n == 0:
-                raise ResultsTableError(f"rows {row.baseline!r} and {row.id!r} share no open-answer question on {d.name}")
-            deltas[(row.id, d.name)] = found[0]
-            open_n[d.name] = found[0].result.n
+            found = open_em_comparison(by_cell[(row.baseline, d.name)], by_cell[(row.id, d.name)],
+                                       resamples=spec.resamples, seed=spec.seed)
+            deltas[(row.id, d.name)] = found
+            open_n[d.name] = found.result.n
     cols = ["System", "Base"]
     for d in spec.datasets:
         n = f", n={open_n[d.name]}" if d.name in open_n else ""
@@ -214,6 +221,7 @@ __all__: Sequence[str] = [
     "delta_cell",
     "load_spec",
     "load_table_spec",
+    "open_em_comparison",
     "percent",
     "render_table",
     "replace_block",

@@ -27,8 +27,16 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from routerag.eval.report import LoadedRun, compare_runs, load_runs, main_table
-from routerag.eval.results_table import METRIC, SUBSET, ResultsTableError, delta_cell, load_table_spec, percent
+from routerag.eval.report import LoadedRun, load_runs, main_table
+from routerag.eval.results_table import (
+    METRIC,
+    DatasetColumn,
+    ResultsTableError,
+    delta_cell,
+    load_table_spec,
+    open_em_comparison,
+    percent,
+)
 
 START_MARKER = "<!-- training:start -->"
 END_MARKER = "<!-- training:end -->"
@@ -62,7 +70,7 @@ class StepStageRow(BaseModel):
 class TrainingTableSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    datasets: list[dict[str, str]] = Field(min_length=1, description="[{name, title}], the question-level columns")
+    datasets: list[DatasetColumn] = Field(min_length=1, description="the question-level columns")
     rows: list[StageRow] = Field(default_factory=list)
     step_rows: list[StepStageRow] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list, description="paragraphs printed under the tables")
@@ -71,7 +79,7 @@ class TrainingTableSpec(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> TrainingTableSpec:
-        names = [d["name"] for d in self.datasets]
+        names = [d.name for d in self.datasets]
         for kind, rows in (("row", self.rows), ("step row", self.step_rows)):
             ids = [r.id for r in rows]
             if len(set(ids)) != len(ids):
@@ -155,7 +163,7 @@ def render_step_table(spec: TrainingTableSpec, root: Path) -> list[str]:
 
 
 def render_stage_table(spec: TrainingTableSpec, root: Path) -> list[str]:
-    names = [d["name"] for d in spec.datasets]
+    names = [d.name for d in spec.datasets]
     cells: dict[tuple[str, str], LoadedRun] = {}
     for row in spec.rows:
         runs = load_runs([root / row.runs[n] for n in names if n in row.runs])
@@ -169,7 +177,7 @@ def render_stage_table(spec: TrainingTableSpec, root: Path) -> list[str]:
     table = {r.label: r for r in main_table(list(cells.values()), [METRIC]).rows}
     cols = ["System", "Base", "Stage"]
     for d in spec.datasets:
-        cols += [f"{d['title']} EM", f"{d['title']} open EM (Δ vs vanilla [95% CI], sign-test p)"]
+        cols += [f"{d.title} EM", f"{d.title} open EM (Δ vs vanilla [95% CI], sign-test p)"]
     cols.append("Searches / question")
     lines = ["| " + " | ".join(cols) + " |", "|---|---|---|" + "---:|" * (len(cols) - 3)]
     for row in spec.rows:
@@ -185,11 +193,8 @@ def render_stage_table(spec: TrainingTableSpec, root: Path) -> list[str]:
             if base is None:
                 out.append(open_em)
                 continue
-            found = compare_runs([base, cells[(row.id, name)]], [METRIC], resamples=spec.resamples, seed=spec.seed,
-                                 subsets=(SUBSET,))
-            if len(found) != 1 or found[0].result.n == 0:
-                raise ResultsTableError(f"rows {row.baseline!r} and {row.id!r} share no open-answer question on {name}")
-            r, sign = found[0].result, found[0].sign
+            found = open_em_comparison(base, cells[(row.id, name)], resamples=spec.resamples, seed=spec.seed)
+            r, sign = found.result, found.sign
             out.append(f"{open_em} ({delta_cell(r.diff, r.low, r.high, sign.p_value if sign else None)}, n={r.n})")
         out.append(f"{scores.retrieval_turns:.2f}")
         lines.append("| " + " | ".join(out) + " |")
