@@ -17,31 +17,19 @@ import json
 from pathlib import Path
 
 
-def _results_text(run: Path) -> str:
-    """``results.jsonl`` of a run directory, or its compressed ``results.jsonl.xz``."""
-    import lzma
-
-    plain = run / "results.jsonl"
-    return plain.read_text(encoding="utf-8") if plain.is_file() else lzma.open(run / "results.jsonl.xz", "rt", encoding="utf-8").read()
-
-
 def _ret_scores(runs: str) -> dict[str, dict[str, float]]:
     """Per qid, over the comma-separated run directories of one policy (lanes of one sample: the
-    first record of a qid counts)."""
-    out: dict[str, dict[str, float]] = {}
-    lines = [line for run in runs.split(",") for line in _results_text(Path(run)).splitlines()]
-    for line in lines:
-        if not line.strip():
-            continue
-        rec = json.loads(line)
-        if rec["qid"] in out:
-            continue
-        step = rec["trace"]["steps"][0]
-        out[rec["qid"]] = {"routing acc.": float(bool(rec["routing"]["correct"])),
-                           "format errors": float(step.get("format_error") is not None),
-                           "sub-question Sim": float(rec["metrics"]["semantic"]),
-                           "sub-question F1": float(rec["metrics"]["f1"])}
-    return out
+    first record of a qid counts): the training table's route-step scores plus the sub-question's F1."""
+    from routerag.eval.report import load_runs
+    from routerag.eval.training_table import route_step_scores
+
+    loaded = load_runs([Path(run) for run in runs.split(",")])
+    scores = route_step_scores(loaded)
+    f1: dict[str, float] = {}
+    for run in loaded:
+        for rec in run.records:
+            f1.setdefault(rec.qid, float(rec.metrics["f1"] or 0.0))
+    return {qid: {**values, "sub-question F1": f1[qid]} for qid, values in scores.items()}
 
 
 def _step_scores(path: Path) -> dict[str, dict[str, float]]:
