@@ -140,3 +140,45 @@ def test_graphrag_r1_recipe_trains_stage_1_with_the_paper_constants():
         shipped = load_train_config(ROOT / "configs" / "train" / name)
         assert shipped.sft.enabled and shipped.sft.learning_rate == 5e-6 and shipped.sft.epochs == 1.0
         assert shipped.sft.golden_set and shipped.sft.sources == ["musique"] and shipped.env.strategy == "graphrag-r1"
+
+
+def test_a_stored_set_rerenders_each_source_over_its_own_index(tmp_path, sources):
+    """``rerender_golden_set``: each source's rows replayed over the sources ``replay_for`` gives
+    that source, counted per source (rendered, dropped and why), written as a golden set that
+    reads back in GraphRAG-R1's protocol."""
+    import gzip
+
+    from routerag.train.golden_set import STATS_FILE, TRAJECTORIES_FILE, GoldenSetStats, rerender_golden_set
+
+    stored = golden_rows(per_source=2)[:6]  # the planned set's first two rows of each source
+    folder = tmp_path / "stored"
+    folder.mkdir()
+    with gzip.open(folder / TRAJECTORIES_FILE, "wt", encoding="utf-8") as handle:
+        handle.writelines(t.model_dump_json() + "\n" for t in stored)
+    asked: list[str] = []
+
+    def replay_for(name: str) -> EpisodeReplay:
+        asked.append(name)
+        return EpisodeReplay(sources, "graphrag-r1", {**PARAMS, "max_turns": 1})  # a budget of 1: two-hop rows drop
+
+    stats = rerender_golden_set(folder, tmp_path / "out", replay_for, eval_sets=[])
+    assert asked == sorted({t.source for t in stored}, key=[t.source for t in stored].index)  # one replay per source, in order
+    assert stats.protocol == "graphrag-r1" and stats.rendered_from == str(folder)
+    for name in asked:
+        r = stats.rendering[name]
+        assert r.stored == 2 and r.rendered + sum(r.dropped.values()) == 2
+        assert set(r.dropped) <= {"forced", "truncated", "turns left after the answer"}
+    assert sum(r.dropped.get("forced", 0) for r in stats.rendering.values()) > 0  # more searches than the budget: forced
+    back = read_golden_set(tmp_path / "out")
+    assert len(back) == stats.trajectories == sum(r.rendered for r in stats.rendering.values())
+    assert all(t.protocol == "graphrag-r1" and t.system for t in back)
+    assert GoldenSetStats.model_validate_json((tmp_path / "out" / STATS_FILE).read_text()).rendering == stats.rendering
+
+
+def test_graphrag_r1_stage_1_holds_out_a_dev_slice_and_can_stop_after_it():
+    from routerag.train.config import train_config
+
+    cfg = train_config({"recipe": "graphrag-r1", "sft": {"dev_examples": 16, "dev_eval_steps": 40}, "stop_after_sft": True})
+    assert (cfg.sft.dev_examples, cfg.sft.dev_eval_steps, cfg.stop_after_sft) == (16, 40, True)
+    default = train_config({"recipe": "graphrag-r1"})
+    assert default.sft.dev_examples == 0 and not default.stop_after_sft

@@ -17,9 +17,10 @@ itself; the service, one layer below, uses the same strategy resolution (``strat
 
 The defaults, and who gets them:
 
-* **The shipped policy** (``shipped_policy=True``): the ``routerag`` strategy on a bundled base
-  (the 0.5B by default, or the 1.5B) through llama.cpp, with no adapter named, runs with the SFT
-  policy adapter shipped for that base in ``data/policies`` (``llm.config.BUNDLED_POLICIES``). ``ask``, ``demo`` and the service ask for it
+* **The shipped policy** (``shipped_policy=True``): a strategy with a shipped policy (``routerag``
+  on the 0.5B, the default, or the 1.5B; ``graphrag-r1`` on the 0.5B) through llama.cpp, with no
+  adapter named, runs with the policy adapter shipped for it in ``data/policies``
+  (``llm.config.SHIPPED_POLICIES``). ``ask``, ``demo`` and the service ask for it
   (``--untrained`` opts out); ``evaluate`` does not: an evaluation runs exactly what its
   configuration names, so that the untrained baseline stays measurable and every stored run's
   fingerprint still matches (``docs/results/runs/*-routerag`` are that baseline; the ``sft-*``

@@ -4,7 +4,7 @@ resumed)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from routerag.errors import RouteragError
 
@@ -65,6 +65,37 @@ def build_golden(sources: Sequence[str], out: Path, *, eval_sets: Sequence[str],
     except RouteragError:
         raise
     except ValueError as exc:
+        raise TrainRequestError(str(exc)) from None
+
+
+def rerender_golden(stored_set: Path, out: Path, *, protocol: str = "graphrag-r1", params: dict[str, Any] | None = None,
+                    components: Sequence[str] = ("dense", "bm25", "graph"), eval_sets: Sequence[str],
+                    command: str = "") -> GoldenSetStats:
+    """A stored golden set rendered in another tag protocol (``routerag golden --rerender``): same
+    questions, reasoning, queries and answers; each trajectory's observations from ``protocol``'s
+    episode (with ``params``, e.g. its evidence mix) over its own dataset's cached evaluation index
+    (``components``), as that strategy is evaluated. A refusal (an unknown protocol or parameter,
+    a missing set, an overlap with ``eval_sets``) is a :class:`TrainRequestError`."""
+    from routerag.strategies.agentic import tag_strategy
+    from routerag.train.data import grounding_sources
+    from routerag.train.golden import GOLDEN_PROTOCOLS, EpisodeReplay
+    from routerag.train.golden_set import rerender_golden_set
+
+    if protocol not in GOLDEN_PROTOCOLS or protocol == "routerag":
+        raise TrainRequestError(f"--protocol {protocol!r}: a stored set is re-rendered in graphrag-r1 (it is stored in routerag)")
+    try:
+        strategy = tag_strategy(protocol)
+        episode = strategy.Params.model_validate(params or {})
+        modes = strategy.search_sources(episode)
+
+        def replay_for(name: str) -> EpisodeReplay:
+            return EpisodeReplay(grounding_sources(name, components, modes), protocol, episode)
+
+        return rerender_golden_set(stored_set, out, replay_for, protocol=protocol, eval_sets=list(eval_sets),  # type: ignore[arg-type]
+                                   command=command)
+    except RouteragError:
+        raise
+    except (ValueError, FileNotFoundError) as exc:
         raise TrainRequestError(str(exc)) from None
 
 

@@ -15,8 +15,8 @@ from routerag.cli.native_logs import quiet_native_logs
 
 console = Console()
 
-POLICY_HELP = ("routerag on a bundled base: apply the SFT policy adapter shipped for it (default) or run the untrained "
-               "model; see routerag.api")
+POLICY_HELP = ("a strategy with a shipped policy on a bundled base (routerag, graphrag-r1 on the 0.5B): apply that "
+               "policy adapter (default) or run the untrained model; see routerag.api")
 
 
 def _ask_params(config: Optional[Path], overrides: list[str], index: Optional[Path], policy: bool, **fields):

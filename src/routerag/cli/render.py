@@ -230,7 +230,7 @@ def _policy_card(config: RunConfig) -> PolicyCard | None:
     lora = config.model.lora_path
     if lora is None:
         return None
-    card = policy_card(config.model)
+    card = policy_card(config.model, config.strategy)
     return card if card is not None and Path(lora).parent.name == card.name else None
 
 

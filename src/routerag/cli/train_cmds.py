@@ -120,14 +120,32 @@ def golden_command(
     routing: Literal["planned", "outcome"] = typer.Option("planned", "--routing", help="planned: each hop's planned mode (first passage, bridge "
                                 "graph), another mode only when it misses the gold; outcome: the cheapest mode that "
                                 "returns the gold, hops whose gold already came back left out"),
+    rerender: Path = typer.Option(None, "--rerender", help="instead of building: re-render this stored set (a folder of "
+                                  "golden.jsonl.gz) in --protocol, each row's observations from that strategy's episode over "
+                                  "its own dataset's index (--source and --routing are not read)"),
+    protocol: str = typer.Option("graphrag-r1", "--protocol", help="with --rerender: the tag protocol (strategy) to render in"),
+    params: list[str] = typer.Option(None, "--param", help="with --rerender: a parameter of that strategy's episode, "
+                                     "key=value (repeatable), e.g. evidence=text3+graph10"),
 ) -> None:
-    """Build golden RouteRAG trajectories from gold decompositions / supporting facts, with statistics."""
+    """Build golden RouteRAG trajectories from gold decompositions / supporting facts, with statistics;
+    or re-render a stored set in another protocol (``--rerender``)."""
     import shlex
     import sys
 
-    from routerag.api.training import build_golden
+    from routerag.api.training import build_golden, rerender_golden
 
     command = "routerag " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    if rerender is not None:
+        pairs = [p.partition("=") for p in params or []]
+        if any(not eq for _, eq, _ in pairs):
+            _fail("--param takes key=value")
+        stats = rerender_golden(rerender, out, protocol=protocol, params={k: v for k, _, v in pairs}, eval_sets=exclude,
+                                command=command)
+        typer.echo(f"wrote {stats.trajectories} {protocol} trajectories to {out}")
+        for name, r in stats.rendering.items():
+            why = ", ".join(f"{n} {k}" for k, n in r.dropped.items()) or "none"
+            typer.echo(f"  {name}: {r.rendered} of {r.stored} rendered ({r.searches} searches); not rendered: {why}")
+        return
     stats = build_golden(sources, out, eval_sets=exclude, k=k, ground=ground, routing=routing, command=command)
     typer.echo(f"wrote {stats.trajectories} trajectories to {out} ({', '.join(f'{k} {v}' for k, v in stats.by_source.items())})")
     for name, g in stats.grounding.items():

@@ -36,8 +36,19 @@ BUNDLED_POLICIES: dict[str, str] = {
     DEFAULT_MODEL: BUNDLED_POLICY,
     BUNDLED_PREFIX + "qwen2.5-coder-1.5b": "routerag-sft-outcome-qwen2.5-coder-1.5b",
 }
-"""The shipped policy of each bundled base model (``bundled:`` name -> ``data/policies/<name>``): the
-``routerag`` strategy on that base applies it unless told otherwise (docs/guides/models.md)."""
+"""The shipped RouteRAG policy of each bundled base model (``bundled:`` name -> ``data/policies/<name>``):
+the ``routerag`` strategy on that base applies it unless told otherwise (docs/guides/models.md)."""
+
+SHIPPED_POLICIES: dict[str, dict[str, str]] = {
+    "routerag": BUNDLED_POLICIES,
+}
+"""The shipped policies by the strategy whose episode they were trained in, then by bundled base:
+that strategy on that base applies its policy unless told otherwise (``--untrained``)."""
+
+
+def shipped_policy_for(strategy: str, model: str | None) -> str | None:
+    """The name of the policy shipped for ``strategy`` on the bundled base ``model``, or None."""
+    return SHIPPED_POLICIES.get(strategy, {}).get(model or "")
 
 POLICY_PREFIX = "policy:"
 """``policy:NAME`` names a shipped policy's adapter wherever an adapter path is taken (``model.lora_path``)."""
@@ -119,12 +130,12 @@ def policy_folder_of(adapter: str | Path) -> Path:
 
 
 def with_default_policy(config: ModelConfig, strategy: str) -> ModelConfig:
-    """``config`` with the shipped RouteRAG policy adapter of its base when it runs the ``routerag``
-    strategy on a bundled model that has one (``BUNDLED_POLICIES``) through llama.cpp and names no
-    adapter of its own; else unchanged."""
+    """``config`` with the policy adapter shipped for ``strategy`` on its base (``SHIPPED_POLICIES``)
+    when it runs a bundled model that has one through llama.cpp and names no adapter of its own;
+    else unchanged."""
     resolved = config.resolved()
-    policy = BUNDLED_POLICIES.get(resolved.model or "")
-    if strategy != "routerag" or config.lora_path is not None or resolved.backend != "llamacpp" or policy is None:
+    policy = shipped_policy_for(strategy, resolved.model)
+    if config.lora_path is not None or resolved.backend != "llamacpp" or policy is None:
         return config
     return config.model_copy(update={"lora_path": bundled_policy_path(policy)})
 

@@ -11,7 +11,7 @@ import csv
 
 from pydantic import BaseModel
 
-from routerag.llm.config import BUNDLED_POLICIES, ModelConfig, policy_dir
+from routerag.llm.config import ModelConfig, policy_dir, shipped_policy_for
 
 DATASET_NAMES = {"2wiki": "2Wiki-100", "musique": "MuSiQue-50", "hotpotqa-distractor": "HotpotQA-distractor test-100"}
 """The standard evaluation sets, in the order the card lists them."""
@@ -49,11 +49,11 @@ class PolicyCard(BaseModel):
         return "open-answer EM, policy vs vanilla RAG on the same base: " + "; ".join(parts)
 
 
-def policy_card(model: str | ModelConfig) -> PolicyCard | None:
-    """The card of the policy shipped for a bundled base (``bundled:qwen2.5-coder-0.5b``), or None
-    when that base has none or its table is missing."""
+def policy_card(model: str | ModelConfig, strategy: str = "routerag") -> PolicyCard | None:
+    """The card of the policy shipped for ``strategy`` on a bundled base (``bundled:qwen2.5-coder-0.5b``),
+    or None when it has none or its table is missing."""
     base = model.resolved().model if isinstance(model, ModelConfig) else model
-    name = BUNDLED_POLICIES.get(base or "")
+    name = shipped_policy_for(strategy, base)
     if name is None:
         return None
     table = policy_dir(name) / "eval_comparisons.csv"

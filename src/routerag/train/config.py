@@ -416,6 +416,13 @@ class GraphRAGR1SFTSpec(SFTSpec):
     enabled: bool = Field(default=True, description="run the stage-1 SFT cold start before GRPO")
     learning_rate: float = Field(default=5e-6, gt=0.0, description="SFT learning rate (GraphRAG-R1 stage 1: 5e-6)")
     epochs: float | None = Field(default=1.0, gt=0.0, description="passes over the trajectories (GraphRAG-R1 stage 1: 1); None: max_steps decides")
+    dev_examples: int = Field(
+        default=0, ge=0,
+        description="hold out this many evenly spaced training trajectories as a dev slice (never trained on): its "
+        "loss is measured before training, every dev_eval_steps and at the end (dev_loss.json), to choose the learning "
+        "rate and passes on training questions, never on the evaluation sets",
+    )
+    dev_eval_steps: int = Field(default=50, ge=1, description="optimiser steps between two dev-slice losses")
 
 
 class GraphRAGR1LoraSpec(LoraSpec):
@@ -437,6 +444,11 @@ class GraphRAGR1Config(WithSFT):
     sft: GraphRAGR1SFTSpec = Field(default_factory=GraphRAGR1SFTSpec,
                                    description="stage 1: SFT cold start on golden trajectories in GraphRAG-R1's protocol")
     pra_until: int = Field(default=20, ge=0, description="GraphRAG-R1: last step of the format+PRA stage")
+    stop_after_sft: bool = Field(
+        default=False,
+        description="end the run after stage 1 (to evaluate its adapter first); the same run directory without it "
+        "goes on with GRPO from the stage-1 adapter",
+    )
     env: EnvConfig = Field(default_factory=lambda: EnvConfig(strategy="graphrag-r1"),
                            description="the rollout environment: the graphrag-r1 episode (its params), token limits")
 

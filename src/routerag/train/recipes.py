@@ -118,7 +118,7 @@ def graphrag_r1(cfg: GraphRAGR1Config) -> TrainRunSummary:
     (:mod:`~routerag.train.graphrag_r1_sft`), then format+PRA, then format+CAF from that adapter,
     every rollout in the GraphRAG-R1 episode (``env.strategy: graphrag-r1``: R1-Searcher's tags,
     facts and passages between the documents tags), the one its strategy is evaluated in."""
-    from routerag.train.graphrag_r1_sft import graphrag_r1_cold_start
+    from routerag.train.graphrag_r1_sft import SFT_SUMMARY_FILE, graphrag_r1_cold_start
 
     out = start_run(cfg)
     tokenizer = load_tokenizer_for(cfg.model)
@@ -130,6 +130,11 @@ def graphrag_r1(cfg: GraphRAGR1Config) -> TrainRunSummary:
         if cfg.lora.enabled:  # GRPO continues the stage-1 adapter
             grpo_cfg = cfg.model_copy(update={"lora": cfg.lora.model_copy(update={"init_from": str(adapter)})})
         phases.append("sft")
+        if cfg.stop_after_sft:
+            summary = out / "sft" / SFT_SUMMARY_FILE
+            return TrainRunSummary(recipe=cfg.recipe, output_dir=str(out), steps=json.loads(summary.read_text())["steps"],
+                                   metrics_path=str(out / "sft" / METRICS_FILE), curves_path=None, final_model=str(adapter),
+                                   phases=phases)
     model = load_trainable(grpo_cfg, tokenizer)
     trainer = run_grpo(grpo_cfg, model, tokenizer, env, questions, default_schedule(cfg), out / "grpo")
     phases.append("grpo")

@@ -118,12 +118,14 @@ def masked_logits_sft_trainer() -> Any:
 
 def sft_trainer(cfg: WithSFT, model: Any, tokenizer: Any, rows: list[dict[str, list[int]]], out_dir: Path,
                 *, max_steps: int | None = None, learning_rate: float | None = None,
-                frozen_store: dict[str, Any] | None = None) -> Any:
+                frozen_store: dict[str, Any] | None = None, dev_rows: list[dict[str, list[int]]] | None = None,
+                dev_eval_steps: int = 50) -> Any:
     """TRL's ``SFTTrainer`` over pre-tokenised rows (``input_ids``, ``labels``), configured, not
     yet trained. The CPU fast path (``sft.frozen_no_grad``, ``sft.cache_frozen``, no gradient
     checkpointing, adapters on ``lora.layers_top``) is on by default; ``frozen_store`` shares the
     frozen layers' cache between trainers of the same base model. The trainer's ``frozen_prefix``
-    stays installed until the caller removes it (``trainer.frozen_prefix.remove()``)."""
+    stays installed until the caller removes it (``trainer.frozen_prefix.remove()``). With
+    ``dev_rows`` their loss (``eval_loss``) is measured before training and every ``dev_eval_steps``."""
     import torch
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
@@ -153,11 +155,14 @@ def sft_trainer(cfg: WithSFT, model: Any, tokenizer: Any, rows: list[dict[str, l
         max_length=s.max_length,
         disable_tqdm=True,
         gradient_checkpointing=s.gradient_checkpointing,
+        **(dict(eval_strategy="steps", eval_steps=dev_eval_steps, eval_on_start=True, per_device_eval_batch_size=1,
+                prediction_loss_only=True) if dev_rows else {}),
     ), **s.extra})  # sft.extra: further TRL arguments (checked at load, see SFT_DERIVED)
     fast = s.logits_on_labels_only or s.frozen_no_grad
     trainer_cls = masked_logits_sft_trainer() if fast else SFTTrainer
     trainer = trainer_cls(
         model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
+        eval_dataset=Dataset.from_list(dev_rows) if dev_rows else None,
         peft_config=fresh_lora_config(cfg.lora, num_layers_of(model)), callbacks=[metrics_callback(out_dir / METRICS_FILE)],
     )
     if s.frozen_no_grad:
@@ -167,12 +172,16 @@ def sft_trainer(cfg: WithSFT, model: Any, tokenizer: Any, rows: list[dict[str, l
 
 def run_sft(cfg: WithSFT, model: Any, tokenizer: Any, rows: list[dict[str, list[int]]], out_dir: Path,
             *, max_steps: int | None = None, learning_rate: float | None = None,
-            frozen_store: dict[str, Any] | None = None) -> Any:
+            frozen_store: dict[str, Any] | None = None, dev_rows: list[dict[str, list[int]]] | None = None,
+            dev_eval_steps: int = 50) -> Any:
     """Supervised cold start with TRL's ``SFTTrainer`` (:func:`sft_trainer`), resumed from the
-    last checkpoint in ``out_dir`` when ``cfg.resume``."""
+    last checkpoint in ``out_dir`` when ``cfg.resume``; with ``dev_rows``, their loss is measured
+    once more after the last step."""
     trainer = sft_trainer(cfg, model, tokenizer, rows, out_dir, max_steps=max_steps, learning_rate=learning_rate,
-                          frozen_store=frozen_store)
+                          frozen_store=frozen_store, dev_rows=dev_rows, dev_eval_steps=dev_eval_steps)
     trainer.train(resume_from_checkpoint=last_checkpoint(out_dir) if cfg.resume else None)
+    if dev_rows and trainer.state.global_step % dev_eval_steps:
+        trainer.evaluate()
     return trainer
 
 
@@ -230,10 +239,11 @@ def _replayed_trajectories(cfg: WithSFT, replay: Any, path: Path, stats_path: Pa
         note["golden_set"] = cfg.sft.golden_set
     else:
         stored = golden_trajectories(cfg.sft.sources, exclude_eval=cfg.data.eval_sets)
+    rendered = [t for t in stored if t.protocol == replay.strategy.name]  # a set rendered already (routerag golden --rerender)
     stored = [t for t in stored if t.protocol == "routerag"]
-    kept = [r for t in stored if (r := rerender(t, "graphrag-r1", replay=replay)) is not None]
-    note["replayed"] = {"trajectories": len(stored), "rendered": len(kept), "dropped_over_budget": replay.dropped,
-                        "searches": replay.searches}
+    kept = rendered + [r for t in stored if (r := rerender(t, "graphrag-r1", replay=replay)) is not None]
+    note["replayed"] = {"trajectories": len(stored), "rendered": len(kept) - len(rendered), "dropped_over_budget": replay.dropped,
+                        "searches": replay.searches, "rendered_already": len(rendered)}
     return _keep_trajectories(cfg, kept, path, stats_path, note)
 
 

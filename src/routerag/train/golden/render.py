@@ -16,6 +16,7 @@ with the same question, the same reasoning and the same queries (:func:`planned_
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -104,7 +105,8 @@ class EpisodeReplay:
     """Runs a tag strategy's episode (default ``graphrag-r1``) over ``sources`` with golden turns as
     the policy, so that every observation is the strategy's own retrieval and rendering of the
     turn's query. An episode the strategy would not end with the golden answer turn (as many
-    searches as its budget: the episode then forces the answer) is not rendered (``dropped``)."""
+    searches as its budget: the episode then forces the answer) is not rendered (``dropped``; why, by
+    the episode's finish, in ``drops``)."""
 
     def __init__(self, sources: Any, strategy: str = "graphrag-r1", params: BaseModel | dict[str, Any] | None = None) -> None:
         from routerag.runtime.base import StrategyContext
@@ -117,6 +119,7 @@ class EpisodeReplay:
             raise ValueError(f"sources {missing} are not mounted; mounted: {sources.names()}")
         self.ctx = StrategyContext(model=None, sources=sources)  # type: ignore[arg-type]  # retrieval only
         self.dropped = 0
+        self.drops: Counter[str] = Counter()  # why episodes were not rendered: the episode's finish
         self.searches = 0
 
     def __call__(self, question: str, turns: Sequence[str]) -> Rendered | None:
@@ -132,6 +135,7 @@ class EpisodeReplay:
         episode = run_episode(self.ctx, trace, policy, setup.rules)
         if episode.finish != "answer" or policy.left:
             self.dropped += 1
+            self.drops[episode.finish if episode.finish != "answer" else "turns left after the answer"] += 1
             return None
         self.searches += len(episode.searches)
         return Rendered(segments=trace.segments, system=systems[0] if systems else None)
