@@ -6,6 +6,11 @@ Plugins either call :meth:`Registry.register` with the object itself, or are nam
 configuration as ``"pkg.mod:Attr"`` — a *plugin name*, imported on lookup, no registration
 and no edit of routerag needed.
 
+Every registry declares what it holds (a :class:`Kind`: a class with a ``Params`` model, a
+function called with ``RouterDeps``, an instance of ``RewardSpec`` ...), and every entry is checked
+against it before it is handed out, so a wrong kind is a clear error, never a call of whatever a
+name imported.
+
 A configuration field that names a registered part is typed ``Annotated[str, RegisteredName(REG)]``
 (not a ``Literal`` of the built-ins): it accepts every registered name and every plugin name that
 imports, so a part registered by a plugin is accepted without editing core code.
@@ -13,7 +18,9 @@ imports, so a part registered by a plugin is accepted without editing core code.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -45,19 +52,60 @@ class PluginError(UnknownNameError):
     object of the wrong kind; the message says which."""
 
 
+class WrongKindError(RouteragError, TypeError):
+    """An object registered (or a built-in imported) that is not what its registry holds."""
+
+
 def is_plugin_name(name: str) -> bool:
     return PLUGIN_NAME.match(name) is not None
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a registry holds: ``test(obj)`` tells whether ``obj`` is one, ``what`` says it in errors."""
+
+    what: str
+    test: Callable[[object], bool]
+
+
+def instances_of(cls: type, what: str | None = None) -> Kind:
+    return Kind(what or f"a {cls.__name__}", lambda obj: isinstance(obj, cls))
+
+
+def classes_with(*attributes: str) -> Kind:
+    """Classes that have ``attributes`` (a strategy: ``Params`` and ``run``)."""
+    what = "a class" + (f" with {' and '.join(attributes)}" if attributes else "")
+    return Kind(what, lambda obj: isinstance(obj, type) and all(hasattr(obj, name) for name in attributes))
+
+
+def callables_taking(*arguments: str) -> Kind:
+    """Functions, methods and classes written in Python (not a builtin such as ``print`` or
+    ``sys.exit``) whose signature takes ``arguments`` positionally: a factory, a metric, a selector."""
+    return Kind(f"a function or class called with ({', '.join(arguments)})",
+                functools.partial(_takes_positionally, count=len(arguments)))
+
+
+def _takes_positionally(obj: object, count: int) -> bool:
+    if not (inspect.isfunction(obj) or inspect.ismethod(obj) or inspect.isclass(obj)
+            or isinstance(obj, functools.partial)):
+        return False
+    try:
+        inspect.signature(obj).bind(*range(count))
+    except (TypeError, ValueError):  # arguments it does not take; no signature
+        return False
+    return True
 
 
 class Registry(Generic[T]):
     """A name -> object map with lazy ``"module:attr"`` entries and ``"pkg.mod:Attr"`` plugin names.
 
-    ``check`` (optional) tells whether a plugin's object is of this registry's kind (say, a class
-    with a ``Params`` model); a plugin object that fails it is refused with a :class:`PluginError`."""
+    ``holds`` is what every entry must be: an object registered is checked when it is registered
+    (:class:`WrongKindError`), a lazy built-in when it is first imported, a plugin's object when
+    its name is looked up (:class:`PluginError`), before any of them is handed out."""
 
-    def __init__(self, kind: str, check: Callable[[object], bool] | None = None) -> None:
+    def __init__(self, kind: str, holds: Kind) -> None:
         self.kind = kind
-        self._check = check
+        self.holds = holds
         self._entries: dict[str, T | str] = {}
         self._plugins: dict[str, T] = {}
 
@@ -73,6 +121,8 @@ class Registry(Generic[T]):
         def _add(target: F) -> F:
             if name in self._entries and not replace:
                 raise ValueError(f"{self.kind} {name!r} is already registered")
+            if not isinstance(target, str):
+                self._check_kind(name, target)
             self._entries[name] = cast("T | str", target)
             return target
 
@@ -89,7 +139,9 @@ class Registry(Generic[T]):
             raise self._unknown(name)
         entry = self._entries[name]
         if isinstance(entry, str):
-            entry = cast(T, _import(entry))
+            imported = _import(entry)
+            self._check_kind(name, imported, f" ({entry})")
+            entry = cast(T, imported)
             self._entries[name] = entry
         return cast(T, entry)
 
@@ -110,6 +162,10 @@ class Registry(Generic[T]):
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
+    def _check_kind(self, name: str, obj: object, lazy: str = "") -> None:
+        if not self.holds.test(obj):
+            raise WrongKindError(f"{self.kind} {name!r}{lazy}: {obj!r} is not {self.holds.what}")
+
     def _unknown(self, name: str) -> UnknownNameError:
         return UnknownNameError(
             f"unknown {self.kind} {name!r}; valid: {', '.join(sorted(self._entries))}, or a plugin as 'pkg.module:Attribute'"
@@ -127,8 +183,8 @@ class Registry(Generic[T]):
             raise PluginError(f"{self.kind} plugin {name!r}: importing {module_name!r} failed ({exc})") from None
         except AttributeError:
             raise PluginError(f"{self.kind} plugin {name!r}: module {module_name!r} has no attribute {attr!r}") from None
-        if self._check is not None and not self._check(obj):
-            raise PluginError(f"{self.kind} plugin {name!r}: {obj!r} is not a {self.kind}")
+        if not self.holds.test(obj):
+            raise PluginError(f"{self.kind} plugin {name!r}: {obj!r} is not a {self.kind} ({self.holds.what})")
         self._plugins[name] = cast(T, obj)
         return cast(T, obj)
 
