@@ -1,6 +1,8 @@
 """The registry: lazy built-ins, plugin names ``"pkg.mod:Attr"`` imported on lookup with clear
-errors, every entry checked against what its registry holds, and ``RegisteredName`` fields that
-accept what a plugin registers without editing core code."""
+errors, every entry checked against what its registry holds, ``RegisteredName`` fields that accept
+what a plugin registers without editing core code, and values from a request
+(``routerag.provenance``): registered names and allowed plugins only, refused before any import,
+and paths inside the data folder only."""
 
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ from typing import Annotated
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from routerag.provenance import FromRequest, NameOrPath
 from routerag.registry import (
     Kind,
     PluginError,
+    RefusedPluginError,
     RegisteredName,
     Registry,
     UnknownNameError,
@@ -164,3 +168,88 @@ def test_every_registry_holds_what_it_declares() -> None:
                 registry.get(name)
             except ImportError:  # an optional dependency of that entry is missing
                 continue
+
+
+# ------------------------------------------------------------------ values from a request
+
+
+@pytest.fixture
+def noisy_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A plugin module whose import leaves a mark (as ``this`` prints the Zen of Python)."""
+    (tmp_path / "noisy_plugin_mod.py").write_text("IMPORTED = True\n\ndef make(deps):\n    return deps\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "noisy_plugin_mod"
+    sys.modules.pop("noisy_plugin_mod", None)
+
+
+def test_a_request_names_registered_parts_and_allowed_plugins_only(noisy_plugin: str) -> None:
+    reg: Registry[object] = Registry("router", callables_taking("deps"))
+    reg.register("learned", "json:dumps")
+    request = FromRequest()
+    for name in (f"{noisy_plugin}:make", "this:x", "sys:exit", "os:abort", "builtins:print"):
+        with pytest.raises(RefusedPluginError, match=r"a request names a registered router \(learned\); other plugins"):
+            reg.get(name, request)
+        with pytest.raises(RefusedPluginError):
+            reg.validate_name(name, request)
+    assert noisy_plugin not in sys.modules and "this" not in sys.modules  # refused before any import
+    with pytest.raises(UnknownNameError, match="unknown router 'nope'; valid: learned$"):  # no plugin offered
+        reg.get("nope", request)
+    allowed = FromRequest(plugins=frozenset({f"{noisy_plugin}:make"}))
+    assert reg.validate_name(f"{noisy_plugin}:make", allowed) == f"{noisy_plugin}:make"  # the operator's choice
+    assert noisy_plugin in sys.modules
+    with pytest.raises(RefusedPluginError, match=rf"registered router \(learned\) or an allowed plugin \({noisy_plugin}:make\)"):
+        reg.get("sys:exit", allowed)
+    assert reg.validate_name("learned", request) == "learned"
+    assert reg.get(f"{noisy_plugin}:make")("d") == "d"  # the operator's configuration: any plugin
+
+
+def test_registered_name_fields_validated_as_a_request(noisy_plugin: str) -> None:
+    reg: Registry[object] = Registry("router", callables_taking("deps"))
+    reg.register("learned", "json:dumps")
+
+    class Params(BaseModel):
+        router: Annotated[str, RegisteredName(reg)] = "learned"
+        routers: dict[str, Annotated[str, RegisteredName(reg)]] = {}
+
+    request = FromRequest().context()
+    with pytest.raises(ValidationError, match="router\n  Value error, router 'this:x': a request names"):
+        Params.model_validate({"router": "this:x"}, context=request)
+    with pytest.raises(ValidationError, match="routers.a\n  Value error, router 'sys:exit': a request names"):
+        Params.model_validate_json('{"routers": {"a": "sys:exit"}}', strict=True, context=request)
+    assert "this" not in sys.modules and noisy_plugin not in sys.modules
+    assert Params.model_validate({"router": f"{noisy_plugin}:make"}).router == f"{noisy_plugin}:make"  # configured
+
+
+def test_paths_from_a_request_stay_inside_the_data_folder(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "routers" / "mine").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "manifest.json").write_text("{}")
+    (data / "link").symlink_to(outside)
+
+    class Params(BaseModel):
+        model: Annotated[str, NameOrPath("router model", lambda: ["shipped"])] | None = None
+
+    request = FromRequest(data_dir=data).context()
+
+    def refusal(value: str, context: dict | None = request) -> str:
+        with pytest.raises(ValidationError) as caught:
+            Params.model_validate({"model": value}, context=context)
+        return caught.value.errors()[0]["msg"].replace(repr(value), "VALUE")
+
+    assert Params.model_validate({"model": "shipped"}, context=request).model == "shipped"
+    assert Params.model_validate({"model": None}, context=request).model is None
+    inside = str((data / "routers" / "mine").resolve())
+    assert Params.model_validate({"model": "routers/mine"}, context=request).model == inside  # from the data folder
+    assert Params.model_validate({"model": inside}, context=request).model == inside
+    for value in ("routers/none", "~", "sys:exit"):  # inside the data folder (no home folder, no import)
+        assert "nothing of that name in the service's data folder" in refusal(value)
+    # outside: one message, whether the path exists or not (a folder with a manifest, a file, nothing)
+    messages = {refusal(value) for value in (str(outside), str(outside / "manifest.json"), str(outside / "none"),
+                                             "../outside", "link", "link/manifest.json", "/etc/passwd")}
+    assert messages == {"Value error, router model VALUE: a request names one of shipped or a path inside the "
+                        "service's data folder; other paths are the operator's to configure"}
+    no_folder = FromRequest().context()  # a server without a data folder takes shipped names only
+    assert "this service takes no paths from requests" in refusal(inside, no_folder)
+    assert Params.model_validate({"model": str(outside)}).model == str(outside)  # the operator's: any path

@@ -13,7 +13,9 @@ name imported.
 
 A configuration field that names a registered part is typed ``Annotated[str, RegisteredName(REG)]``
 (not a ``Literal`` of the built-ins): it accepts every registered name and every plugin name that
-imports, so a part registered by a plugin is accepted without editing core code.
+imports, so a part registered by a plugin is accepted without editing core code. Values from a
+request (:class:`~routerag.provenance.FromRequest`) name registered parts and the plugins the
+operator allowed only: any other plugin name is refused before anything is imported.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
 from routerag.errors import RouteragError
+from routerag.provenance import FromRequest, from_request
 
 T = TypeVar("T")
 F = TypeVar("F")  # what the decorator form registers and returns unchanged
@@ -50,6 +53,10 @@ class UnknownNameError(RouteragError, KeyError):
 class PluginError(UnknownNameError):
     """A plugin name (``"pkg.mod:Attr"``) that does not import, lacks the attribute, or names an
     object of the wrong kind; the message says which."""
+
+
+class RefusedPluginError(UnknownNameError):
+    """A plugin name sent by a request that the operator did not allow; nothing was imported."""
 
 
 class WrongKindError(RouteragError, TypeError):
@@ -131,12 +138,15 @@ class Registry(Generic[T]):
         _add(obj)
         return obj
 
-    def get(self, name: str) -> T:
-        """The object registered as ``name`` (imported on first use), or the plugin ``name`` names."""
+    def get(self, name: str, request: FromRequest | None = None) -> T:
+        """The object registered as ``name`` (imported on first use), or the plugin ``name`` names.
+        With ``request`` (the name comes from one), a plugin name the operator did not allow is
+        refused before anything is imported (:class:`RefusedPluginError`)."""
         if name not in self._entries:
             if is_plugin_name(name):
+                self._admit(name, request)
                 return self._plugin(name)
-            raise self._unknown(name)
+            raise self._unknown(name, request)
         entry = self._entries[name]
         if isinstance(entry, str):
             imported = _import(entry)
@@ -145,11 +155,12 @@ class Registry(Generic[T]):
             self._entries[name] = entry
         return cast(T, entry)
 
-    def validate_name(self, name: str) -> str:
+    def validate_name(self, name: str, request: FromRequest | None = None) -> str:
         """``name`` when it is registered (nothing is imported) or a plugin name that loads (the
-        plugin is imported and checked); else :class:`UnknownNameError` / :class:`PluginError`."""
+        plugin is imported and checked) and, with ``request``, that the operator allowed; else
+        :class:`UnknownNameError` / :class:`PluginError` / :class:`RefusedPluginError`."""
         if name not in self._entries:
-            self.get(name)
+            self.get(name, request)
         return name
 
     def names(self) -> list[str]:
@@ -166,10 +177,21 @@ class Registry(Generic[T]):
         if not self.holds.test(obj):
             raise WrongKindError(f"{self.kind} {name!r}{lazy}: {obj!r} is not {self.holds.what}")
 
-    def _unknown(self, name: str) -> UnknownNameError:
-        return UnknownNameError(
-            f"unknown {self.kind} {name!r}; valid: {', '.join(sorted(self._entries))}, or a plugin as 'pkg.module:Attribute'"
-        )
+    def _admit(self, name: str, request: FromRequest | None) -> None:
+        if request is not None and not request.allows_plugin(name):
+            allowed = f" or an allowed plugin ({', '.join(sorted(request.plugins))})" if request.plugins else ""
+            raise RefusedPluginError(
+                f"{self.kind} {name!r}: a request names a registered {self.kind} ({', '.join(self.names())}){allowed}; "
+                "other plugins ('package.module:attribute') are named by the operator: in the configuration (a YAML "
+                "file, --set) or in the server's security.allowed_plugins")
+
+    def _valid(self, request: FromRequest | None) -> list[str]:
+        allowed = sorted(request.plugins) if request is not None else []
+        return [*sorted(self._entries), *allowed]
+
+    def _unknown(self, name: str, request: FromRequest | None) -> UnknownNameError:
+        plugins = "" if request is not None else ", or a plugin as 'pkg.module:Attribute'"
+        return UnknownNameError(f"unknown {self.kind} {name!r}; valid: {', '.join(self._valid(request))}{plugins}")
 
     def _plugin(self, name: str) -> T:
         if name in self._plugins:
@@ -202,7 +224,9 @@ def _import(path: str) -> object:
 class RegisteredName:
     """``Annotated[str, RegisteredName(REGISTRY)]``: a string that names an entry of ``REGISTRY``
     (checked when the model is validated, without importing a lazily registered built-in) or a
-    plugin ``"pkg.mod:Attr"`` (imported and checked then).
+    plugin ``"pkg.mod:Attr"`` (imported and checked then). Validated as a request's (a
+    :class:`~routerag.provenance.FromRequest` in the validation context), a plugin name passes only
+    when the operator allowed it, and is refused before it is imported otherwise.
 
     An unknown name is an invalid value (a ``ValueError``, reported by pydantic with its location,
     as any other invalid parameter), or with ``unknown_name=True`` the registry's
@@ -214,16 +238,16 @@ class RegisteredName:
     registry: Registry[Any]
     unknown_name: bool = False
 
-    def check(self, name: str) -> str:
+    def check(self, name: str, info: core_schema.ValidationInfo | None = None) -> str:
         try:
-            return self.registry.validate_name(name)
+            return self.registry.validate_name(name, from_request(info.context) if info is not None else None)
         except UnknownNameError as exc:
             if self.unknown_name:
                 raise
             raise ValueError(str(exc)) from None
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
-        return core_schema.no_info_after_validator_function(self.check, handler(source))
+        return core_schema.with_info_after_validator_function(self.check, handler(source))
 
     def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
         json_schema = handler(schema)
