@@ -104,6 +104,21 @@ def wait_until_serving(url: str, process: subprocess.Popen, *, timeout_s: float 
             time.sleep(0.2)
 
 
+class FirstChoice:
+    """A router test double (``ROUTERS.register(name, FirstChoice)``) for tests where adaptive's
+    router is not what is tested: it ranks the choices in the order given."""
+
+    name = "first-choice"
+
+    def __init__(self, deps) -> None:
+        self.deps = deps
+
+    def route(self, query, choices):
+        from routerag.routing import RouteChoice, RouteResult
+
+        return RouteResult(ranked=[RouteChoice(name=choice, score=1.0) for choice in choices])
+
+
 # a tiny custom source that the 2Wiki slice knows nothing about, uploaded by the service tests
 NOTES_CSV = (
     "title,text\n"

@@ -15,6 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
+from conftest import FirstChoice
 from routerag.llm.config import ENV_BACKEND, ENV_BASE_URL, ENV_MODEL, ModelConfig, bundled_policy_path
 from routerag.llm.scripted import ScriptedModel
 
@@ -286,10 +287,6 @@ def test_a_front_door_strategy_resolves_adaptives_choices_through_the_front_door
     from routerag.sources.sourceset import SourceSet
     from routerag.strategies import StrategyContext
 
-    class FirstChoice:  # a test double: adaptive's router is not what is tested here
-        def __init__(self, deps) -> None:
-            pass
-
     if "front-door-first" not in ROUTERS:
         ROUTERS.register("front-door-first", FirstChoice)
     resolved = resolve_strategy("adaptive", {"router": "front-door-first", "strategies": {"a": "direct", "b": "vanilla"},
@@ -311,10 +308,6 @@ def test_an_adaptive_choice_with_its_own_adapter_runs_on_the_runs_model_configur
     from routerag.routing import ROUTERS
     from routerag.sources.sourceset import SourceSet
     from routerag.strategies import STRATEGIES, StrategyContext
-
-    class FirstChoice:  # a test double: adaptive's router is not what is tested here
-        def __init__(self, deps) -> None:
-            pass
 
     if "front-door-first" not in ROUTERS:
         ROUTERS.register("front-door-first", FirstChoice)

@@ -9,6 +9,9 @@ every example:
 
 * never a 5xx (and a stream that starts always ends with its ``done`` event);
 * the server stays healthy: ``/health`` answers 200 on the same client;
+* no module a request names is imported: plugin names (``sys:exit``, ``os:abort``,
+  ``builtins:print``, ``this:x``) and paths outside the data folder are among the values sent as
+  strategies and in params, and ``this`` (whose import prints the Zen of Python) is never loaded;
 * nothing is written outside the service's data directory, and inside it only the layout the
   service owns (``sources/<valid name>/...``, ``runs/<id>.json``);
 * every accepted run (202) ends as ``done`` or ``failed`` within a bounded wait and is stored;
@@ -23,6 +26,7 @@ import json
 import math
 import os
 import re
+import sys
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -77,7 +81,8 @@ def to_json(value: object) -> str:
     return json.dumps(value, ensure_ascii=True, allow_nan=True)
 
 
-HOSTILE_STRINGS = [
+CODE_NAMES = ["sys:exit", "os:abort", "builtins:print", "this:x"]  # a request names no code (docs/concepts/security.md)
+HOSTILE_STRINGS = [*CODE_NAMES, "/tmp", "../../routers/strategy",
     "\ud800", "a \udfff b", "\ud83d", "\x00", "\x00\x01\x7f", "", " ", "\n", "../../../etc/passwd", "..\\..\\boot.ini",
     "/etc/passwd", "C:\\Windows\\win.ini", "%2e%2e%2f", "<script>alert(1)</script>", "' OR 1=1 --", "${jndi:x}",
     "{{7*7}}", "bm25", "bm25\n", "passage", "graph", "[graph] q", "[nope] q", "[bm25][graph] who", "[] x", "[" * 50,
@@ -137,7 +142,9 @@ def fuzzed(valid: st.SearchStrategy) -> st.SearchStrategy:
 
 
 PARAM_KEYS = sorted({"source", "k", "max_tokens", "temperature", "max_turns", "selector", "kk", "sourse",
-                     "max_new_tokens", "text_source", "mode_sources", "router", "sources"})
+                     "max_new_tokens", "text_source", "mode_sources", "router", "sources", "router_model",
+                     "mode_router_model", "strategies", "adapters"})
+code_or_path = st.sampled_from([*CODE_NAMES, "/etc", "../outside"])
 QUESTIONS = ["Who was Teutberga married to?", "Where is Leeds?", "Who found the moon Zorblax?"]
 safe_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
 # a configuration that passes validation: a strategy that runs over the bm25 source ...
@@ -149,10 +156,12 @@ valid_config = st.one_of(
 )
 # ... or any strategy with any params (mostly refused, which exercises every strategy's Params)
 any_config = st.fixed_dictionaries(
-    {"strategy": st.sampled_from(STRATEGIES.names())},
+    {"strategy": st.one_of(st.sampled_from(STRATEGIES.names()), code_or_path)},
     optional={"params": st.dictionaries(st.one_of(st.sampled_from(PARAM_KEYS), hostile_text),
                                         st.one_of(st.sampled_from(["bm25", 0, 1, 2, 3, 0.5, True, None, "score",
-                                                                   10**9]), json_values), max_size=4),
+                                                                   10**9]), code_or_path,
+                                                  st.dictionaries(st.sampled_from(["direct", "a"]), code_or_path,
+                                                                  max_size=2), json_values), max_size=4),
               "sources": st.lists(st.sampled_from(["bm25", "notes", "fzsrc"]), max_size=2)})
 config = st.one_of(valid_config, valid_config, any_config)
 
@@ -181,7 +190,7 @@ chat_message = st.fixed_dictionaries(
     {"role": st.sampled_from(["user", "user", "user", "system", "assistant", "tool", "developer"])},
     optional={"content": maybe(chat_content), "name": safe_text, "tool_call_id": safe_text})
 chat_bodies = fuzzed(st.fixed_dictionaries(
-    {"model": st.sampled_from([*STRATEGIES.names(), "routerag-1.5b", "gpt-4o", "vanilla ", ""]),
+    {"model": st.sampled_from([*STRATEGIES.names(), "routerag-1.5b", "gpt-4o", "vanilla ", "", *CODE_NAMES]),
      "messages": st.tuples(st.lists(chat_message, max_size=3), st.sampled_from(QUESTIONS))
      .map(lambda t: [*t[0], {"role": "user", "content": t[1]}])},
     optional={"stream": st.booleans(), "stream_options": st.fixed_dictionaries({"include_usage": st.booleans()}),
@@ -190,8 +199,8 @@ chat_bodies = fuzzed(st.fixed_dictionaries(
               "tools": json_values, "response_format": json_values,
               "routerag": st.fixed_dictionaries({}, optional={
                   "params": st.dictionaries(st.one_of(st.sampled_from(PARAM_KEYS), hostile_text),
-                                            st.one_of(st.sampled_from(["bm25", 0, 1, 2, 0.5, True, None]), json_values),
-                                            max_size=3),
+                                            st.one_of(st.sampled_from(["bm25", 0, 1, 2, 0.5, True, None]), code_or_path,
+                                                      json_values), max_size=3),
                   "sources": st.lists(st.sampled_from(["bm25", "notes", "fzsrc"]), max_size=2)})}))
 QUERIES = ["who was Teutberga married to", "[bm25] Leeds", "[bm25][bm25] x", "Zorblax moon", "[BM25]  Leeds city"]
 query_lists = st.lists(st.sampled_from(QUERIES), min_size=1, max_size=5)
@@ -305,6 +314,7 @@ def healthy(client: httpx.Client, path: str = "/health") -> None:
     r = client.get(path)
     assert r.status_code == 200, r.text
     assert r.json()["status"] == "ok"
+    assert "this" not in sys.modules, "a module named in a request was imported"
 
 
 def no_5xx(r: httpx.Response) -> httpx.Response:

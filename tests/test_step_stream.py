@@ -13,6 +13,7 @@ import threading
 import httpx
 import pytest
 
+from conftest import FirstChoice
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
 from routerag.server.serving import BackgroundServer
@@ -81,10 +82,6 @@ def test_adaptive_choices_params_are_checked_strictly_by_the_service(server) -> 
     """Adaptive's choices are resolved through the front door: a JSON body's "3" for an integer is
     refused with 422, as it is for a top-level strategy."""
     from routerag.routing import ROUTERS
-
-    class FirstChoice:  # a test double: adaptive's router is not what is tested here
-        def __init__(self, deps) -> None:
-            pass
 
     if "stream-first" not in ROUTERS:
         ROUTERS.register("stream-first", FirstChoice)

@@ -320,7 +320,14 @@ def strategy_params_markdown(sections: dict[type, str]) -> list[str]:
 
     out = ["## Strategy parameters", "",
            "The `params:` section of an evaluation (`--set params.KEY=VALUE`), the `params` of a `POST /v1/ask` "
-           "request: each registered strategy's `Params` model.", ""]
+           "request: each registered strategy's `Params` model.", "",
+           "**Where plugins may be named.** A key that names a registered part (a strategy, a router, a selector) "
+           "also takes a plugin's `package.module:attribute` in the operator's configuration: a configuration file, "
+           "`--set`. A request (`/v1/ask`, `/v1/ask/stream`, the chat endpoint's `routerag.params`, `/v1/runs`, the "
+           "MCP `ask` tool) names registered parts, and only the plugins listed in the server's "
+           "`security.allowed_plugins`; any other plugin name is refused (422) before anything is imported. A key "
+           "that takes a path (`router_model`, `mode_router_model`, `adapters`) takes, from a request, a shipped "
+           "name or a path inside the service's `data_dir` only (docs/concepts/security.md).", ""]
     for name in sorted(STRATEGIES.names()):
         out += [f"### `{name}`", ""]
         params = STRATEGIES.get(name).Params

@@ -54,7 +54,7 @@ from routerag.corpus.readers import iter_json
 from routerag.corpus.sampling import evenly_spaced
 from routerag.corpus.schema import Document, Question
 from routerag.errors import RouteragError
-from routerag.registry import Registry, UnknownNameError
+from routerag.registry import Registry, UnknownNameError, callables_taking
 
 __all__ = [
     "DATASETS",
@@ -401,7 +401,7 @@ def _demo_tables() -> Dataset:
                    description="the demo passages and the bundled tables as two sources; see data/demo and data/tables")
 
 
-DATASETS: Registry[Callable[[], Dataset]] = Registry("dataset")
+DATASETS: Registry[Callable[[], Dataset]] = Registry("dataset", callables_taking())
 for _name, _loader in {
     "2wiki": _2wiki,
     "2wiki-train": _2wiki_train,

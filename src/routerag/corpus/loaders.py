@@ -46,7 +46,7 @@ from routerag.corpus.readers import (
     open_checked,
 )
 from routerag.corpus.schema import Document, Question, SubQuestion, doc_id_for
-from routerag.registry import Registry
+from routerag.registry import Registry, instances_of
 
 __all__ = [
     "CORPUS_FORMATS",
@@ -116,8 +116,8 @@ class QuestionFormat:
     read: Callable[[Path, str], Iterator[Question]]  # (path, dataset name) -> questions
 
 
-CORPUS_FORMATS: Registry[CorpusFormat] = Registry("corpus format")
-QUESTION_FORMATS: Registry[QuestionFormat] = Registry("question format")
+CORPUS_FORMATS: Registry[CorpusFormat] = Registry("corpus format", instances_of(CorpusFormat))
+QUESTION_FORMATS: Registry[QuestionFormat] = Registry("question format", instances_of(QuestionFormat))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from pydantic import BaseModel
 
 from routerag.corpus.normalize import normalize_answer
 from routerag.llm.base import ChatModel, GenerationParams, Message
-from routerag.registry import Registry
+from routerag.registry import Registry, callables_taking
 from routerag.trace import ModelCall
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ def semantic_similarity(prediction: str, golds: Golds, embedder: "Embedder | Non
     return float(np.clip(vectors[1:] @ vectors[0], -1.0, 1.0).max())
 
 
-METRICS: Registry[AnswerMetric] = Registry("metric")
+METRICS: Registry[AnswerMetric] = Registry("metric", callables_taking("prediction", "golds"))
 METRICS.register("em", exact_match)
 METRICS.register("f1", token_f1)
 METRICS.register("precision", token_precision)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
-from routerag.registry import Registry
+from routerag.registry import Registry, classes_with
 
 if TYPE_CHECKING:
     from typing import Self
@@ -40,7 +40,7 @@ class IndexComponent(Protocol):
         ...
 
 
-COMPONENTS: Registry[type] = Registry("index component")
+COMPONENTS: Registry[type] = Registry("index component", classes_with())
 COMPONENTS.register("dense", "routerag.index.dense:DenseIndex")
 COMPONENTS.register("bm25", "routerag.index.bm25:BM25Index")
 COMPONENTS.register("graph", "routerag.index.graph:GraphIndex")

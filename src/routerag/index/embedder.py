@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from routerag import progress
 from routerag.config import OMIT_AT_DEFAULT
 from routerag.index.threads import bulk_workers, one_thread_per_worker
-from routerag.registry import RegisteredName, Registry
+from routerag.registry import RegisteredName, Registry, classes_with
 
 if TYPE_CHECKING:
     import torch
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 BUNDLED_EMBEDDER = "bundled:all-MiniLM-L6-v2"
 
 
-EMBEDDERS: Registry[type] = Registry("embedder backend")
+EMBEDDERS: Registry[type] = Registry("embedder backend", classes_with())
 """Embedder classes by backend name (the built-ins are registered below their definitions)."""
 
 

@@ -48,7 +48,8 @@ class McpSettings(BaseModel):
         None, description="http: when set, every request needs `X-API-Key: KEY` or `Authorization: Bearer KEY`; "
                           "required to bind a non-loopback address")
     max_body_bytes: int = Field(2_000_000, ge=1_024, description="http: larger request bodies get 413")
-    security: SecuritySettings = Field(default_factory=SecuritySettings, description="http: Host/Origin checks, body limits")
+    security: SecuritySettings = Field(default_factory=SecuritySettings,
+                                       description="http: Host/Origin checks, body limits; both: the plugins a tool call may name")
     default_source: str | None = Field(
         None, description="the source `search` uses when the call names none; None: passage if mounted, else the first")
     max_question_chars: int = Field(4_000, ge=1, le=100_000, description="longest question `ask` takes")
@@ -175,9 +176,10 @@ class McpTools:
         if len(question) > self.settings.max_question_chars:
             raise McpRequestError(f"the question has {len(question)} characters; the limit is "
                                   f"{self.settings.max_question_chars}")
-        try:  # the service's checks: strict params, named sources mounted, token limits
+        try:  # the service's checks: strict params, registered names (no path), named sources mounted, token limits
             resolved = prepare_strategy(strategy, dict(params or {}), sources=self.sources,
-                                        max_new_tokens=self.settings.max_new_tokens, model=self.settings.model)
+                                        max_new_tokens=self.settings.max_new_tokens, model=self.settings.model,
+                                        request=self.settings.security.from_request(None))
         except ApiError as exc:
             raise McpRequestError(exc.detail) from None
         model = self.models.get(resolved.model)

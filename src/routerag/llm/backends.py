@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 from routerag.llm.base import ChatModel
-from routerag.registry import Registry
+from routerag.registry import Registry, callables_taking
 
-BACKENDS: Registry[Callable[[Any], ChatModel]] = Registry("model backend", check=callable)
+BACKENDS: Registry[Callable[[Any], ChatModel]] = Registry("model backend", callables_taking("config: ModelConfig"))
 BACKENDS.register("llamacpp", "routerag.llm.llamacpp:from_config")
 BACKENDS.register("openai", "routerag.llm.openai_compat:from_config")
 BACKENDS.register("transformers", "routerag.llm.transformers_backend:from_config")

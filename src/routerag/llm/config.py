@@ -13,12 +13,13 @@ import os
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from routerag.config import OMIT_AT_DEFAULT
 from routerag.errors import RouteragError
 from routerag.llm.backends import BACKENDS
 from routerag.llm.bundled import BUNDLED_PREFIX, DEFAULT_BUNDLED
+from routerag.provenance import NameOrPath
 from routerag.registry import RegisteredName, UnknownNameError
 
 Backend = Annotated[str, RegisteredName(BACKENDS)]
@@ -106,6 +107,29 @@ def lora_path_of(value: str | Path) -> Path:
     if text.startswith(POLICY_PREFIX):
         return bundled_policy_path(text[len(POLICY_PREFIX):])
     return Path(value)
+
+
+def shipped_policy_names() -> list[str]:
+    """``policy:NAME`` of every policy shipped inside the package."""
+    from importlib.resources import files
+
+    root = Path(str(files("routerag") / "data" / "policies"))
+    return sorted(POLICY_PREFIX + folder.name for folder in root.iterdir() if folder.is_dir()) if root.is_dir() else []
+
+
+def _adapter_of(value: object) -> object:
+    """``policy:NAME`` -> the shipped policy's adapter GGUF (decompressed on first use); else unchanged."""
+    if isinstance(value, str) and value.startswith(POLICY_PREFIX):
+        try:
+            return lora_path_of(value)
+        except MissingPolicyError as exc:
+            raise ValueError(str(exc)) from None
+    return value
+
+
+AdapterPath = Annotated[Path, BeforeValidator(_adapter_of), NameOrPath("adapter", shipped_policy_names)]
+"""A llama.cpp LoRA adapter GGUF, or ``policy:NAME`` for a shipped one (from a request: a shipped one
+or a file inside the service's data folder)."""
 
 
 def shipped_policy_name(adapter: str | Path) -> str | None:
@@ -219,13 +243,7 @@ class ModelConfig(BaseModel):
     @field_validator("lora_path", mode="before")
     @classmethod
     def _shipped_policy(cls, value: object) -> object:
-        """``policy:NAME`` -> the shipped policy's adapter GGUF (decompressed on first use)."""
-        if isinstance(value, str) and value.startswith(POLICY_PREFIX):
-            try:
-                return lora_path_of(value)
-            except MissingPolicyError as exc:
-                raise ValueError(str(exc)) from None
-        return value
+        return _adapter_of(value)
 
     def resolved(self) -> ModelConfig:
         """A copy with backend, model and base_url filled in from the environment and defaults."""

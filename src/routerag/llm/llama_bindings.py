@@ -19,11 +19,11 @@ import os
 from typing import Any
 
 from routerag.llm.base import ModelError
-from routerag.registry import Registry
+from routerag.registry import Registry, classes_with
 
 ENV = "ROUTERAG_LLAMA_BINDING"
 
-BINDINGS: Registry[Any] = Registry("llama.cpp binding", check=callable)
+BINDINGS: Registry[Any] = Registry("llama.cpp binding", classes_with())
 BINDINGS.register("xllamacpp", "routerag.llm.xllamacpp_backend:XLlamaCppModel")
 BINDINGS.register("llama-cpp-python", "routerag.llm.llamacpp:LlamaCppModel")
 

@@ -7,6 +7,9 @@ one registry. Built-ins are registered lazily (``"module:factory"``):
   :mod:`routerag.routing.learned`).
 """
 
+from typing import Annotated
+
+from routerag.provenance import NameOrPath
 from routerag.routing.base import ROUTERS, RouteChoice, Router, RouterDeps, RouteResult, build_router
 
 _BUILTINS = {
@@ -19,4 +22,16 @@ for _name, _path in _BUILTINS.items():
     if _name not in ROUTERS:
         ROUTERS.register(_name, _path)
 
-__all__ = ["ROUTERS", "RouteChoice", "RouteResult", "Router", "RouterDeps", "build_router"]
+
+def shipped_router_names() -> list[str]:
+    """The names of the router models shipped with the package (``data/routers/<name>``)."""
+    from routerag.routing.learned import shipped_models
+
+    return sorted(shipped_models())
+
+
+RouterModel = Annotated[str, NameOrPath("router model", shipped_router_names)]
+"""A learned router's model: a shipped one's name or a model folder (from a request: one inside the
+service's data folder)."""
+
+__all__ = ["ROUTERS", "RouteChoice", "RouteResult", "Router", "RouterDeps", "RouterModel", "build_router"]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from pydantic import BaseModel, Field
 
 from routerag.errors import RouteragError
-from routerag.registry import Registry
+from routerag.registry import Registry, callables_taking
 from routerag.trace import ModelCall, Route
 
 
@@ -73,12 +73,16 @@ class RouterDeps:
     margin: float = 0.0
 
 
-ROUTERS: Registry[Callable[[RouterDeps], Router]] = Registry("router")
+ROUTERS: Registry[Callable[[RouterDeps], Router]] = Registry("router", callables_taking("deps: RouterDeps"))
 
 
 def build_router(name: str, deps: RouterDeps | None = None) -> Router:
-    """The router registered as ``name``, built with ``deps``."""
-    return ROUTERS.get(name)(deps or RouterDeps())
+    """The router registered as ``name``, built with ``deps``; a factory that builds something
+    else than a :class:`Router` is a :class:`RoutingError`."""
+    router = ROUTERS.get(name)(deps or RouterDeps())
+    if not isinstance(router, Router):
+        raise RoutingError(f"router {name!r}: its factory built {type(router).__name__}, not a Router (name, route)")
+    return router
 
 
 def ranked_by_score(scores: Mapping[str, float], first: str | None = None) -> list[RouteChoice]:

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from routerag.corpus.schema import Question
 from routerag.llm.base import ChatModel
-from routerag.registry import Registry
+from routerag.registry import Registry, classes_with
 from routerag.sources.sourceset import SourceSet
 from routerag.trace import StepObserver, Trace
 
@@ -57,9 +57,7 @@ class StrategyResolver(Protocol):
     def __call__(self, name: str, params: Mapping[str, Any] | None, context: StrategyContext, *,
                  adapter: Path | None = None) -> Strategy: ...
 
-STRATEGIES: Registry[type[Strategy]] = Registry(
-    "strategy", check=lambda obj: isinstance(obj, type) and hasattr(obj, "Params") and hasattr(obj, "run")
-)
+STRATEGIES: Registry[type[Strategy]] = Registry("strategy", classes_with("Params", "run"))
 
 
 def registry_resolver(name: str, params: Mapping[str, Any] | None, context: StrategyContext, *,

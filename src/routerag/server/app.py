@@ -18,7 +18,9 @@
 * The retrieval API (``/retrieve``, ``/sources``, ...) is mounted under ``/retrieval``; the web UI at ``/``.
 
 A strategy's ``params`` arrive as JSON and are validated into the strategy's own ``Params``
-model before anything runs. A bad strategy name or bad params get 422 with the reason.
+model before anything runs, as a request's (:mod:`routerag.provenance`): they name registered
+parts and the plugins in ``security.allowed_plugins`` only, and paths inside ``data_dir``. A bad
+strategy name or bad params get 422 with the reason.
 """
 
 from __future__ import annotations
@@ -147,6 +149,7 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
                          if (label := _strategy_adapter(name, model_config)) not in (None, base_adapter)}
 
     data_dir = settings.data_dir or cache_dir("service")
+    request_values = settings.security.from_request(data_dir)  # what a request may name: never code, no outside path
     store = SourceStore(data_dir, settings.uploads, reserved=set(sources.names()))
     runs = RunManager(workers=settings.run_workers, keep=settings.keep_runs, store_dir=data_dir / "runs")
     require_key = api_key_dependency(settings.api_key)
@@ -210,8 +213,8 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
     def prepare_ask(body: AskRequest) -> tuple[AskRequest, PreparedStrategy, SourceSet]:
         check_question(body.question)
         sourceset = mounted(body.sources)
-        return body, prepare_strategy(body.strategy, body.params, sources=sourceset,
-                                      max_new_tokens=settings.max_new_tokens, model=model_config), sourceset
+        return body, prepare_strategy(body.strategy, body.params, sources=sourceset, max_new_tokens=settings.max_new_tokens,
+                                      model=model_config, request=request_values), sourceset
 
     def item_of(body: AskRequest) -> str | Question:
         return Question(qid=body.qid, question=body.question, answers=[]) if body.qid else body.question
@@ -312,8 +315,8 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
 
     def prepare_config(config: StrategyConfig) -> tuple[PreparedStrategy, SourceSet]:
         sourceset = mounted(config.sources)
-        return prepare_strategy(config.strategy, config.params, sources=sourceset,
-                                max_new_tokens=settings.max_new_tokens, model=model_config), sourceset
+        return prepare_strategy(config.strategy, config.params, sources=sourceset, max_new_tokens=settings.max_new_tokens,
+                                model=model_config, request=request_values), sourceset
 
     app.include_router(build_runs_router(runs, model_for, prepare_config, check_question, settings, run_answers),
                        dependencies=auth)

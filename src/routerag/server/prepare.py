@@ -1,7 +1,9 @@
 """Turning request bodies into runnable things: a strategy name plus JSON params become a
 validated :class:`PreparedStrategy` through :func:`~routerag.strategies.resolve.resolve_strategy` (the front door's defaults); a list of custom
-source names becomes the ``SourceSet`` a run sees. Nothing a request sends is executed: names are looked up in registries, params are
-validated by the strategy's own pydantic ``Params`` model."""
+source names becomes the ``SourceSet`` a run sees. Nothing a request sends is executed: names are looked up in registries (a
+request names registered parts and the plugins the operator allowed; any other plugin name is refused before it is imported),
+paths must lie inside the service's data folder, params are validated by the strategy's own pydantic ``Params`` model
+(:mod:`routerag.provenance`)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from routerag.llm.config import ModelConfig
+from routerag.provenance import FromRequest
 from routerag.registry import UnknownNameError
 from routerag.server.retrieval_app import ApiError
 from routerag.sources.sourceset import SourceSet
@@ -43,15 +46,18 @@ def _named_sources(key: str, value: Any) -> list[str]:
 
 
 def prepare_strategy(name: str, params: dict[str, Any], *, sources: SourceSet | None = None,
-                     max_new_tokens: int | None = None, model: ModelConfig | None = None) -> PreparedStrategy:
+                     max_new_tokens: int | None = None, model: ModelConfig | None = None,
+                     request: FromRequest = FromRequest()) -> PreparedStrategy:
     """The front door's :func:`~routerag.api.resolve_strategy` with the service's own checks: the
     params are validated strictly as JSON (unknown names, ``true`` for an integer, ``"3"`` for a
-    number -> 422); with ``sources``, every source a param names must be mounted (and a Params model's
-    own ``check_mounted(mounted)``, such as r1-router's ``retrievers``, must pass); with
-    ``max_new_tokens``, no token limit may exceed it. With ``model`` (the service's model
-    configuration), the shipped policy applies as it does for ``routerag ask``."""
+    number -> 422) and as a request's (``request``: the plugin names the operator allowed and the
+    data folder; by default none of either: registered names only); with ``sources``, every source
+    a param names must be mounted (and a Params model's own ``check_mounted(mounted)``, such as
+    r1-router's ``retrievers``, must pass); with ``max_new_tokens``, no token limit may exceed it.
+    With ``model`` (the service's model configuration), the shipped policy applies as it does for
+    ``routerag ask``."""
     try:
-        prepared = resolve_strategy(name, params, model, shipped_policy=True, json_params=True)
+        prepared = resolve_strategy(name, params, model, shipped_policy=True, json_params=True, request=request)
     except (UnknownNameError, StrategyParamsError) as exc:
         raise ApiError(422, str(exc)) from None
     if sources is not None:

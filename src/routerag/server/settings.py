@@ -9,6 +9,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from routerag.provenance import FromRequest
+from routerag.registry import is_plugin_name
 from routerag.server.upload_parse import UploadSettings
 from routerag.sources.base import MAX_BATCH, MAX_K, MAX_QUERY_CHARS
 
@@ -46,6 +48,24 @@ class SecuritySettings(BaseModel):
         64 * 1024, ge=1024, le=16 * 1024 * 1024,
         description="bytes a request may send before its headers are complete; more: 431 and the connection is closed")
     max_json_depth: int = Field(32, ge=2, le=1000, description="deepest nesting of a JSON body (422)")
+    allowed_plugins: list[str] = Field(
+        default_factory=list,
+        description="the ask service and the MCP server: plugin names (package.module:attribute) a request may give "
+                    "where it names a registered part (a strategy, a router, a selector ...); a request naming any other "
+                    "plugin is refused (422) before anything is imported. Plugins named in the configuration itself "
+                    "need no entry")
+
+    @field_validator("allowed_plugins")
+    @classmethod
+    def _check_plugins(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not is_plugin_name(name):
+                raise ValueError(f"{name!r} is not a plugin name (package.module:attribute)")
+        return names
+
+    def from_request(self, data_dir: Path | None) -> FromRequest:
+        """What a request may name here: registered parts, the allowed plugins, paths inside ``data_dir``."""
+        return FromRequest(plugins=frozenset(self.allowed_plugins), data_dir=data_dir)
 
 
 class SearchR1Settings(BaseModel):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from routerag.registry import Registry
+from routerag.registry import Registry, classes_with
 
 if TYPE_CHECKING:
     from routerag.sources.sourceset import SourceSet
@@ -23,7 +23,7 @@ class Bundle(Protocol):
 
     def has(self, component: str) -> bool: ...
 
-SOURCES: Registry[type] = Registry("source")
+SOURCES: Registry[type] = Registry("source", classes_with())
 SOURCES.register("passage", "routerag.sources.passage:PassageSource")
 SOURCES.register("bm25", "routerag.sources.bm25:BM25Source")
 SOURCES.register("table", "routerag.sources.table:TableSource")

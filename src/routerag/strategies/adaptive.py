@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
-from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, model_validator
 
-from routerag.config import FILE_CONTENT, OMIT_AT_DEFAULT
+from routerag.config import FILE_CONTENT, OMIT_AT_DEFAULT, validation_reasons
+from routerag.llm.config import AdapterPath
 from routerag.registry import RegisteredName
-from routerag.routing import ROUTERS
+from routerag.routing import ROUTERS, RouterModel
 from routerag.runtime.base import STRATEGIES, Strategy, StrategyContext, registry_resolver
 from routerag.runtime.loop import LoopStrategy, add_step
 from routerag.trace import Step, Trace
@@ -47,7 +47,7 @@ class AdaptiveParams(BaseModel):
     router: Annotated[str, RegisteredName(ROUTERS)] = Field(
         default="learned", description="registered router (routerag.routing), or a plugin's pkg.mod:factory, that picks the strategy"
     )
-    router_model: str | None = Field(
+    router_model: RouterModel | None = Field(
         default=None, description="learned router: a shipped router's name or a model folder (default: the shipped one "
         "whose labels cover the choices)",
     )
@@ -55,25 +55,12 @@ class AdaptiveParams(BaseModel):
         default=0.0, ge=0.0, le=1.0,
         description="learned router: the cheapest strategy whose predicted success is within this margin of the best",
     )
-    adapters: dict[str, Path] = Field(
+    adapters: dict[str, AdapterPath] = Field(
         default_factory=dict, json_schema_extra={**OMIT_AT_DEFAULT, **FILE_CONTENT},
         description="per choice, a llama.cpp LoRA adapter GGUF (or policy:NAME, a shipped one) its strategy runs with "
         "(the run's model configuration with that adapter, loaded on the first question that chooses it): e.g. "
         "routerag's trained policy beside direct and vanilla on the base model; the others run on the run's model",
     )
-
-    @field_validator("adapters", mode="before")
-    @classmethod
-    def _shipped_policies(cls, value: object) -> object:
-        """``policy:NAME`` -> the shipped policy's adapter GGUF, as ``model.lora_path`` takes it."""
-        if not isinstance(value, dict):
-            return value
-        from routerag.llm.config import MissingPolicyError, lora_path_of
-
-        try:
-            return {choice: lora_path_of(path) if isinstance(path, str) else path for choice, path in value.items()}
-        except MissingPolicyError as exc:
-            raise ValueError(str(exc)) from None
 
     def fingerprint_inputs(self) -> dict[str, str]:
         """The learned router's weights (its name alone does not decide the choices: a shipped
@@ -85,7 +72,7 @@ class AdaptiveParams(BaseModel):
         return {"router_model": model_fingerprint(self.router_model, list(self.strategies))}
 
     @model_validator(mode="after")
-    def _known(self) -> AdaptiveParams:
+    def _known(self, info: ValidationInfo) -> AdaptiveParams:
         for choice, name in self.strategies.items():
             if name == "adaptive":
                 raise ValueError(f"choice {choice!r}: adaptive cannot run itself")
@@ -93,7 +80,23 @@ class AdaptiveParams(BaseModel):
             extra = sorted(set(getattr(self, field)) - set(self.strategies))
             if extra:
                 raise ValueError(f"{field} for unknown choices {extra}; choices: {sorted(self.strategies)}")
+        for choice, params in self.strategy_params.items():
+            _check_choice_params(choice, self.strategies[choice], params, info.context)
         return self
+
+
+def _check_choice_params(choice: str, name: str, params: dict[str, Any], context: Any) -> None:
+    """A choice's params, validated by its strategy now (in the same validation context: a
+    request's params name no more than the request may), so that what they name is refused
+    before anything runs; the strategy validates them again, as its caller does, when it is built."""
+    try:
+        cls = STRATEGIES.get(name)
+    except ImportError:  # an optional dependency is missing: reported when the strategy is built
+        return
+    try:
+        cls.Params.model_validate(params, context=context)
+    except ValidationError as exc:
+        raise ValueError(f"strategy_params.{choice} ({name}): {validation_reasons(exc)}") from None
 
 
 class Adaptive(LoopStrategy):

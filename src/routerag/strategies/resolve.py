@@ -23,6 +23,7 @@ from routerag.corpus.schema import Question
 from routerag.errors import RouteragError
 from routerag.llm.base import ChatModel
 from routerag.llm.config import ModelConfig, with_default_policy
+from routerag.provenance import FromRequest
 from routerag.runtime.base import Strategy, StrategyContext, strategy_retrieves, strategy_revision
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES
@@ -44,6 +45,9 @@ class ResolvedStrategy:
     """The model configuration, defaults applied; None when the caller gave none (it brings its own model)."""
     shipped_policy: bool = False
     json_params: bool = False
+    request: FromRequest | None = None
+    """Where the params came from: a request (names and paths limited to what it may name), or None:
+    the operator's configuration."""
 
     @property
     def retrieves(self) -> bool:
@@ -84,26 +88,29 @@ class ResolvedStrategy:
             # built on the first question that runs this strategy (an unchosen one never loads)
             context = replace(context, model=DeferredModel(model))
         return resolve_strategy(name, params, model, shipped_policy=self.shipped_policy,
-                                json_params=self.json_params).build(context)
+                                json_params=self.json_params, request=self.request).build(context)
 
 
 def resolve_strategy(strategy: str, params: Mapping[str, Any] | None = None, model: ModelConfig | None = None, *,
-                     shipped_policy: bool, json_params: bool = False) -> ResolvedStrategy:
+                     shipped_policy: bool, json_params: bool = False,
+                     request: FromRequest | None = None) -> ResolvedStrategy:
     """``strategy`` + ``params`` + ``model`` -> a :class:`ResolvedStrategy`, defaults applied.
 
     ``shipped_policy``: apply the shipped policy adapter where it fits (see the module's notes);
     every caller says whether it wants it. ``json_params``: the params come from a JSON body and
-    are validated strictly. Raises ``UnknownNameError`` (a ``RouteragError``) for an unknown
-    strategy, :class:`StrategyParamsError` for bad params or a strategy whose optional dependency
-    is missing."""
+    are validated strictly. ``request``: the name and params come from a request, and name
+    registered parts, the plugins it allows and paths inside its data folder only (so do the
+    params of the strategies this one runs); nothing else they name is imported or read.
+    Raises ``UnknownNameError`` (a ``RouteragError``) for an unknown or refused strategy,
+    :class:`StrategyParamsError` for bad params or a strategy whose optional dependency is missing."""
     try:
-        cls = STRATEGIES.get(strategy)
+        cls = STRATEGIES.get(strategy, request)
     except ImportError as exc:
         raise StrategyParamsError(f"strategy {strategy!r} is not available: {exc}") from None
-    validated = _validate(strategy, cls, dict(params or {}), json_params)
+    validated = _validate(strategy, cls, dict(params or {}), json_params, request)
     if model is not None and shipped_policy:
         model = with_default_policy(model, strategy)
-    return ResolvedStrategy(strategy, cls, validated, model, shipped_policy, json_params)
+    return ResolvedStrategy(strategy, cls, validated, model, shipped_policy, json_params, request)
 
 
 def strategy_factory(resolved: ResolvedStrategy, model: ChatModel, sources: SourceSet, *,
@@ -125,10 +132,12 @@ def answer(resolved: ResolvedStrategy, model: ChatModel, sources: SourceSet, que
     return strategy_factory(resolved, model, sources, on_step=on_step)().run(question)
 
 
-def _validate(name: str, cls: type[Strategy], params: dict[str, Any], json_params: bool) -> BaseModel:
+def _validate(name: str, cls: type[Strategy], params: dict[str, Any], json_params: bool,
+              request: FromRequest | None) -> BaseModel:
+    context = request.context() if request is not None else None
     if not json_params:
         try:
-            return cls.Params.model_validate(params)
+            return cls.Params.model_validate(params, context=context)
         except ValidationError as exc:
             raise StrategyParamsError(f"invalid params for strategy {name!r}: {_reasons(exc)}") from None
     fields = cls.Params.model_fields
@@ -137,7 +146,7 @@ def _validate(name: str, cls: type[Strategy], params: dict[str, Any], json_param
         raise StrategyParamsError(f"unknown params for strategy {name!r}: {', '.join(map(repr, unknown))}; "
                                   f"it takes {', '.join(fields)}")
     try:
-        return cls.Params.model_validate_json(json.dumps(params), strict=True)
+        return cls.Params.model_validate_json(json.dumps(params), strict=True, context=context)
     except ValidationError as exc:
         raise StrategyParamsError(f"invalid params for strategy {name!r}: {_reasons(exc)}") from None
     except ValueError as exc:  # not representable as JSON (cannot come from a JSON body)

@@ -33,6 +33,7 @@ from routerag.protocol.routerag_tags import (
     routerag_grammar,
     split_mode_tags,
 )
+from routerag.routing import RouterModel
 from routerag.runtime.parsing import clean_query
 from routerag.strategies.agentic import SearchPlan, TagStrategy
 from routerag.strategies.prompts import FORCE_ANSWER, INVALID_ACTION, routerag_prompt
@@ -73,7 +74,7 @@ class RouteRAGParams(RouteRAGEpisodeParams):
         "the allowed modes - the policy writes the query, the router chooses where it goes",
         json_schema_extra=OMIT_AT_DEFAULT,  # added after runs were stored; "policy" is the old behaviour
     )
-    mode_router_model: str | None = Field(
+    mode_router_model: RouterModel | None = Field(
         default=None, description="learned mode router: a shipped router's name or a model folder (default: the "
         "shipped one whose labels cover the allowed modes)", json_schema_extra=OMIT_AT_DEFAULT,
     )

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from routerag.jsontext import extract_json
 from routerag.llm.base import GenerationParams, Message
-from routerag.registry import Registry
+from routerag.registry import Registry, callables_taking
 from routerag.runtime.base import StrategyContext
 from routerag.runtime.loop import call_model, generated_text
 from routerag.sources.fusion import rrf
@@ -57,7 +57,7 @@ class Selection:
 
 Selector = Callable[[SelectionRequest, StrategyContext], Selection]
 
-SELECTORS: Registry[Selector] = Registry("selector")
+SELECTORS: Registry[Selector] = Registry("selector", callables_taking("SelectionRequest", "StrategyContext"))
 
 
 def _ordered(hits: list[Hit], value: Callable[[int, Hit], float]) -> list[Hit]:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from routerag.config import OMIT_AT_DEFAULT
 from routerag.llm.base import GenerationParams, Message
 from routerag.registry import RegisteredName
-from routerag.routing import ROUTERS
+from routerag.routing import ROUTERS, RouterModel
 from routerag.runtime.base import StrategyContext
 from routerag.runtime.loop import add_step, call_model, generated_text
 from routerag.sources.base import MAX_QUERY_CHARS
@@ -44,7 +44,7 @@ class SieveParams(BaseModel):
         "trained on routing outcomes (`learned`; the last two make no model call)",
         json_schema_extra=OMIT_AT_DEFAULT,  # added after runs were stored; "llm" is the old behaviour
     )
-    router_model: str | None = Field(
+    router_model: RouterModel | None = Field(
         default=None,
         description="learned router: a shipped router's name or a model folder (default: the shipped one whose "
         "labels cover the mounted sources)",

@@ -42,7 +42,7 @@ from pydantic import BaseModel
 
 from routerag.config import atomic_write_text
 from routerag.corpus.schema import Question
-from routerag.registry import Registry
+from routerag.registry import Registry, callables_taking
 from routerag.sources.sourceset import SourceSet
 from routerag.trace import Trace
 from routerag.train.config import (
@@ -63,7 +63,7 @@ from routerag.train.runfiles import CURVES_FILE, METRICS_FILE, last_checkpoint, 
 from routerag.train.sft import chat_sft_rows, fit_rows, read_token_rows, run_sft, sft_rows, sft_trajectories
 
 Recipe = Callable[[Any], "TrainRunSummary"]  # each takes its own recipe class (train.config.RECIPE_CONFIGS)
-RECIPES: Registry[Recipe] = Registry("recipe")
+RECIPES: Registry[Recipe] = Registry("recipe", callables_taking("config"))
 
 
 class TrainRunSummary(BaseModel):

@@ -38,7 +38,7 @@ from routerag.eval.metrics import METRICS, f1_recall, token_f1
 from routerag.protocol.routerag_tags import DEFAULT_MODE_COST as DEFAULT_MODE_COST  # the prices live with the modes
 from routerag.protocol.routerag_tags import THINK_CLOSE, THINK_OPEN
 from routerag.protocol.routerag_tags import UNLISTED_PRICE as UNLISTED_PRICE
-from routerag.registry import RegisteredName, Registry
+from routerag.registry import RegisteredName, Registry, instances_of
 from routerag.trace import Step, Trace
 
 
@@ -71,7 +71,7 @@ class RewardSpec:
         return [float(x) for x in self.fn(samples, resolved)]
 
 
-REWARDS: Registry[RewardSpec] = Registry("reward", check=lambda obj: isinstance(obj, RewardSpec))
+REWARDS: Registry[RewardSpec] = Registry("reward", instances_of(RewardSpec))
 """Registered rewards; a plugin reward is a :class:`RewardSpec` named ``"pkg.mod:attr"`` in a schedule."""
 
 MetricName = Annotated[str, RegisteredName(METRICS)]

@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel, Field
 
 from routerag.corpus.schema import Document
-from routerag.registry import Registry
+from routerag.registry import Registry, classes_with
 
 Triple = tuple[str, str, str]
 
@@ -85,7 +85,7 @@ class OpenIEExtractor(Protocol):
     def extract(self, docs: Sequence[Document]) -> list[OpenIERecord]: ...
 
 
-EXTRACTORS: Registry[type] = Registry("openie extractor")
+EXTRACTORS: Registry[type] = Registry("openie extractor", classes_with())
 EXTRACTORS.register("precomputed", "routerag.index.openie.precomputed:PrecomputedOpenIE")
 EXTRACTORS.register("spacy", "routerag.index.openie.spacy_extractor:SpacyOpenIE")
 EXTRACTORS.register("llm", "routerag.index.openie.llm_extractor:LLMOpenIE")
