@@ -15,7 +15,7 @@ from routerag.cli.native_logs import quiet_native_logs
 
 console = Console()
 
-POLICY_HELP = ("a strategy with a shipped policy on a bundled base (routerag, graphrag-r1 on the 0.5B): apply that "
+POLICY_HELP = ("a strategy with a shipped policy on a bundled base (routerag on the 0.5B and the 1.5B): apply that "
                "policy adapter (default) or run the untrained model; see routerag.api")
 
 
