@@ -135,7 +135,7 @@ class EpisodeReplay:
         episode = run_episode(self.ctx, trace, policy, setup.rules)
         if episode.finish != "answer" or policy.left:
             self.dropped += 1
-            self.drops[episode.finish if episode.finish != "answer" else "turns left after the answer"] += 1
+            self.drops[str(episode.finish) if episode.finish != "answer" else "turns left after the answer"] += 1
             return None
         self.searches += len(episode.searches)
         return Rendered(segments=trace.segments, system=systems[0] if systems else None)
