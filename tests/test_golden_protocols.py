@@ -72,7 +72,8 @@ def test_rendered_turns_parse_back_through_the_graphrag_r1_episode_parser(source
         actions = [parse_action(t, protocol) for t in turns]
         assert [(a.kind, a.query, a.errors) for a in actions[:-1]] == [("search", h.query, []) for h in hops]
         assert [a.reasoning for a in actions[:-1]] == [h.think for h in hops]
-        assert (actions[-1].kind, actions[-1].answer, actions[-1].reasoning) == ("answer", answer, final_think)
+        said = final_think if final_think != "I have the answer." else f"The answer is {answer}."  # a last think says what it found
+        assert (actions[-1].kind, actions[-1].answer, actions[-1].reasoning) == ("answer", answer, said)
         observations = [s.text for s in out.segments if s.kind == "observation"]
         assert len(observations) == len(hops)
         assert all(o.strip().startswith(DOCUMENTS_OPEN) and o.strip().endswith(DOCUMENTS_CLOSE) for o in observations)

@@ -123,6 +123,20 @@ def test_factories_are_python_functions_or_classes_with_the_declared_signature(p
         factories.validate_name("builtins:print")  # as a configuration is loaded: before anything calls it
 
 
+def test_a_builtin_swapped_for_a_python_function_is_still_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A progress bar (Ray Data's) replaces ``builtins.print`` with a Python function taking
+    ``*args``: ``builtins:print`` is refused all the same, as a plugin and as a lazy entry."""
+    import builtins
+
+    monkeypatch.setattr(builtins, "print", lambda *args, **kwargs: None)
+    factories: Registry[object] = Registry("router", callables_taking("deps"))
+    with pytest.raises(PluginError, match=r"is not a router \(a function or class called with \(deps\)\)"):
+        factories.get("builtins:print")
+    factories.register("lazy", "builtins:print")
+    with pytest.raises(WrongKindError, match=r"router 'lazy' \(builtins:print\)"):
+        factories.get("lazy")
+
+
 def test_classes_and_instances_are_checked_too(plugin_module: str) -> None:
     classes: Registry[type] = Registry("strategy", classes_with("Params", "run"))
     with pytest.raises(PluginError, match="is not a strategy \\(a class with Params and run\\)"):
@@ -139,7 +153,7 @@ def test_registered_objects_and_lazy_built_ins_are_checked_before_use() -> None:
     with pytest.raises(WrongKindError, match="metric 'bad': .* is not a function or class called with"):
         reg.register("bad", lambda prediction: 1.0)
     with pytest.raises(WrongKindError, match="metric 'decorated'"):
-        reg.register("decorated")(print)
+        reg.register("decorated")(max)  # a builtin (``print`` may have been swapped for a Python function)
     assert reg.names() == ["ok"]  # nothing of the wrong kind was registered
     reg.register("lazy", "builtins:print")  # a lazy entry is checked when it is imported
     with pytest.raises(WrongKindError, match="metric 'lazy' \\(builtins:print\\)"):

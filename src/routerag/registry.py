@@ -150,7 +150,7 @@ class Registry(Generic[T]):
         entry = self._entries[name]
         if isinstance(entry, str):
             imported = _import(entry)
-            self._check_kind(name, imported, f" ({entry})")
+            self._check_kind(name, imported, f" ({entry})", entry)
             entry = cast(T, imported)
             self._entries[name] = entry
         return cast(T, entry)
@@ -173,8 +173,14 @@ class Registry(Generic[T]):
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
-    def _check_kind(self, name: str, obj: object, lazy: str = "") -> None:
-        if not self.holds.test(obj):
+    def _holds(self, obj: object, path: str = "") -> bool:
+        """Whether ``obj`` (imported from ``path``, when it was) is what this registry holds. Python's
+        builtins (``print``, ``exit``, ``open`` ...) are never one, whatever has replaced them there (a
+        progress bar may swap ``print`` for a Python function)."""
+        return path.partition(":")[0] != "builtins" and self.holds.test(obj)
+
+    def _check_kind(self, name: str, obj: object, lazy: str = "", path: str = "") -> None:
+        if not self._holds(obj, path):
             raise WrongKindError(f"{self.kind} {name!r}{lazy}: {obj!r} is not {self.holds.what}")
 
     def _admit(self, name: str, request: FromRequest | None) -> None:
@@ -205,7 +211,7 @@ class Registry(Generic[T]):
             raise PluginError(f"{self.kind} plugin {name!r}: importing {module_name!r} failed ({exc})") from None
         except AttributeError:
             raise PluginError(f"{self.kind} plugin {name!r}: module {module_name!r} has no attribute {attr!r}") from None
-        if not self.holds.test(obj):
+        if not self._holds(obj, name):
             raise PluginError(f"{self.kind} plugin {name!r}: {obj!r} is not a {self.kind} ({self.holds.what})")
         self._plugins[name] = cast(T, obj)
         return cast(T, obj)

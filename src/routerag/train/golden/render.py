@@ -65,9 +65,13 @@ def render_routerag(question: str, hops: Sequence[GoldenHop], answer: str, *, fi
 
 
 def graphrag_r1_turns(hops: Sequence[GoldenHop], answer: str, final_think: str = "") -> list[str]:
-    """The policy turns of a golden episode in GraphRAG-R1's protocol: one search per hop, then the answer."""
+    """The policy turns of a golden episode in GraphRAG-R1's protocol: one search per hop, then the
+    answer. GraphRAG-R1 thinks before it answers: a trajectory whose last think says nothing (none,
+    or the bare "I have the answer.") states what the evidence gave ("The answer is X."), as the
+    MuSiQue trajectories' last thinks do, so the answer turn is not a fixed text to copy."""
     turns = [render_think(hop.think) + "\n" + render_query(hop.query) for hop in hops]
-    return [*turns, render_think(final_think or FINAL_THINK) + "\n" + render_answer(answer)]
+    final = final_think if final_think and final_think != FINAL_THINK else f"The answer is {answer}."
+    return [*turns, render_think(final) + "\n" + render_answer(answer)]
 
 
 class ReplayPolicy:
