@@ -39,6 +39,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -116,11 +117,7 @@ class RecoveryReport(BaseModel):
         )
 
 
-def _parse(line: bytes) -> QuestionRecord | None:
-    try:
-        return QuestionRecord.model_validate_json(line)
-    except (ValidationError, ValueError):
-        return None
+R = TypeVar("R", bound=BaseModel)
 
 
 class CompressReport(BaseModel):
@@ -131,12 +128,14 @@ class CompressReport(BaseModel):
     repacked: bool = False  # the log was compressed before in the earlier gzip form, now xz
 
 
-class ResultsLog:
-    """Append-only JSONL of :class:`QuestionRecord`, one fsynced line per question; read from
-    ``results.jsonl`` or, for a finished run, ``results.jsonl.xz`` (or the earlier
-    ``results.jsonl.gz``; see the module docstring)."""
+class RecordLog(Generic[R]):
+    """Append-only JSONL of ``record_type`` records, one fsynced line per record; read from the
+    plain file or, once finished, its ``.xz`` (or the earlier ``.gz``; see the module docstring).
+    :class:`ResultsLog` is an evaluation's; other resumable jobs (``routerag routing-report``) keep
+    their own records the same crash-safe way."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, record_type: type[R]) -> None:
+        self.record_type = record_type
         self.path = Path(path)  # the plain log; appends always go here
         self.xz_path = self.path.with_name(self.path.name + PACKED_SUFFIX)
         self.gz_path = self.path.with_name(self.path.name + LEGACY_PACKED_SUFFIX)
@@ -175,11 +174,17 @@ class ResultsLog:
             )
         return data
 
-    def _scan(self, data: bytes | None = None) -> tuple[list[QuestionRecord], int, int]:
+    def _parse(self, line: bytes) -> R | None:
+        try:
+            return self.record_type.model_validate_json(line)
+        except (ValidationError, ValueError):
+            return None
+
+    def _scan(self, data: bytes | None = None) -> tuple[list[R], int, int]:
         """(good records, byte offset after the last good line, size of the log); ``data``: the
         log's bytes when the caller has read them already."""
         data = self._data() if data is None else data
-        records: list[QuestionRecord] = []
+        records: list[R] = []
         good_end = 0
         bad_at: int | None = None
         offset = 0
@@ -187,7 +192,7 @@ class ResultsLog:
             newline = data.find(b"\n", offset)
             end = len(data) if newline < 0 else newline + 1
             line = data[offset:end]
-            record = _parse(line) if newline >= 0 else None  # a line without "\n" was never finished
+            record = self._parse(line) if newline >= 0 else None  # a line without "\n" was never finished
             if record is None and line.strip():
                 if bad_at is None:
                     bad_at = offset
@@ -205,7 +210,7 @@ class ResultsLog:
             offset = end
         return records, good_end, len(data)
 
-    def read(self) -> list[QuestionRecord]:
+    def read(self) -> list[R]:
         """The good records; a damaged tail is ignored (not repaired: see :meth:`recover`)."""
         return self._scan()[0]
 
@@ -272,7 +277,7 @@ class ResultsLog:
             raise RunError(f"{self.xz_path}: the compressed copy does not read back; nothing else was changed")
         return len(packed)
 
-    def append(self, record: QuestionRecord) -> None:
+    def append(self, record: R) -> None:
         data = (record.model_dump_json() + "\n").encode("utf-8")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.unpack()
@@ -281,11 +286,19 @@ class ResultsLog:
             handle.flush()
             os.fsync(handle.fileno())
 
-    def rewrite(self, records: list[QuestionRecord]) -> None:
+    def rewrite(self, records: list[R]) -> None:
         """Atomically replace the log with ``records`` (used to drop errored records for a retry)."""
         atomic_write_text(self.path, "".join(r.model_dump_json() + "\n" for r in records))
         self.xz_path.unlink(missing_ok=True)
         self.gz_path.unlink(missing_ok=True)
+
+
+class ResultsLog(RecordLog[QuestionRecord]):
+    """An evaluation's log of :class:`QuestionRecord`, one per question: ``results.jsonl`` or, for a
+    finished run, ``results.jsonl.xz``."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__(path, QuestionRecord)
 
 
 def _decompress(path: Path) -> bytes:

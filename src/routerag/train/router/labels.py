@@ -30,6 +30,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from routerag.routing.base import RoutingError
+from routerag.trace import Hit
 
 MODES: tuple[str, ...] = ("passage", "bm25", "graph", "hybrid")
 # the evaluation samples whose questions never enter labels: the 2Wiki-100 and MuSiQue-50 runs, law-med-50
@@ -155,14 +156,29 @@ def training_questions(dataset: str, eval_sets: Sequence[str]):
     return data, questions, excluded
 
 
-def _batched(sources, queries: list[str], k: int, source: str, batch: int):
+def search_batched(sources, queries: list[str], k: int, source: str, batch: int, *, warm_up: bool = True):
     """Every query's result from ``source`` (batched; each result carries its per-query latency).
-    One warm-up search first, so that loading the embedder or the graph is not timed."""
-    sources.search(queries[:1], k, [source])
+    With ``warm_up``, one search first, so that loading the embedder or the graph is not timed."""
+    if warm_up and queries:
+        sources.search(queries[:1], k, [source])
     out = []
     for start in range(0, len(queries), batch):
         out += sources.search(queries[start:start + batch], k, [source]).results[source]
     return out
+
+
+def answer_rank(hits: Sequence[Hit], answers: Sequence[str]) -> int | None:
+    """The 1-based rank of the first hit whose title and text hold a gold answer string
+    (both normalised, matched as whole words), else None: what decides an answer-outcome label
+    (:func:`answer_source_labels`) and ``routerag routing-report``'s recall@k."""
+    from routerag.corpus.normalize import normalize_answer
+
+    golds = [g for g in (normalize_answer(a) for a in answers) if g]
+    for rank, hit in enumerate(hits, start=1):
+        text = f" {normalize_answer(f'{hit.title} {hit.text}')} "
+        if any(f" {g} " in text for g in golds):
+            return rank
+    return None
 
 
 def mode_labels(dataset: str, *, k: int = 5, modes: Sequence[str] = MODES, eval_sets: Sequence[str] = DEFAULT_EVAL_SETS,
@@ -192,7 +208,7 @@ def mode_labels(dataset: str, *, k: int = 5, modes: Sequence[str] = MODES, eval_
             query, _ = clean_query(hop.query, q.question, max_query_chars)
             hops.append((q, n, query, hop.evidence[0]))
     queries = [h[2] for h in hops]
-    results = {mode: _batched(sources, queries, k, mode, batch) for mode in modes}
+    results = {mode: search_batched(sources, queries, k, mode, batch) for mode in modes}
     prices = {m: float(DEFAULT_MODE_COST.get(m, 1.0)) for m in modes}
     rows = []
     for i, (q, n, query, gold) in enumerate(hops):
@@ -239,21 +255,16 @@ def answer_source_labels(dataset: str, *, k: int = 5, eval_sets: Sequence[str] =
     """Source labels from outcomes for a multi-source set without gold sources (2Wiki local/global):
     a source succeeds when its top ``k`` (dense passages, as ``routerag eval`` mounts the sources)
     holds a gold answer string (normalised, whole words)."""
-    from routerag.corpus.normalize import normalize_answer
     from routerag.run.assemble import build_sources
     from routerag.run.config import RunConfig
 
     data, questions, excluded = training_questions(dataset, eval_sets)
     sources, manifests = build_sources(data, RunConfig(dataset=dataset))
     names = list(data.sources)
-    results = {n: _batched(sources, [q.question for q in questions], k, n, batch) for n in names}
+    results = {n: search_batched(sources, [q.question for q in questions], k, n, batch) for n in names}
     rows = []
     for i, q in enumerate(questions):
-        golds = [g for g in (normalize_answer(a) for a in q.answers) if g]
-        success = {}
-        for n in names:
-            texts = [f" {normalize_answer(f'{h.title} {h.text}')} " for h in results[n][i].hits[:k]]
-            success[n] = any(f" {g} " in t for g in golds for t in texts)
+        success = {n: answer_rank(results[n][i].hits[:k], q.answers) is not None for n in names}
         rows.append(RouteLabel(qid=q.qid, dataset=dataset, query=q.question, success=success,
                                wall_ms={n: round(results[n][i].latency_ms, 3) for n in names}))
     provenance = LabelProvenance(
