@@ -12,7 +12,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, ProgressColumn, S
 from rich.table import Column
 from rich.text import Text
 
-from routerag.progress import Unit
+from routerag.progress import Task, Unit
 
 
 class _State(SpinnerColumn):
@@ -74,7 +74,8 @@ class RichProgress:
         task_id = progress.add_task(description, total=total, unit=unit, label=label, state="running")
         return _RichTask(self, progress, task_id)
 
-    def finish(self, task: _RichTask, ok: bool) -> None:  # type: ignore[override]
+    def finish(self, task: Task, ok: bool) -> None:
+        assert isinstance(task, _RichTask), "a task this listener started"
         progress = task.progress
         state = next(t for t in progress.tasks if t.id == task.task_id)
         done = state.total if state.total is not None else 1

@@ -2,13 +2,17 @@
 
 * accuracy vs average retrieval turns, one point per run (RouteRAG's efficiency figure);
 * per-dataset grouped bars of one metric;
-* mode/source usage per retrieval turn (the routing figures of RouteRAG and GraphRAG-R1).
+* mode/source usage per retrieval turn (the routing figures of RouteRAG and GraphRAG-R1);
+* recall against evidence cost, one point per routing choice and router, the oracle marked
+  (``routerag routing-report``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+
+from pydantic import BaseModel
 
 from routerag.eval.report import METRIC_TITLES, MainTable
 from routerag.eval.summary import RunSummary
@@ -168,3 +172,49 @@ def plot_all(summaries: Sequence[RunSummary], table: MainTable, out_dir: str | P
     if any(s.mode_usage_by_turn for s in summaries):
         paths.append(plot_mode_usage(summaries, out / "mode_usage.png"))
     return paths
+
+
+class CostPoint(BaseModel):
+    """One system of a recall-against-cost figure."""
+
+    label: str
+    kind: str  # "fixed", "all", "oracle" or "router": the marker
+    cost: float  # mean evidence tokens per question
+    recall: float  # in [0, 1]
+
+
+_KIND_STYLE = {"fixed": ("o", "tab:blue", 60), "all": ("s", "tab:grey", 60), "oracle": ("*", "gold", 220),
+               "router": ("D", "tab:red", 60)}
+_KIND_TITLES = {"fixed": "fixed choice", "all": "retrieve from all", "oracle": "oracle (per question)", "router": "router"}
+
+
+def plot_recall_vs_cost(points: Sequence[CostPoint], path: str | Path, *, k: int, title: str = "") -> Path:
+    """One labelled point per system: x = mean evidence tokens per question, y = recall@k (%)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.2, 4.6), layout="constrained")
+    span = max((p.cost for p in points), default=1.0) or 1.0
+    for kind, (marker, colour, size) in _KIND_STYLE.items():
+        mine = [p for p in points if p.kind == kind]
+        if mine:
+            ax.scatter([p.cost for p in mine], [100 * p.recall for p in mine], marker=marker, color=colour, s=size,
+                       edgecolor="black", linewidth=0.5, zorder=3, label=_KIND_TITLES[kind], clip_on=False)
+    spots: list[list[CostPoint]] = []  # points near one another share one label, not printed over each other
+    for p in points:
+        near = next((g for g in spots if abs(g[0].cost - p.cost) <= 0.05 * span and abs(g[0].recall - p.recall) <= 0.03), None)
+        if near is None:
+            spots.append([p])
+        else:
+            near.append(p)
+    for same in spots:
+        ax.annotate(", ".join(p.label for p in same), (same[0].cost, 100 * same[0].recall), textcoords="offset points",
+                    xytext=(6, 4), fontsize=8)
+    ax.set_xlabel("mean evidence tokens per question")
+    ax.set_ylabel(f"recall@{k} (%)")
+    ax.set_title(title or f"recall@{k} against evidence cost")
+    ax.set_xlim(0, max((p.cost for p in points), default=1.0) * 1.25 + 1)
+    ax.set_ylim(0, 105)  # from zero: differences are not exaggerated
+    ax.grid(alpha=0.3, zorder=0)
+    ax.legend(fontsize=8, loc="best")
+    path = _save(fig, path)
+    plt.close(fig)
+    return path

@@ -208,7 +208,8 @@ def table_cells(table: MainTable) -> list[list[str]]:
     return out
 
 
-def _markdown(columns: list[str], rows: list[list[str]]) -> str:
+def markdown_table(columns: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table: the first column left-aligned, the others right-aligned (numbers)."""
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(columns))) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)
@@ -443,7 +444,7 @@ def build_report(runs: Sequence[LoadedRun], metrics: Sequence[str] = DEFAULT_TAB
 
 def render_markdown(report: Report) -> str:
     parts = ["# Evaluation report", "", "Scores in %, means over each run's questions.", ""]
-    parts.append(_markdown(table_columns(report.table), table_cells(report.table)))
+    parts.append(markdown_table(table_columns(report.table), table_cells(report.table)))
     note = ("\"open\": the questions whose answer the question does not name (neither yes/no nor one of two "
             "options it names; routerag.corpus.question_types).")
     parts += ["", note, ""]
@@ -451,25 +452,25 @@ def render_markdown(report: Report) -> str:
     if tables:
         parts += ["## By question type", ""]
         for dataset, cols, rows in tables:
-            parts += [f"### {dataset}", "", _markdown(cols, rows), ""]
+            parts += [f"### {dataset}", "", markdown_table(cols, rows), ""]
     cols, rows = mode_use_rows(report.runs)
     if rows:
-        parts += ["### Retrieval by question form", "", _markdown(cols, rows), ""]
+        parts += ["### Retrieval by question form", "", markdown_table(cols, rows), ""]
     if report.stopping:
         parts += ["### When it stops searching", "",
                   "Questions with an answer string (not yes/no), by whether a gold answer was already in the first "
                   "search's hits; a policy that reads its evidence stops more often when it was (routerag.eval.stopping).",
-                  "", _markdown(*stop_evidence_rows(report.stopping)), ""]
+                  "", markdown_table(*stop_evidence_rows(report.stopping)), ""]
     if report.comparisons:
         parts += ["", "## Paired comparisons (bootstrap over shared questions, seeded; exact sign test)", ""]
-        parts.append(_markdown(*comparison_rows(report.comparisons)))
+        parts.append(markdown_table(*comparison_rows(report.comparisons)))
     cols, rows = routing_rows(report.runs)
     if rows:
         parts += ["", "## Routing", ""]
-        parts.append(_markdown(cols, rows))
+        parts.append(markdown_table(cols, rows))
     if report.routing_by_gold:
         parts += ["", "### Routing by gold source", ""]
-        parts.append(_markdown(*routing_by_gold_rows(report.routing_by_gold)))
+        parts.append(markdown_table(*routing_by_gold_rows(report.routing_by_gold)))
     if report.warnings:
         parts += ["", "## Warnings", ""] + [f"- {w}" for w in report.warnings]
     return "\n".join(parts) + "\n"
