@@ -71,12 +71,11 @@ def _questions(params: RoutingReportParams) -> tuple[Dataset, list[tuple[int, Qu
     from routerag.corpus.datasets import load_dataset
 
     data = load_dataset(params.dataset, n_questions=params.limit)
-    if not data.questions:
-        raise RoutingReportError(f"{params.dataset}: no questions")
     with_gold = [(i, q) for i, q in enumerate(data.questions) if any(a.strip() for a in q.answers) and q.question.strip()]
     if not with_gold:
-        raise RoutingReportError(f"{params.dataset}: none of its {len(data.questions)} questions has a gold answer; "
-                                 "recall needs them (an `answer`, `answers` or `golden_answers` field)")
+        held = f"none of its {len(data.questions)} questions has" if data.questions else "it holds no questions, hence no"
+        raise RoutingReportError(f"{params.dataset}: {held} gold answers; recall@k needs questions with gold answers "
+                                 "(an `answer`, `answers` or `golden_answers` field)")
     return data, with_gold, len(data.questions) - len(with_gold)
 
 
