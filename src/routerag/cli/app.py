@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import typer
 
@@ -34,6 +34,17 @@ def refusals_as_errors(fn: F) -> F:
             raise typer.Exit(130) from None
 
     return run  # type: ignore[return-value]
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print ``error: message`` on stderr and exit with ``code`` (2: a usage error)."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def split_values(values: list[str] | None) -> list[str]:
+    """A repeatable, comma-separated option's values: ``--x a,b --x c`` -> ["a", "b", "c"]."""
+    return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
 
 
 class RouteragTyper(typer.Typer):

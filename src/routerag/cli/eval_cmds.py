@@ -4,20 +4,10 @@ plots over stored runs). Heavy imports stay inside the command bodies."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NoReturn
 
 import typer
 
-from routerag.cli.app import app
-
-
-def _fail(message: str, code: int = 1) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def _split(values: list[str] | None) -> list[str]:
-    return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
+from routerag.cli.app import app, fail, split_values
 
 
 @app.command("eval")
@@ -44,7 +34,7 @@ def eval_command(
     from routerag.registry import UnknownNameError
 
     if engine not in ENGINES:
-        _fail(f"unknown engine {engine!r}; valid: {', '.join(ENGINES)}", 2)
+        fail(f"unknown engine {engine!r}; valid: {', '.join(ENGINES)}", 2)
 
     run_path = out
     sets = list(overrides or [])
@@ -64,9 +54,9 @@ def eval_command(
                                          progress=progress, order=order, engine=engine, actor_cpus=actor_cpus),  # type: ignore[arg-type]
                           listener=RichProgress() if progress else None)
     except UnknownNameError as exc:  # a usage error: exit 2
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     except KeyboardInterrupt:
-        _fail(f"interrupted; finished questions are kept in {run_path} - run the same command to resume", 130)
+        fail(f"interrupted; finished questions are kept in {run_path} - run the same command to resume", 130)
     outcome = result.outcome
     if outcome.recovery.repaired:
         typer.echo(f"warning: {outcome.recovery.message(results_path(run_path))}", err=True)
@@ -96,9 +86,9 @@ def report_command(
     from routerag.api.runs import ReportRequestError, report
 
     try:
-        made = report(runs, out, metrics=_split(metrics), baseline=baseline, plot_metric=plot_metric, plots=plots, seed=seed)
+        made = report(runs, out, metrics=split_values(metrics), baseline=baseline, plot_metric=plot_metric, plots=plots, seed=seed)
     except ReportRequestError as exc:  # a usage error: exit 2
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     typer.echo(made.markdown)
     for path in made.files.values():
         typer.echo(f"wrote {path}", err=True)

@@ -8,24 +8,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 import typer
 
-from routerag.cli.app import app
+from routerag.cli.app import app, fail, split_values
 
 if TYPE_CHECKING:
     from routerag.sources.base import RetrievalResponse
-
-
-def _fail(message: str, code: int = 1) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def _split(values: list[str] | None) -> list[str]:
-    """``--x a,b --x c`` -> ["a", "b", "c"]."""
-    return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
 
 
 @app.command("index")
@@ -52,7 +42,7 @@ def index_command(
     from routerag.api import IndexParams, build_index
     from routerag.cli.progress import RichProgress
 
-    params = IndexParams(corpus=corpus, out=out, components=_split(components), config=config,
+    params = IndexParams(corpus=corpus, out=out, components=split_values(components), config=config,
                          overrides=list(overrides or []), add=add, overwrite=overwrite, format=fmt,
                          engine=engine)
     with progress.reporting(RichProgress()):  # one line per slow step (components, model loads)
@@ -140,9 +130,9 @@ def retrieve_command(
     from routerag.api.indexing import RetrievalRequestError, retrieve
 
     try:
-        response = retrieve(index_dir, query, k, _split(modes))
+        response = retrieve(index_dir, query, k, split_values(modes))
     except RetrievalRequestError as exc:  # a usage error: exit 2
-        _fail(str(exc), code=2)
+        fail(str(exc), code=2)
     if as_json:
         sys.stdout.write(response.model_dump_json(indent=2) + "\n")
     else:

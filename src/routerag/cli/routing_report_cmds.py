@@ -5,20 +5,10 @@ recall@k, milliseconds and evidence tokens (``routerag.api.routing_report``)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NoReturn
 
 import typer
 
-from routerag.cli.app import app
-
-
-def _fail(message: str, code: int = 1) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def _split(values: list[str] | None) -> list[str]:
-    return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
+from routerag.cli.app import app, fail, split_values
 
 
 @app.command("routing-report")
@@ -47,8 +37,11 @@ def routing_report_command(
     plot: bool = typer.Option(True, "--plot/--no-plot", help="also write the PNG figure (matplotlib, the `eval` extra)"),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="show a progress bar"),
 ) -> None:
-    """Is routing worth it on my data? Recall@k, ms and evidence tokens of every mode or source,
-    the oracle, the best fixed choice, retrieving from all and the routers; resumable."""
+    """Is routing worth it on my data? Every mode or source against the oracle and the routers.
+
+    Recall@k, retrieval ms and evidence tokens of each mode or source, the per-question oracle, the
+    best fixed choice, retrieving from all, the profile router and the learned router
+    (cross-validated by question); Markdown, JSON and a PNG figure. Resumable."""
     from contextlib import nullcontext
 
     from pydantic import ValidationError
@@ -61,19 +54,19 @@ def routing_report_command(
 
     try:
         params = RoutingReportParams(
-            dataset=dataset, out=out, index_dir=index_dir, choices=_split(choices), k=k, limit=limit,
-            components=_split(components) or ["dense", "bm25"], source_mode=source_mode, seed=seed, plot=plot,
+            dataset=dataset, out=out, index_dir=index_dir, choices=split_values(choices), k=k, limit=limit,
+            components=split_values(components) or ["dense", "bm25"], source_mode=source_mode, seed=seed, plot=plot,
             learned=LearnedSettings(folds=folds, c=c, inputs=inputs) if learned else None,  # type: ignore[arg-type]
         )
     except ValidationError as exc:  # a usage error: exit 2
-        _fail(validation_reasons(exc), 2)
+        fail(validation_reasons(exc), 2)
     try:
         with progress_events.reporting(RichProgress()) if progress else nullcontext():
             made = routing_report(params)
     except (RoutingReportError, UnknownNameError) as exc:  # a usage error: exit 2
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     except KeyboardInterrupt:
-        _fail(f"interrupted; the questions searched are kept in {out} - run the same command to resume", 130)
+        fail(f"interrupted; the questions searched are kept in {out} - run the same command to resume", 130)
     typer.echo(f"{made.report.verdict}.")
     typer.echo(f"{made.report.questions} questions ({made.resumed} resumed, {made.measured} searched now)", err=True)
     if made.plot_skipped:

@@ -4,20 +4,15 @@ for verl / Search-R1). Heavy imports stay inside the command bodies."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, NoReturn
+from typing import Literal
 
 import typer
 
-from routerag.cli.app import app
+from routerag.cli.app import app, fail
 
 # the recipe names, written out so that `routerag --help` does not import the training stack
 # (0.06 s -> 0.4 s); tests/test_train_recipes.py checks it against the RECIPES registry
 RECIPE_HELP = "routerag-two-stage | graphrag-r1 | r1-router-step | r1-router-sft | routerag-sft | routerag-rft"
-
-
-def _fail(message: str, code: int = 1) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
 
 
 @app.command("train")
@@ -38,14 +33,14 @@ def train_command(
     from routerag.train.recipes import RECIPES
 
     if recipe not in RECIPES:
-        _fail(f"unknown recipe {recipe!r}; valid: {', '.join(RECIPES.names())}")
+        fail(f"unknown recipe {recipe!r}; valid: {', '.join(RECIPES.names())}")
     items = [*(overrides or []), f"recipe={recipe}"]
     if out is not None:
         items.append(f"output_dir={out}")
     try:
         cfg = load_train_config(config, items)  # reward names and params are checked here
     except (ConfigError, UnknownNameError) as exc:  # a usage error: exit 2
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     if dry_run:
         typer.echo(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
         return
@@ -138,7 +133,7 @@ def golden_command(
     if rerender is not None:
         pairs = [p.partition("=") for p in params or []]
         if any(not eq for _, eq, _ in pairs):
-            _fail("--param takes key=value")
+            fail("--param takes key=value")
         stats = rerender_golden(rerender, out, protocol=protocol, params={k: v for k, _, v in pairs}, eval_sets=exclude,
                                 command=command)
         typer.echo(f"wrote {stats.trajectories} {protocol} trajectories to {out}")
