@@ -1,6 +1,7 @@
 """Requests name, operators configure (docs/concepts/security.md).
 
-Every plugin-valued (``RegisteredName``) and path-valued (``NameOrPath``) param is found by walking
+Every plugin-valued (``RegisteredName``), path-valued (``NameOrPath``) and operator-only
+(``OperatorOnly``: the keyword router's rules) param is found by walking
 the registered strategies' ``Params`` models, so a new field is covered without editing this file.
 Each one gets ``sys:exit``, ``os:abort``, ``builtins:print``, ``this:x`` and paths outside the data
 folder, directly, as the params of a choice of ``adaptive`` (``strategy_params``) and, for the
@@ -35,7 +36,7 @@ from pydantic import BaseModel
 from routerag.corpus.schema import Document
 from routerag.llm.config import ModelConfig
 from routerag.llm.scripted import ScriptedModel
-from routerag.provenance import NameOrPath
+from routerag.provenance import NameOrPath, OperatorOnly
 from routerag.registry import RegisteredName
 from routerag.server.app import create_app
 from routerag.server.settings import SecuritySettings, ServiceSettings
@@ -62,11 +63,12 @@ class Probe:
 
 
 def _marked(annotation: Any, metadata: list[Any]) -> list[tuple[str, Callable[[str], Any]]]:
-    """Where ``RegisteredName`` / ``NameOrPath`` apply in a field's type: ``(kind, wrap)``, with
-    ``wrap`` putting a string where the field takes it (itself, a mapping's value, a list's item)."""
+    """Where ``RegisteredName`` / ``NameOrPath`` / ``OperatorOnly`` apply in a field's type:
+    ``(kind, wrap)``, with ``wrap`` putting a string where the field takes it (itself, a mapping's
+    value, a list's item)."""
+    kinds = {RegisteredName: "name", NameOrPath: "path", OperatorOnly: "operator"}
     found: list[tuple[str, Callable[[str], Any]]] = [
-        ("name" if isinstance(m, RegisteredName) else "path", lambda v: v)
-        for m in metadata if isinstance(m, (RegisteredName, NameOrPath))]
+        (kinds[type(m)], lambda v: v) for m in metadata if type(m) in kinds]
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is typing.Annotated:
         return found + _marked(args[0], list(annotation.__metadata__))
@@ -128,7 +130,8 @@ def test_the_walk_finds_the_known_plugin_and_path_fields():
     assert {("adaptive", "router", "name"), ("adaptive", "strategies", "name"), ("adaptive", "router_model", "path"),
             ("adaptive", "adapters", "path"), ("realroute", "selector", "name"), ("realroute", "router", "name"),
             ("realroute", "router_model", "path"), ("hard-route", "router", "name"),
-            ("routerag", "mode_router_model", "path")} <= found
+            ("routerag", "mode_router_model", "path"), ("hard-route", "router_rules", "operator"),
+            ("adaptive", "router_rules", "operator")} <= found
 
 
 # ------------------------------------------------------------------ the service

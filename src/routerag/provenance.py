@@ -98,3 +98,23 @@ class NameOrPath:
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
         return core_schema.with_info_before_validator_function(self.check, handler(source))
+
+
+@dataclass(frozen=True)
+class OperatorOnly:
+    """``Annotated[str, OperatorOnly("router rules")]``: a value only the operator's configuration
+    sets, because what it holds or names is run as given (the keyword router's regular
+    expressions: a hostile pattern can backtrack for minutes). From the operator's configuration
+    any value passes unchanged; from a request (a :class:`FromRequest` context) every value is
+    refused, a path inside the data folder included (an upload lands there). Put it last in
+    ``Annotated``, so the value is refused as sent."""
+
+    what: str
+
+    def check(self, value: Any, info: core_schema.ValidationInfo) -> Any:
+        if from_request(info.context) is None or value is None:
+            return value
+        raise ValueError(f"{self.what} {value!r}: a request cannot set them; they are the operator's to configure")
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.with_info_before_validator_function(self.check, handler(source))

@@ -4,7 +4,9 @@ one registry. Built-ins are registered lazily (``"module:factory"``):
 * ``llm`` - one model call over the source profiles (the papers' router);
 * ``profile-embedding`` - the profile most similar to the query (no model call);
 * ``learned`` - a small classifier trained on retrieval outcomes (no model call; see
-  :mod:`routerag.routing.learned`).
+  :mod:`routerag.routing.learned`);
+* ``keyword`` - the operator's ordered regular-expression rules, the first match decides (no model
+  call; :mod:`routerag.routing.keyword`).
 """
 
 from typing import Annotated
@@ -16,6 +18,7 @@ _BUILTINS = {
     "llm": "routerag.routing.llm:llm_router",
     "profile-embedding": "routerag.routing.profile:profile_router",
     "learned": "routerag.routing.learned:learned_router",
+    "keyword": "routerag.routing.keyword:keyword_router",
 }
 
 for _name, _path in _BUILTINS.items():

@@ -19,6 +19,7 @@ class RoutingError(RouteragError, ValueError):
 
 if TYPE_CHECKING:
     from routerag.llm.base import GenerationParams
+    from routerag.routing.keyword import KeywordRules
     from routerag.runtime.base import StrategyContext
 
 
@@ -65,12 +66,13 @@ class Router(Protocol):
 class RouterDeps:
     """What a router may need to be built: the strategy's context and generation settings (the
     LLM router), the learned router's model (a name of a shipped model, or a directory) and its
-    cost margin."""
+    cost margin, the keyword router's rules."""
 
     context: StrategyContext | None = None
     generation: GenerationParams | None = None
     model: str | None = None
     margin: float = 0.0
+    rules: KeywordRules | None = None
 
 
 ROUTERS: Registry[Callable[[RouterDeps], Router]] = Registry("router", callables_taking("deps: RouterDeps"))

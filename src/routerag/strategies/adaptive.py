@@ -27,6 +27,7 @@ from routerag.config import FILE_CONTENT, OMIT_AT_DEFAULT, validation_reasons
 from routerag.llm.config import AdapterPath
 from routerag.registry import RegisteredName
 from routerag.routing import ROUTERS, RouterModel
+from routerag.routing.keyword import RouterRules, rules_fingerprint, strategy_rules
 from routerag.runtime.base import STRATEGIES, Strategy, StrategyContext, registry_resolver
 from routerag.runtime.loop import LoopStrategy, add_step
 from routerag.trace import Step, Trace
@@ -55,6 +56,11 @@ class AdaptiveParams(BaseModel):
         default=0.0, ge=0.0, le=1.0,
         description="learned router: the cheapest strategy whose predicted success is within this margin of the best",
     )
+    router_rules: RouterRules | None = Field(
+        default=None, json_schema_extra=OMIT_AT_DEFAULT,
+        description="keyword router: its rules file (YAML: rules: [{pattern, choice}, ...], default; the choices are "
+        "the strategies' labels); the operator's configuration only, refused from a request",
+    )
     adapters: dict[str, AdapterPath] = Field(
         default_factory=dict, json_schema_extra={**OMIT_AT_DEFAULT, **FILE_CONTENT},
         description="per choice, a llama.cpp LoRA adapter GGUF (or policy:NAME, a shipped one) its strategy runs with "
@@ -66,7 +72,7 @@ class AdaptiveParams(BaseModel):
         """The learned router's weights (its name alone does not decide the choices: a shipped
         router can be retrained)."""
         if self.router != "learned":
-            return {}
+            return rules_fingerprint(self.router, self.router_rules)
         from routerag.routing.learned import model_fingerprint
 
         return {"router_model": model_fingerprint(self.router_model, list(self.strategies))}
@@ -80,6 +86,9 @@ class AdaptiveParams(BaseModel):
             extra = sorted(set(getattr(self, field)) - set(self.strategies))
             if extra:
                 raise ValueError(f"{field} for unknown choices {extra}; choices: {sorted(self.strategies)}")
+        rules = strategy_rules(self.router, self.router_rules)
+        if rules is not None:
+            rules.check_choices(list(self.strategies))
         for choice, params in self.strategy_params.items():
             _check_choice_params(choice, self.strategies[choice], params, info.context)
         return self
@@ -114,7 +123,8 @@ class Adaptive(LoopStrategy):
         from routerag.routing import RouterDeps, build_router
 
         p = self.params
-        self.router = build_router(p.router, RouterDeps(context=context, model=p.router_model, margin=p.router_margin))
+        self.router = build_router(p.router, RouterDeps(context=context, model=p.router_model, margin=p.router_margin,
+                                                        rules=strategy_rules(p.router, p.router_rules)))
         # each choice's strategy is built once (its parameters checked now, not at the first question);
         # their steps go to the trace this strategy is filling (per thread: one instance may serve several)
         self._filling = threading.local()

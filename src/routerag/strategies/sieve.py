@@ -15,12 +15,13 @@ from __future__ import annotations
 import time
 from typing import Annotated, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from routerag.config import OMIT_AT_DEFAULT
 from routerag.llm.base import GenerationParams, Message
 from routerag.registry import RegisteredName
 from routerag.routing import ROUTERS, RouterModel
+from routerag.routing.keyword import RouterRules, rules_fingerprint, strategy_rules
 from routerag.runtime.base import StrategyContext
 from routerag.runtime.loop import add_step, call_model, generated_text
 from routerag.sources.base import MAX_QUERY_CHARS
@@ -55,6 +56,12 @@ class SieveParams(BaseModel):
         description="learned router: choose the cheapest source whose predicted success is within this margin of the best",
         json_schema_extra=OMIT_AT_DEFAULT,
     )
+    router_rules: RouterRules | None = Field(
+        default=None,
+        description="keyword router: its rules file (YAML: rules: [{pattern, choice}, ...], default); the operator's "
+        "configuration only, refused from a request",
+        json_schema_extra=OMIT_AT_DEFAULT,
+    )
     fuse_single_hop: bool = Field(
         default=True, description="run the fusion call also when there is one sub-query (else its answer is final)"
     )
@@ -72,12 +79,17 @@ class SieveParams(BaseModel):
         shipped router (the one covering the mounted sources is chosen only once they are
         mounted), so that a retrained shipped router never mixes into a resumed run."""
         if self.router != "learned":
-            return {}
+            return rules_fingerprint(self.router, self.router_rules)
         from routerag.routing.learned import model_fingerprint, shipped_fingerprint
 
         if self.router_model:
             return {"router_model": model_fingerprint(self.router_model, [])}
         return {"router_models": shipped_fingerprint()}
+
+    @model_validator(mode="after")
+    def _rules_load(self) -> SieveParams:
+        strategy_rules(self.router, self.router_rules)
+        return self
 
     def generation(self, flat_json: bool = False) -> GenerationParams:
         stop = ["}"] if flat_json and self.stop_after_object else []
@@ -108,7 +120,7 @@ def route_step(context: StrategyContext, params: SieveParams, trace: Trace, subq
 
     profiles = context.sources.profiles()
     deps = RouterDeps(context=context, generation=params.generation(flat_json=True), model=params.router_model,
-                      margin=params.router_margin)
+                      margin=params.router_margin, rules=strategy_rules(params.router, params.router_rules))
     start = time.perf_counter()
     router = build_router(params.router, deps)
     result = router.route(query, profiles)
