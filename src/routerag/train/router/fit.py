@@ -130,15 +130,24 @@ def evaluate_decisions(chosen: Sequence[str], y: np.ndarray, labels: Sequence[st
             "share": {c: round(sum(x == c for x in chosen) / len(chosen), 4) for c in labels}}
 
 
-def cross_validate(x: np.ndarray, y: np.ndarray, groups: np.ndarray, labels: Sequence[str], costs: dict[str, float], *,
-                   folds: int = 5, c: float = 1.0, margins: Sequence[float] = DEFAULT_MARGINS) -> tuple[dict, np.ndarray]:
-    """Held-out probabilities from ``GroupKFold`` by question, and what the decisions score."""
+def grouped_folds(groups: np.ndarray, folds: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(train, test)`` row indices of ``GroupKFold`` over ``groups`` (the question of each row):
+    ``folds`` of them, at least 2 and at most one per question; the rows of one question never sit
+    on both sides of a fold. Every router cross-validated here uses these folds."""
     from sklearn.model_selection import GroupKFold
 
+    n = max(2, min(folds, len(set(groups))))
+    return list(GroupKFold(n_splits=n).split(np.zeros((len(groups), 1)), groups=groups))
+
+
+def cross_validate(x: np.ndarray, y: np.ndarray, groups: np.ndarray, labels: Sequence[str], costs: dict[str, float], *,
+                   folds: int = 5, c: float = 1.0, margins: Sequence[float] = DEFAULT_MARGINS) -> tuple[dict, np.ndarray]:
+    """Held-out probabilities from :func:`grouped_folds` by question, and what the decisions score."""
     n_groups = len(set(groups))
-    folds = max(2, min(folds, n_groups))
+    splits = grouped_folds(groups, folds)
+    folds = len(splits)
     probs = np.zeros(y.shape, dtype=np.float64)
-    for train, test in GroupKFold(n_splits=folds).split(x, y, groups):
+    for train, test in splits:
         probs[test] = fit(x[train], y[train], c=c).predict(x[test])
     result: dict[str, object] = {
         "folds": folds, "grouped_by": "question", "rows": int(len(y)), "questions": n_groups,

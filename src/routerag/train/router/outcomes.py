@@ -139,3 +139,17 @@ class OutcomeStore:
 
     def append(self, record: QuestionOutcome) -> None:
         self.log.append(record)
+
+
+def best_fixed(records: Sequence[QuestionOutcome], choices: Sequence[str]) -> str:
+    """The best fixed choice over ``records``: the most questions with a gold answer found (ties:
+    fewer mean evidence tokens, then the order of ``choices``)."""
+    if not records:
+        raise RoutingError("no outcomes to choose a fixed choice from")
+
+    def key(c: str) -> tuple[float, float, int]:
+        found = sum(r.choices[c].found for r in records) / len(records)
+        tokens = sum(r.choices[c].tokens for r in records) / len(records)
+        return found, -tokens, -choices.index(c)
+
+    return max(choices, key=key)
