@@ -16,6 +16,7 @@ from routerag.api.routing_report import (
     JSON_NAME,
     MARKDOWN_NAME,
     PLOT_NAME,
+    KeywordSettings,
     LearnedSettings,
     RoutingReportError,
     RoutingReportParams,
@@ -24,7 +25,9 @@ from routerag.api.routing_report import (
 from routerag.cli.app import app
 from routerag.cli.main import _load
 from routerag.routing.base import RoutingError
-from routerag.train.router.outcomes import OUTCOMES_NAME, QuestionOutcome
+from routerag.train.router.fit import grouped_folds
+from routerag.train.router.keyword_fit import cross_validated_choices, fit_rules, words
+from routerag.train.router.outcomes import OUTCOMES_NAME, ChoiceOutcome, QuestionOutcome
 from routerag.train.router.report import RoutingReport
 
 _load()  # every command registered, as `routerag` runs
@@ -76,6 +79,7 @@ def toy(tmp_path) -> Path:
 
 def params(dataset: Path | str, out: Path, **kw) -> RoutingReportParams:
     kw.setdefault("learned", LearnedSettings(folds=2, inputs="features"))
+    kw.setdefault("keyword", KeywordSettings(folds=2, min_support=1))
     return RoutingReportParams(dataset=f"file:{dataset}" if isinstance(dataset, Path) else dataset, out=out, k=1,
                                source_mode="bm25", resamples=200, **kw)
 
@@ -142,7 +146,9 @@ def test_the_json_is_the_typed_report_and_the_markdown_shows_every_row(toy, tmp_
     data = json.loads((tmp_path / "out" / JSON_NAME).read_text())
     assert RoutingReport.model_validate(data) == made.report
     assert set(data) >= {"settings", "questions", "best_fixed", "headroom", "rows", "notes", "verdict"}
-    assert [r["kind"] for r in data["rows"]] == ["fixed", "fixed", "all", "oracle", "router", "router"]
+    assert [r["kind"] for r in data["rows"]] == ["fixed", "fixed", "all", "oracle", "router", "router", "router"]
+    assert [r["name"] for r in data["rows"]][4:] == ["profile-embedding", "keyword", "learned"]
+    assert set(data["keyword_rules"]) == {"fold 1", "fold 2"}
     assert set(data["rows"][0]) >= {"name", "recall", "ms", "tokens", "cost_ratio", "recovered", "picks"}
     assert set(data["rows"][0]["recovered"]) >= {"share", "low", "high", "headroom", "gain"}
     md = (tmp_path / "out" / MARKDOWN_NAME).read_text()
@@ -152,6 +158,8 @@ def test_the_json_is_the_typed_report_and_the_markdown_shows_every_row(toy, tmp_
     assert [line.split(" | ")[0].removeprefix("| ") for line in table] == [r.name for r in made.report.rows]
     assert "| oracle | 100.0 |" in md and "| local | 62.5 |" in md
     assert "`llm` router is not measured" in md
+    assert "## Keyword rules" in md and "- fold 1: `" in md and "`\\btreats\\b` -> global" in md
+    assert "; otherwise local" in md
     plot = made.files.get("plot")
     if plot is None:  # matplotlib is the `eval` extra
         assert "matplotlib is not installed" in made.plot_skipped
@@ -263,3 +271,85 @@ def test_on_a_slice_of_the_bundled_data_without_the_benchmark_folder(tmp_path):
     assert by_name["retrieve all"].recall == by_name["oracle"].recall
     assert by_name["local"].recall >= 2 / 6 and by_name["global"].recall >= 2 / 6  # each source answers its own questions
     assert made.report.verdict
+
+
+# ------------------------------------------------------------------ keyword rules
+
+
+def test_the_fitted_keyword_rules_are_a_cross_validated_row_with_their_share_of_the_headroom(toy, tmp_path):
+    made = routing_report(params(toy, tmp_path / "out", plot=False, learned=None))
+    report, by_name = made.report, rows(made.report)
+    keyword = by_name["keyword"]
+    assert keyword.kind == "router" and keyword.note.startswith("cross-validated: words fitted per fold")
+    # each fold learned "treats" -> global from its training questions and routes the held-out ones with it
+    assert keyword.recall == 1.0 and keyword.picks == {"local": 0.625, "global": 0.375}
+    assert keyword.recovered.share == pytest.approx(1.0) and keyword.recovered.low is not None
+    from routerag.routing.keyword import KeywordRouter
+
+    for rules in report.keyword_rules.values():  # each fold's default is its training questions' best fixed choice
+        fold = KeywordRouter(rules)
+        assert fold.decide("What treats gout?") == "global" and fold.decide("What is the capital of Chile?") == "local"
+        assert rules.rules and {r.choice for r in rules.rules} == {"local", "global"} - {rules.default}
+    assert keyword.tokens == by_name["oracle"].tokens  # it sends every question where the oracle does
+    assert report.verdict.endswith("; the fitted no-model keyword rules recover 100 % (95 % CI 100 % to 100 %) at "
+                                   f"{keyword.cost_ratio:.1f}x")
+    off = routing_report(params(toy, tmp_path / "off", plot=False, learned=None, keyword=None))
+    assert "keyword" not in rows(off.report) and "the keyword rules were not fitted (asked not to)" in off.report.notes
+
+
+def outcome(qid: str, question: str, local: bool, other: bool) -> QuestionOutcome:
+    def found(ok: bool) -> ChoiceOutcome:
+        return ChoiceOutcome(found=ok, ms=1.0, tokens=10)
+
+    return QuestionOutcome(position=0, qid=qid, question=question, golds=["x"],
+                           choices={"local": found(local), "global": found(other)}, every=found(local or other))
+
+
+def test_the_fit_never_sees_the_held_out_fold():
+    """"zebra" is in three questions only, each answered by ``global`` alone: fitted on all of them
+    it is a rule (support 3), but a fold that holds one out keeps two, under the minimum support, so
+    no held-out zebra question is routed by a rule made from itself."""
+    records = [outcome(f"q{i:02d}", f"Who founded company {i}?", True, False) for i in range(9)]
+    records += [outcome(f"z{i}", f"Where does zebra {i} live?", False, True) for i in range(3)]
+    settings = KeywordSettings(folds=3, min_support=3)
+    on_all = fit_rules(records, ["local", "global"], settings)
+    assert (r"\bzebra\b", "global") in [(r.pattern, r.choice) for r in on_all.rules] and on_all.default == "local"
+    chosen, fitted = cross_validated_choices(records, ["local", "global"], settings)
+    splits = grouped_folds(np.array([r.qid for r in records]), settings.folds)
+    assert len(fitted) == len(splits) == 3
+    for (train, test), rules in zip(splits, fitted):
+        trained = {w for i in train for w in words(records[i].question)}
+        assert all(rule.pattern.removeprefix(r"\b").removesuffix(r"\b") in trained for rule in rules.rules)
+        if any(records[i].qid.startswith("z") for i in test):
+            assert not rules.rules  # two zebra questions left in training: no rule
+    assert chosen[9:] == ["local"] * 3  # every zebra question by the default of a fold that never saw it
+
+
+def write_rules(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_the_operators_rules_file_is_reported_as_written(toy, tmp_path):
+    rules = write_rules(tmp_path / "rules.yaml", "rules:\n  - {pattern: '\\btreat', choice: global}\ndefault: local\n")
+    made = routing_report(params(toy, tmp_path / "out", plot=False, learned=None, keyword=None, rules=rules))
+    row = rows(made.report)["keyword (rules file)"]
+    assert row.recall == 1.0 and row.picks == {"local": 0.625, "global": 0.375}
+    assert row.note == "the operator's rules rules.yaml: 1 rules, default local; not fitted"
+    assert made.report.keyword_rules["rules file"].rules[0].pattern == "\\btreat"
+    assert "- rules file: `\\btreat` -> global; otherwise local" in (tmp_path / "out" / MARKDOWN_NAME).read_text()
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("rules:\n  - {pattern: treat, choice: graph}\ndefault: local\n",
+     "error: keyword rules send to 'graph', not among the choices local, global"),
+    ("rules:\n  - {pattern: '(treat', choice: global}\ndefault: local\n",
+     "error: keyword rule 1 ('(treat' -> global): not a regular expression: missing ), unterminated subpattern at position 0"),
+])
+def test_a_rules_file_that_cannot_be_used_is_a_one_line_usage_error_before_any_search(toy, tmp_path, text, message):
+    rules = write_rules(tmp_path / "rules.yaml", text)
+    result = runner.invoke(app, ["routing-report", "-d", f"file:{toy}", "-o", str(tmp_path / "out"), "--source-mode", "bm25",
+                                 "--no-progress", "--rules", str(rules)])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == message
+    assert not (tmp_path / "out" / OUTCOMES_NAME).exists()

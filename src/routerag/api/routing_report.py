@@ -17,11 +17,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from routerag.errors import RouteragError
 from routerag.sources.base import MAX_K
+from routerag.train.router.keyword_fit import KeywordSettings
 from routerag.train.router.report import Inputs, LearnedSettings
 
 if TYPE_CHECKING:
     from routerag.corpus.datasets import Dataset
     from routerag.corpus.schema import Question
+    from routerag.routing.keyword import KeywordRules
     from routerag.sources.sourceset import SourceSet
     from routerag.train.router.outcomes import OutcomeSettings, QuestionOutcome
     from routerag.train.router.report import RoutingReport
@@ -38,7 +40,7 @@ LLM_NOTE = ("the `llm` router is not measured: it needs a chat model; compare it
 
 class RoutingReportError(RouteragError, ValueError):
     """A routing report that cannot be made as asked (no gold answers, fewer than two choices, an
-    unknown choice, no index)."""
+    unknown choice, no index, a rules file that cannot be used)."""
 
 
 class RoutingReportParams(BaseModel):
@@ -53,6 +55,8 @@ class RoutingReportParams(BaseModel):
     components: list[str] = Field(default_factory=lambda: ["dense", "bm25"], description="the dataset's cached index: its components")
     source_mode: str = Field("passage", description="multi-source datasets: the mode each named source is served with")
     learned: LearnedSettings | None = Field(default_factory=LearnedSettings, description="None: no learned router row")
+    keyword: KeywordSettings | None = Field(default_factory=KeywordSettings, description="None: no fitted keyword rules row")
+    rules: Path | None = Field(None, description="the operator's keyword rules file (YAML), reported as written")
     resamples: int = Field(10_000, ge=100)
     seed: int = 0
     plot: bool = True
@@ -121,6 +125,7 @@ def routing_report(params: RoutingReportParams) -> RoutingReportResult:
     data, questions, skipped = _questions(params)
     sources, index, manifests = _sources(params, data)
     choices = check_choices(params.choices, sources.names())
+    rules = operator_rules(params.rules, choices)
     settings = OutcomeSettings(dataset=params.dataset, index=index, index_manifest=files_sha256([m for m in manifests if m.is_file()]),
                                choices=choices, k=params.k, routers=list(NO_TRAINING_ROUTERS))
     store = OutcomeStore(params.out, settings)
@@ -134,19 +139,36 @@ def routing_report(params: RoutingReportParams) -> RoutingReportResult:
                 store.append(record)
                 done[record.qid] = record
                 task.advance()
-    return _write(params, [done[q.qid] for _, q in questions], settings, skipped, measured=len(todo))
+    return _write(params, [done[q.qid] for _, q in questions], settings, skipped, rules, measured=len(todo))
 
 
-def _write(params: RoutingReportParams, records: list[QuestionOutcome], settings: OutcomeSettings, skipped: int, *,
-           measured: int) -> RoutingReportResult:
+def operator_rules(path: Path | None, choices: list[str]) -> KeywordRules | None:
+    """The operator's rules file, loaded and checked against the choices compared (before any
+    search: a bad file is refused at once)."""
+    if path is None:
+        return None
+    from routerag.routing.base import RoutingError
+    from routerag.routing.keyword import load_rules
+
+    try:
+        rules = load_rules(path)
+        rules.check_choices(choices)
+    except RoutingError as exc:
+        raise RoutingReportError(str(exc)) from None
+    return rules
+
+
+def _write(params: RoutingReportParams, records: list[QuestionOutcome], settings: OutcomeSettings, skipped: int,
+           rules: KeywordRules | None, *, measured: int) -> RoutingReportResult:
     import json
 
     from routerag.config import atomic_write_text
     from routerag.train.router.report import build_report
     from routerag.train.router.report_markdown import render_markdown
 
-    report = build_report(records, settings, learned=params.learned, skipped_no_gold=skipped, resamples=params.resamples,
-                          seed=params.seed, notes=[LLM_NOTE])
+    report = build_report(records, settings, learned=params.learned, keyword=params.keyword, rules=rules,
+                          rules_name=params.rules.name if params.rules else "", skipped_no_gold=skipped,
+                          resamples=params.resamples, seed=params.seed, notes=[LLM_NOTE])
     out = params.out
     files = {"markdown": out / MARKDOWN_NAME, "json": out / JSON_NAME}
     atomic_write_text(files["markdown"], render_markdown(report))
@@ -172,5 +194,5 @@ def _plot(report: RoutingReport, path: Path) -> str:
     return ""
 
 
-__all__ = ["Inputs", "LearnedSettings", "RoutingReportError", "RoutingReportParams", "RoutingReportResult", "check_choices",
+__all__ = ["Inputs", "KeywordSettings", "LearnedSettings", "RoutingReportError", "RoutingReportParams", "RoutingReportResult", "check_choices",
            "routing_report"]

@@ -29,7 +29,12 @@ def routing_report_command(
                                     "is served with (passage, bm25)"),
     learned: bool = typer.Option(True, "--learned/--no-learned", help="cross-validate the learned router (scikit-learn, "
                                  "the `router` extra)"),
-    folds: int = typer.Option(5, "--folds", min=2, help="the learned router's cross-validation folds (grouped by question)"),
+    keyword: bool = typer.Option(True, "--keyword/--no-keyword", help="fit keyword rules per fold (the no-model "
+                                 "yardstick: words that predict a choice) and report them cross-validated"),
+    rules: Path = typer.Option(None, "--rules", help="your own keyword rules (YAML: rules: [{pattern, choice}, ...], "
+                               "default), reported as written beside the fitted ones"),
+    folds: int = typer.Option(5, "--folds", min=2, help="cross-validation folds of the learned router and the keyword "
+                              "rules (grouped by question)"),
     c: float = typer.Option(1.0, "--C", help="the learned router's inverse L2 strength"),
     inputs: str = typer.Option("embedding+features", "--inputs", help="what the learned router reads: 'embedding+features' "
                                "or 'features' (the cheap features alone, for a few dozen questions)"),
@@ -40,14 +45,15 @@ def routing_report_command(
     """Is routing worth it on my data? Every mode or source against the oracle and the routers.
 
     Recall@k, retrieval ms and evidence tokens of each mode or source, the per-question oracle, the
-    best fixed choice, retrieving from all, the profile router and the learned router
-    (cross-validated by question); Markdown, JSON and a PNG figure. Resumable."""
+    best fixed choice, retrieving from all, the profile router, keyword rules (fitted, and your
+    own with --rules) and the learned router (cross-validated by question); Markdown, JSON and a
+    PNG figure. Resumable."""
     from contextlib import nullcontext
 
     from pydantic import ValidationError
 
     from routerag import progress as progress_events
-    from routerag.api.routing_report import LearnedSettings, RoutingReportError, RoutingReportParams, routing_report
+    from routerag.api.routing_report import KeywordSettings, LearnedSettings, RoutingReportError, RoutingReportParams, routing_report
     from routerag.cli.progress import RichProgress
     from routerag.config import validation_reasons
     from routerag.registry import UnknownNameError
@@ -57,6 +63,7 @@ def routing_report_command(
             dataset=dataset, out=out, index_dir=index_dir, choices=split_values(choices), k=k, limit=limit,
             components=split_values(components) or ["dense", "bm25"], source_mode=source_mode, seed=seed, plot=plot,
             learned=LearnedSettings(folds=folds, c=c, inputs=inputs) if learned else None,  # type: ignore[arg-type]
+            keyword=KeywordSettings(folds=folds) if keyword else None, rules=rules,
         )
     except ValidationError as exc:  # a usage error: exit 2
         fail(validation_reasons(exc), 2)

@@ -5,10 +5,12 @@ outcomes (:mod:`routerag.train.router.outcomes`):
   ``k``, at their summed cost);
 * the per-question **oracle**: a choice that finds a gold answer when any does (the cheapest such
   choice in evidence tokens; the cheapest choice when none does) - the ceiling of any router;
-* the routers: each router without training (its recorded choices) and the **learned router**
-  cross-validated by question (the folds, fit and decisions of ``routerag router train``,
-  :func:`routerag.train.router.fit.cross_validate`: every question is routed by a model that never
-  saw it).
+* the routers: each router without training (its recorded choices), the **keyword rules** (the
+  no-model yardstick: rules fitted per fold on the training questions,
+  :mod:`routerag.train.router.keyword_fit`, and the operator's own rules file, if given) and the
+  **learned router** cross-validated by question (the folds, fit and decisions of ``routerag router
+  train``, :func:`routerag.train.router.fit.cross_validate`: every question is routed by a model
+  that never saw it).
 
 Each row has its recall@k, mean retrieval milliseconds and evidence tokens, its cost against the
 best fixed choice, and the share of the headroom (oracle - best fixed) it recovers, with a paired
@@ -24,10 +26,14 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from routerag.eval.bootstrap import RecoveredShare, recovered_share
-from routerag.train.router.outcomes import ChoiceOutcome, OutcomeSettings, QuestionOutcome
+from routerag.routing.keyword import KeywordRouter, KeywordRules
+from routerag.train.router.keyword_fit import KeywordSettings
+from routerag.train.router.outcomes import ChoiceOutcome, OutcomeSettings, QuestionOutcome, best_fixed
 
 RowKind = Literal["fixed", "all", "oracle", "router"]
 LEARNED = "learned"
+KEYWORD = "keyword"  # the rules fitted per fold
+KEYWORD_FILE = "keyword (rules file)"  # the operator's rules
 Inputs = Literal["embedding+features", "features"]
 
 
@@ -60,6 +66,7 @@ class RoutingReport(BaseModel):
     best_fixed: str
     headroom: float  # oracle recall - best fixed recall
     rows: list[ReportRow]
+    keyword_rules: dict[str, KeywordRules] = Field(default_factory=dict)  # "fold 1" ... (fitted), "rules file"
     notes: list[str] = Field(default_factory=list)
     verdict: str
 
@@ -114,6 +121,20 @@ def _learned_row_or_note(records, choices, costs, learned: LearnedSettings | Non
         return None, "the learned router was not cross-validated: it needs scikit-learn (`pip install 'routerag[router]'`)"
 
 
+def _keyword_or_note(records, choices, keyword: KeywordSettings | None) -> tuple[list[str] | None, list[KeywordRules], str]:
+    if keyword is None:
+        return None, [], "the keyword rules were not fitted (asked not to)"
+    if len(records) < 4:
+        return None, [], f"the keyword rules need at least 4 questions to cross-validate; there are {len(records)}"
+    from routerag.train.router.keyword_fit import cross_validated_choices
+
+    try:
+        chosen, fitted = cross_validated_choices(records, choices, keyword)
+    except ImportError:
+        return None, [], "the keyword rules were not cross-validated: the folds need scikit-learn (`pip install 'routerag[router]'`)"
+    return chosen, fitted, ""
+
+
 def _percent(value: float) -> str:
     return f"{100 * value:.0f} %"
 
@@ -122,29 +143,41 @@ def verdict(rows: Sequence[ReportRow], best: ReportRow, headroom: float, k: int)
     """One plain sentence: what routing can add here, and what the best router recovers of it."""
     routers = [r for r in rows if r.kind == "router"]
     router = next((r for r in routers if r.name == LEARNED), routers[0] if routers else None)
+    rules = max((r for r in routers if r.name in (KEYWORD, KEYWORD_FILE) and r is not router),
+                key=lambda r: r.recall, default=None)
     if headroom <= 0:
         return (f"routing cannot add recall@{k} here: {best.name} alone finds a gold answer wherever any choice does "
                 f"({100 * best.recall:.1f}); a router could only save cost")
     head = f"routing can add at most +{100 * headroom:.1f} recall@{k} here over {best.name} ({100 * best.recall:.1f})"
     if router is None:
         return head + "; no router was measured"
-    share = router.recovered
-    interval = f" (95 % CI {_percent(share.low)} to {_percent(share.high)})" if share.low is not None and share.high is not None else ""
     cost = f"{router.cost_ratio:.1f}x" if router.cost_ratio is not None else "an unknown multiple of"
-    return (f"{head}; the {router.name} router recovers {_percent(share.share or 0.0)} of it{interval} "
+    text = (f"{head}; the {router.name} router recovers {_recovered(router.recovered)} of it "
             f"at {cost} the evidence tokens of the best fixed choice")
+    if rules is not None:
+        whose = "fitted no-model keyword rules" if rules.name == KEYWORD else "operator's keyword rules"
+        rules_cost = f"{rules.cost_ratio:.1f}x" if rules.cost_ratio is not None else "an unknown multiple of"
+        text += f"; the {whose} recover {_recovered(rules.recovered)} at {rules_cost}"
+    return text
+
+
+def _recovered(share: RecoveredShare) -> str:
+    interval = f" (95 % CI {_percent(share.low)} to {_percent(share.high)})" if share.low is not None and share.high is not None else ""
+    return _percent(share.share or 0.0) + interval
 
 
 def build_report(records: Sequence[QuestionOutcome], settings: OutcomeSettings, *, learned: LearnedSettings | None = None,
+                 keyword: KeywordSettings | None = None, rules: KeywordRules | None = None, rules_name: str = "",
                  skipped_no_gold: int = 0, resamples: int = 10_000, seed: int = 0, embedder=None,
                  notes: Sequence[str] = ()) -> RoutingReport:
-    """Every row of the comparison over ``records`` (the outcomes of the questions compared)."""
+    """Every row of the comparison over ``records`` (the outcomes of the questions compared);
+    ``rules`` (the operator's, from the file ``rules_name``) route every question as written."""
     choices = settings.choices
     if not records:
         raise ValueError("no outcomes to compare")
     fixed = {c: np.array([r.choices[c].found for r in records], dtype=np.float64) for c in choices}
     mean_tokens = {c: float(np.mean([r.choices[c].tokens for r in records])) for c in choices}
-    best = max(choices, key=lambda c: (fixed[c].mean(), -mean_tokens[c], -choices.index(c)))
+    best = best_fixed(records, choices)
     oracle = oracle_choices(records, choices)
     base = fixed[best]
     top = np.array([r.choices[c].found for r, c in zip(records, oracle)], dtype=np.float64)
@@ -160,6 +193,22 @@ def build_report(records: Sequence[QuestionOutcome], settings: OutcomeSettings, 
         rows.append(_row(name, "router", [r.choices[c] for r, c in zip(records, picked)],
                          choices=picked, **common, note="no training; routes on the choices' profiles"))
     all_notes = list(notes)
+    keyword_rules: dict[str, KeywordRules] = {}
+    if rules is not None:
+        router = KeywordRouter(rules)
+        picked = [router.decide(r.question) for r in records]
+        rows.append(_row(KEYWORD_FILE, "router", [r.choices[c] for r, c in zip(records, picked)], choices=picked, **common,
+                         note=f"the operator's rules {rules_name}: {len(rules.rules)} rules, default {rules.default}; not fitted"))
+        keyword_rules["rules file"] = rules
+    fitted_choices, fitted, why = _keyword_or_note(records, choices, keyword)
+    if fitted_choices is not None and keyword is not None:
+        rows.append(_row(KEYWORD, "router", [r.choices[c] for r, c in zip(records, fitted_choices)], choices=fitted_choices,
+                         **common, note=f"cross-validated: words fitted per fold on its training questions, {len(fitted)} "
+                         f"folds grouped by question, at most {keyword.max_rules} rules a choice, support {keyword.min_support}+, "
+                         f"precision {keyword.min_precision:g}+"))
+        keyword_rules.update({f"fold {i}": r for i, r in enumerate(fitted, 1)})
+    else:
+        all_notes.append(why)
     chosen, why = _learned_row_or_note(records, choices, mean_tokens, learned, embedder)
     if chosen is not None and learned is not None:
         rows.append(_row(LEARNED, "router", [r.choices[c] for r, c in zip(records, chosen)],
@@ -170,4 +219,5 @@ def build_report(records: Sequence[QuestionOutcome], settings: OutcomeSettings, 
     headroom = float(top.mean() - base.mean())
     best_row = next(r for r in rows if r.kind == "fixed" and r.name == best)
     return RoutingReport(settings=settings, questions=len(records), skipped_no_gold=skipped_no_gold, best_fixed=best,
-                         headroom=headroom, rows=rows, notes=all_notes, verdict=verdict(rows, best_row, headroom, settings.k))
+                         headroom=headroom, rows=rows, keyword_rules=keyword_rules, notes=all_notes,
+                         verdict=verdict(rows, best_row, headroom, settings.k))

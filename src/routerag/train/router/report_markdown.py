@@ -1,10 +1,11 @@
 """``routing-report.md``: a :class:`~routerag.train.router.report.RoutingReport` as Markdown, the
-verdict first, then the table of every row and the notes."""
+verdict first, then the table of every row, the keyword rules and the notes."""
 
 from __future__ import annotations
 
 from routerag.eval.bootstrap import RecoveredShare
 from routerag.eval.report import markdown_table
+from routerag.routing.keyword import KeywordRules
 from routerag.train.router.report import ReportRow, RoutingReport
 
 COLUMNS = ["choice / router", "recall@{k}", "ms", "evidence tokens", "cost vs best fixed", "headroom recovered (95 % CI)", "sent to", "note"]
@@ -29,6 +30,12 @@ def row_cells(row: ReportRow) -> list[str]:
             _picks(row), row.note]
 
 
+def rules_line(name: str, rules: KeywordRules) -> str:
+    """One rule set as a list item: its rules in order, then the default."""
+    listed = "; ".join(f"`{r.pattern}` -> {r.choice}" for r in rules.rules) or "no rule"
+    return f"- {name}: {listed}; otherwise {rules.default}"
+
+
 def render_markdown(report: RoutingReport) -> str:
     s = report.settings
     lines = [
@@ -48,6 +55,10 @@ def render_markdown(report: RoutingReport) -> str:
         "question; cost vs best fixed: evidence tokens against the best fixed choice's; headroom recovered: "
         "(row - best fixed) / (oracle - best fixed) in recall, with a paired bootstrap interval over the questions.",
     ]
+    if report.keyword_rules:
+        lines += ["", "## Keyword rules", "", "In order, the first match decides (regular expressions, case-insensitive); "
+                  "a fold's rules route only the questions it held out.", "",
+                  *(rules_line(name, rules) for name, rules in report.keyword_rules.items())]
     if report.notes:
         lines += ["", "## Notes", "", *(f"- {n}" for n in report.notes)]
     return "\n".join(lines) + "\n"
