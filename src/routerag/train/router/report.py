@@ -140,7 +140,8 @@ def _percent(value: float) -> str:
 
 
 def verdict(rows: Sequence[ReportRow], best: ReportRow, headroom: float, k: int) -> str:
-    """One plain sentence: what routing can add here, and what the best router recovers of it."""
+    """One plain sentence: what routing can add here, what the best router recovers of it and, beside
+    it, what the best keyword rules recover (the no-model yardstick)."""
     routers = [r for r in rows if r.kind == "router"]
     router = next((r for r in routers if r.name == LEARNED), routers[0] if routers else None)
     rules = max((r for r in routers if r.name in (KEYWORD, KEYWORD_FILE) and r is not router),
@@ -151,14 +152,16 @@ def verdict(rows: Sequence[ReportRow], best: ReportRow, headroom: float, k: int)
     head = f"routing can add at most +{100 * headroom:.1f} recall@{k} here over {best.name} ({100 * best.recall:.1f})"
     if router is None:
         return head + "; no router was measured"
-    cost = f"{router.cost_ratio:.1f}x" if router.cost_ratio is not None else "an unknown multiple of"
     text = (f"{head}; the {router.name} router recovers {_recovered(router.recovered)} of it "
-            f"at {cost} the evidence tokens of the best fixed choice")
+            f"at {_times(router)} the evidence tokens of the best fixed choice")
     if rules is not None:
         whose = "fitted no-model keyword rules" if rules.name == KEYWORD else "operator's keyword rules"
-        rules_cost = f"{rules.cost_ratio:.1f}x" if rules.cost_ratio is not None else "an unknown multiple of"
-        text += f"; the {whose} recover {_recovered(rules.recovered)} at {rules_cost}"
+        text += f"; the {whose} recover {_recovered(rules.recovered)} at {_times(rules)}"
     return text
+
+
+def _times(row: ReportRow) -> str:
+    return f"{row.cost_ratio:.1f}x" if row.cost_ratio is not None else "an unknown multiple of"
 
 
 def _recovered(share: RecoveredShare) -> str:
