@@ -41,8 +41,9 @@ class SieveParams(BaseModel):
     router: Annotated[str, RegisteredName(ROUTERS)] = Field(
         default="llm",
         description="how a sub-query's source is chosen (routerag.routing.ROUTERS, or a plugin's pkg.mod:factory): an "
-        "LLM call over the source profiles (the papers'), the profile most similar to the query by sentence embedding, or a classifier "
-        "trained on routing outcomes (`learned`; the last two make no model call)",
+        "LLM call over the source profiles (the papers'), the profile most similar to the query by sentence embedding, a classifier "
+        "trained on routing outcomes (`learned`), or the operator's regular-expression rules (`keyword`, with router_rules; "
+        "the last three make no model call)",
         json_schema_extra=OMIT_AT_DEFAULT,  # added after runs were stored; "llm" is the old behaviour
     )
     router_model: RouterModel | None = Field(
