@@ -373,7 +373,7 @@ def test_openai_sdk_answers_with_the_real_model(client):
     import openai
 
     completion = client.chat.completions.create(
-        model="vanilla", messages=[{"role": "system", "content": "ignored"}, *USER], max_tokens=32,
+        model="vanilla", messages=[{"role": "system", "content": "Answer briefly."}, *USER], max_tokens=32,
         extra_body={"routerag": {"params": {"max_tokens": 24}}})  # the prompt of the tests below (llama.cpp reuses it)
     trace = Trace.model_validate(completion.model_extra["routerag"])
     assert completion.object == "chat.completion" and completion.model == "vanilla" and completion.id.startswith("chatcmpl-")
