@@ -17,19 +17,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from routerag.llm.base import ModelError
+from routerag.llm.base import Message, ModelError
 from routerag.llm.bundled import BundledModelError
 from routerag.llm.config import ModelConfig
+from routerag.llm.conversation import INSTRUCTIONS_HEADING, Conversation
 from routerag.llm.scripted import ScriptedModel
 from routerag.runtime.loop import run_safely
 from routerag.server.app import create_app
-from routerag.server.openai_api import (
-    ChatCompletionRequest,
-    ChatMessage,
-    larger_policy_model,
-    question_of,
-    run_failure,
-)
+from routerag.server.chat_messages import ChatMessage, ConversationRefused, read_messages
+from routerag.server.openai_api import ChatCompletionRequest, larger_policy_model
+from routerag.server.openai_errors import is_openai_path, refusal_body, run_failure
 from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServiceSettings
 from routerag.sources.base import RetrievalError
@@ -51,31 +48,66 @@ def messages(*items: dict) -> list[ChatMessage]:
 
 
 @pytest.mark.unit
-def test_the_question_is_the_last_user_message():
-    index, text = question_of(messages(
+def test_system_messages_are_instructions_and_earlier_turns_the_conversation():
+    asked = read_messages(messages(
         {"role": "system", "content": "Be brief."}, {"role": "user", "content": "first question"},
-        {"role": "assistant", "content": "an answer", "tool_calls": []}, {"role": "user", "content": "the question"},
-        {"role": "tool", "content": "tool output", "tool_call_id": "t1"}))
-    assert (index, text) == (3, "the question")
+        {"role": "assistant", "content": "an answer"}, {"role": "developer", "content": [{"type": "text", "text": "Context: X"}]},
+        {"role": "user", "content": "the question"}))
+    assert (asked.index, asked.question) == (4, "the question")
+    assert asked.conversation == Conversation(instructions="Be brief.\n\nContext: X", history=(
+        Message(role="user", content="first question"), Message(role="assistant", content="an answer")))
 
 
 @pytest.mark.unit
 def test_text_parts_are_joined_and_other_parts_refused():
-    assert question_of(messages({"role": "user", "content": [{"type": "text", "text": "Who was"},
-                                                             {"type": "text", "text": "Teutberga married to?"}]})) \
-        == (0, "Who was\nTeutberga married to?")
-    # an earlier message may hold anything a client sends; only the question is read
-    assert question_of(messages({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]},
-                                {"role": "user", "content": "q"}))[1] == "q"
-    with pytest.raises(ValueError, match="content part of type 'image_url'"):
-        question_of(messages({"role": "user", "content": [{"type": "text", "text": "what is this"},
-                                                          {"type": "image_url", "image_url": {"url": "x"}}]}))
+    asked = read_messages(messages({"role": "user", "content": [{"type": "text", "text": "Who was"},
+                                                                {"type": "text", "text": "Teutberga married to?"}]}))
+    assert (asked.index, asked.question, asked.conversation.empty) == (0, "Who was\nTeutberga married to?", True)
+    for where in (0, 1):  # in the question or in an earlier turn: never dropped, refused
+        sent = [{"role": "user", "content": "q"}, {"role": "user", "content": "the question"}]
+        sent[where] = {"role": "user", "content": [{"type": "text", "text": "what is this"},
+                                                   {"type": "image_url", "image_url": {"url": "x"}}]}
+        with pytest.raises(ConversationRefused, match=rf"messages\[{where}\]: a content part of type 'image_url'"):
+            read_messages(messages(*sent))
 
 
 @pytest.mark.unit
-def test_without_a_user_message_there_is_no_question():
-    with pytest.raises(ValueError, match="no user message"):
-        question_of(messages({"role": "system", "content": "q"}, {"role": "assistant", "content": "a"}))
+@pytest.mark.parametrize(("sent", "reason"), [
+    ([{"role": "system", "content": "q"}, {"role": "assistant", "content": "a"}], "no user message"),
+    ([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a prefill"}], r"messages\[1\] \(assistant\) follows the question"),
+    ([{"role": "user", "content": "q"}, {"role": "tool", "content": "out", "tool_call_id": "t"}], "follows the question"),
+    ([{"role": "tool", "content": "out", "tool_call_id": "t"}, {"role": "user", "content": "q"}], "tool messages are not supported"),
+    ([{"role": "assistant", "content": None, "tool_calls": [{"id": "t"}]}, {"role": "user", "content": "q"}],
+     "tool_calls are not supported"),
+])
+def test_conversations_the_rule_does_not_answer_are_refused(sent, reason):
+    with pytest.raises(ConversationRefused, match=reason):
+        read_messages(messages(*sent))
+
+
+@pytest.mark.unit
+def test_the_conversation_goes_around_every_strategy_prompt():
+    conversation = Conversation(instructions="Context: the code is 7.", history=(
+        Message(role="user", content="hi"), Message(role="assistant", content="hello")))
+    own = [Message(role="system", content="Answer briefly."), Message(role="user", content="Question: q"),
+           Message(role="assistant", content="<think>")]
+    assert conversation.around(own) == [
+        Message(role="system", content=f"Answer briefly.\n\n{INSTRUCTIONS_HEADING}\nContext: the code is 7."),
+        *conversation.history, *own[1:]]
+    # without a system message of its own (passthrough): the caller's messages as given
+    assert conversation.around([Message(role="user", content="q")]) == [
+        Message(role="system", content="Context: the code is 7."), *conversation.history, Message(role="user", content="q")]
+    assert Conversation().around(own) == own
+
+
+@pytest.mark.unit
+def test_front_door_refusals_take_openai_shape_on_openai_paths():
+    for path in ("/v1/chat/completions", "/v1/models", "/v1/models/vanilla", "/v1/chat/completions/"):
+        assert is_openai_path(path)
+        assert refusal_body(path, 401, "the API key is not valid") == {"error": {
+            "message": "the API key is not valid", "type": "authentication_error", "param": None, "code": "invalid_api_key"}}
+    for path in ("/v1/ask", "/v1/runs", "/retrieval/retrieve", "/v1/modelsx"):
+        assert not is_openai_path(path) and refusal_body(path, 401, "no") == {"detail": "no"}
 
 
 @pytest.mark.unit
@@ -205,7 +237,9 @@ def test_refusals_are_in_openai_shape(demo_sources, tmp_path):
         cases = [
             ({"model": "nope"}, 404, "model", "does not exist"),
             ({"model": "vanilla", "n": 3}, 422, "n", "n=3 is not supported"),
-            ({"model": "vanilla", "messages": [{"role": "system", "content": "q"}]}, 422, "messages", "no user message"),
+            ({"model": "vanilla", "messages": [{"role": "system", "content": "q"}]}, 400, "messages", "no user message"),
+            ({"model": "vanilla", "messages": [*USER, {"role": "assistant", "content": "prefill"}]}, 400, "messages",
+             "follows the question"),
             ({"model": "vanilla", "messages": [{"role": "user", "content": " "}]}, 422, "messages", "is empty"),
             ({"model": "vanilla", "messages": [{"role": "user", "content": "x" * 4001}]}, 422, "messages", "limit is 4000"),
             ({"model": "vanilla", "max_tokens": 10**6}, 422, "max_tokens", "above this service's limit"),
@@ -339,7 +373,7 @@ def test_openai_sdk_answers_with_the_real_model(client):
     import openai
 
     completion = client.chat.completions.create(
-        model="vanilla", messages=[{"role": "system", "content": "ignored"}, *USER], max_tokens=32,
+        model="vanilla", messages=[{"role": "system", "content": "Answer briefly."}, *USER], max_tokens=32,
         extra_body={"routerag": {"params": {"max_tokens": 24}}})  # the prompt of the tests below (llama.cpp reuses it)
     trace = Trace.model_validate(completion.model_extra["routerag"])
     assert completion.object == "chat.completion" and completion.model == "vanilla" and completion.id.startswith("chatcmpl-")

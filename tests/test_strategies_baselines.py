@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from routerag.llm.base import GenerationParams, Message
 from routerag.runtime.base import strategy_retrieves, strategy_revision
 from routerag.strategies import STRATEGIES
 from routerag.strategies.baselines import IRCoT, IRCoTParams, IterRetGen, IterRetGenParams, Vanilla, VanillaParams
@@ -18,14 +19,36 @@ def test_direct_has_no_retrieval_and_asks_for_the_answer_alone():
     trace = direct(ctx).run(Q)
     assert trace.answer == "Paris" and trace.retrieval_turns == 0 and not sources["passage"].queries
     messages = model.calls[0].messages
-    assert messages[0].content == DIRECT_SHORT_SYSTEM and messages[-1].content == f"Question: {Q}"
-    # the worked examples as earlier turns: question, then the bare answer
-    assert [(m.role, m.content) for m in messages[1:3]] == [
-        ("user", f"Question: {DIRECT_SHORT_EXAMPLES[0][0]}"), ("assistant", DIRECT_SHORT_EXAMPLES[0][1])]
-    assert len(messages) == 2 + 2 * len(DIRECT_SHORT_EXAMPLES) and model.calls[0].params.stop == ["\n"]
+    # the worked examples are shown inside the instruction, as examples of the format: the call is
+    # the instruction and the question, with no earlier turn a question could refer back to
+    assert [m.role for m in messages] == ["system", "user"] and messages[-1].content == f"Question: {Q}"
+    assert messages[0].content.startswith(DIRECT_SHORT_SYSTEM)
+    for example, answer in DIRECT_SHORT_EXAMPLES:
+        assert f"Question: {example}\nAnswer: {answer}\n" in messages[0].content + "\n"
+    assert model.calls[0].params.stop == ["\n"]
     assert [s.kind for s in trace.segments] == ["prompt", "model"] and trace.model_calls[0].purpose == "answer"
-    assert strategy_revision(direct) == 1 and strategy_retrieves(direct) is False
+    assert strategy_revision(direct) == 2 and strategy_retrieves(direct) is False
     assert strategy_retrieves(Vanilla) is True
+
+
+def conversation_reader(messages: list[Message], params: GenerationParams, continue_final: bool) -> str:
+    """A reader that, as a chat model does, resolves a question against the conversation: the
+    reply to the earlier question that shares the most words with this one (two at least)."""
+    asked = set(messages[-1].content.lower().split())
+    replies = [(len(asked & set(m.content.lower().split())), messages[i + 1].content)
+               for i, m in enumerate(messages[:-2]) if m.role == "user" and messages[i + 1].role == "assistant"]
+    best = max(replies, default=(0, ""))
+    return best[1] if best[0] >= 2 else "unknown"
+
+
+def test_no_worked_example_reaches_an_answer():
+    """A question about something the model was not told ("the book" of a context it lacks) is
+    not answered with the worked example that shares its words: no example is a conversation turn."""
+    ctx, model, _ = make_context(conversation_reader, names=("passage",))
+    trace = STRATEGIES.get("direct")(ctx).run("Who wrote the book?")
+    assert trace.answer == "unknown", model.calls[0].messages
+    assert trace.answer not in {answer for _, answer in DIRECT_SHORT_EXAMPLES}
+    assert not any(m.role == "assistant" for m in model.calls[0].messages)
 
 
 def test_direct_flashrag_instruction_is_revision_0s_prompt():

@@ -50,6 +50,7 @@ from routerag.server.events import ObservedModel, ObservedSourceSet, ProgressEve
 from routerag.server.guard import RequestGuard
 from routerag.server.jobs import RunManager, UnknownRunError
 from routerag.server.openai_api import build_chat_router
+from routerag.server.openai_errors import refusal_body
 from routerag.server.prepare import PreparedStrategy, StrategyConfig, prepare_strategy
 from routerag.server.retrieval_app import (
     ERRORS,
@@ -186,7 +187,7 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
         return upload_limit if path.rstrip("/") == "/v1/sources" else settings.max_body_bytes
 
     app.add_middleware(RequestGuard, bind_host=settings.host, api_key=settings.api_key, max_body_bytes=settings.max_body_bytes, security=settings.security,
-                       body_limit=body_limit)
+                       body_limit=body_limit, refusal_body=refusal_body)
 
     @app.exception_handler(UnknownRunError)
     async def _no_run(_: Request, exc: UnknownRunError) -> JSONResponse:

@@ -1,5 +1,6 @@
 """The front door of both servers: one ASGI middleware that checks a request before any route
-sees it, in this order (each refusal is ``{"detail": reason}``):
+sees it, in this order (each refusal is ``{"detail": reason}``, or the body ``refusal_body(path,
+status, reason)`` gives: the service answers its OpenAI routes in OpenAI's error shape):
 
 1. ``Host`` must be one of the allowed host names (400) — a DNS-rebinding page reaches a loopback
    server under its own host name, so it is refused here.
@@ -153,11 +154,14 @@ def _is_json(headers: Headers) -> bool:
 
 class RequestGuard:
     """See the module docstring. ``body_limit(path)`` gives the body limit for a path (uploads
-    get a larger one)."""
+    get a larger one); ``refusal_body(path, status, reason)`` the body of a refusal (by default
+    ``{"detail": reason}``)."""
 
     def __init__(self, app: ASGIApp, *, bind_host: str, api_key: SecretStr | None, max_body_bytes: int,
-                 security: SecuritySettings, body_limit: Callable[[str], int] | None = None) -> None:
+                 security: SecuritySettings, body_limit: Callable[[str], int] | None = None,
+                 refusal_body: Callable[[str, int, str], dict[str, Any]] | None = None) -> None:
         self.app = app
+        self.refusal_body = refusal_body or (lambda _path, _status, detail: {"detail": detail})
         self.api_key = api_key
         self.security = security
         self.hosts = allowed_host_names(bind_host, security.allowed_hosts)
@@ -233,10 +237,10 @@ class RequestGuard:
 
         await self.app(scope, replay, send)
 
-    @staticmethod
-    async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, detail: str,
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, status: int, detail: str,
                       headers: dict[str, str] | None = None, *, close: bool = False) -> None:
         headers = dict(headers or {})
         if close:
             headers["Connection"] = "close"
-        await JSONResponse({"detail": detail}, status_code=status, headers=headers)(scope, receive, send)
+        body = self.refusal_body(scope.get("path", ""), status, detail)
+        await JSONResponse(body, status_code=status, headers=headers)(scope, receive, send)

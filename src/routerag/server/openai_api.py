@@ -14,11 +14,13 @@ installed: the service's model pool then builds it on its first request, next to
 1.1 GB more memory, and several times slower on a CPU). An unknown model gets 404
 (``model_not_found``).
 
-**The request.** The question is the text of the *last* ``user`` message (a string, or a list of
-``text`` parts joined by newlines; any other part, such as an image, is refused), checked like
-``/v1/ask``'s question (empty or too long: 422). Strategies answer one question at a time and none
-reads a conversation, so system, developer, assistant and tool messages and earlier user turns are
-accepted and ignored. ``max_completion_tokens`` (or ``max_tokens``) caps each model call of the
+**The request.** The messages are read by one rule (:mod:`routerag.server.chat_messages`): the
+question is the text of the *last* ``user`` message, checked like ``/v1/ask``'s question (empty or
+too long: 422); system and developer messages are the instructions and the context the strategy
+answers from, and earlier user and assistant turns the conversation so far — every model call of
+the run sees both (:class:`~routerag.llm.conversation.ConversationModel`); tool messages, tool
+calls, messages after the question and non-text parts are refused (400). The ``passthrough``
+model answers the messages as given, with no retrieval. ``max_completion_tokens`` (or ``max_tokens``) caps each model call of the
 run: every ``max_*tokens*`` parameter of the strategy is lowered to it (never raised); above the
 service's ``max_new_tokens`` it is refused (422). ``n`` must be 1. ``temperature``, ``top_p``,
 ``stop``, ``seed``, ``tools``, ``response_format`` and any other field a client sends are accepted
@@ -36,52 +38,56 @@ end), one chunk with the whole answer, a chunk with ``finish_reason: "stop"`` an
 OpenAI sends it), then ``data: [DONE]``. A client that disconnects stops the run at its next model
 call or retrieval, as on ``/v1/ask``.
 
-**Errors** use OpenAI's shape, ``{"error": {"message", "type", "param", "code"}}``, so that the SDK
-raises its typed errors (``NotFoundError``, ``UnprocessableEntityError``, ...). A run that fails
-(its trace records an error) is an HTTP error too, not an empty answer, with the trace under
-``routerag``; the trace's ``error_kind`` gives the status: 422 (``run_failed``) when the run asked for a source this service cannot serve, 502
-when the model or a remote source failed, 500 otherwise (with ``x-should-retry: false``: the SDK
-would otherwise repeat the run). In a stream, which has already answered 200, the failure is a
-``data: {"error": {...}, "routerag": trace}`` event before ``[DONE]``; the SDK raises it as an
-``APIError``. The front door's own refusals (wrong Host or Origin, a missing API key on a POST, a body
-over the limit) keep the service's ``{"detail": ...}`` shape; the SDK still raises by status.
+**Errors** use OpenAI's shape, ``{"error": {"message", "type", "param", "code"}}``, on every
+OpenAI route, the front door's refusals (a wrong API key: 401) and the admission's (429) included,
+so that the SDK raises its typed errors (:mod:`routerag.server.openai_errors` maps them all). A run
+that fails (its trace records an error) is an HTTP error too, not an empty answer, with the trace
+under ``routerag``; the trace's ``error_kind`` gives the status: 422 (``run_failed``) when the run
+asked for a source this service cannot serve, 502 when the model or a remote source failed, 500
+otherwise (with ``x-should-retry: false``: the SDK would otherwise repeat the run). In a stream,
+which has already answered 200, the failure is a ``data: {"error": {...}, "routerag": trace}``
+event before ``[DONE]``; the SDK raises it as an ``APIError``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
 import anyio
 from fastapi import APIRouter, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
-from fastapi.routing import APIRoute
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from routerag.llm.base import ChatModel
 from routerag.llm.config import BUNDLED_POLICIES, DEFAULT_MODEL, MissingPolicyError, ModelConfig, bundled_policy_path
-from routerag.server.admission import OverBound
+from routerag.llm.conversation import ConversationModel
 from routerag.server.cancel import CancellableModel, CancellableSourceSet, unless_disconnected, wait_for_disconnect
-from routerag.server.errors import ApiError, validation_detail
+from routerag.server.chat_messages import ChatMessage, read_messages
+from routerag.server.errors import ApiError
+from routerag.server.openai_errors import (
+    OPENAI_ERRORS,
+    ChatRequestError,
+    ErrorChunk,
+    OpenAIRoute,
+    error_event,
+    failed_run_reply,
+    run_failure,
+)
 from routerag.server.prepare import PreparedStrategy, StrategyConfig, token_limits
 from routerag.server.settings import ServiceSettings
 from routerag.server.upload_parse import UploadRejected
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES
 from routerag.strategies.resolve import StrategyParamsError, answer
-from routerag.trace import RunErrorKind, Trace
+from routerag.trace import Trace
 
-log = logging.getLogger(__name__)
-
-__all__ = ["ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ModelList", "build_chat_router",
-           "question_of"]
+__all__ = ["ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ModelList", "build_chat_router"]
 
 LARGER_MODEL = "routerag-1.5b"
 LARGER_BASE = "bundled:qwen2.5-coder-1.5b"
@@ -90,26 +96,6 @@ KEEP_ALIVE_S = 10.0  # a comment line this often while a streamed run has not an
 
 
 # ------------------------------------------------------------------ the request
-
-
-class ContentPart(BaseModel):
-    """One part of a message's content: ``{"type": "text", "text": ...}`` (other kinds are kept
-    as sent and refused only in the question)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    type: str = Field(max_length=64)
-    text: str | None = None
-
-
-class ChatMessage(BaseModel):
-    """A message as OpenAI clients send it; ``name``, ``tool_calls``, ``tool_call_id`` and the
-    like are accepted and ignored."""
-
-    model_config = ConfigDict(extra="allow")
-
-    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
-    content: str | list[ContentPart] | None = None
 
 
 class StreamOptions(BaseModel):
@@ -134,7 +120,8 @@ class ChatCompletionRequest(BaseModel):
 
     model: str = Field(min_length=1, max_length=200, description="a strategy (GET /v1/models)")
     messages: list[ChatMessage] = Field(min_length=1, max_length=1_000,
-                                        description="the last user message is the question; the others are ignored")
+                                        description="the last user message is the question; system messages are the "
+                                                    "instructions and context, earlier turns the conversation so far")
     stream: bool | None = Field(False, description="answer as server-sent events")
     stream_options: StreamOptions | None = None
     max_completion_tokens: int | None = Field(None, ge=1, description="caps every model call of the run")
@@ -155,29 +142,6 @@ class ChatCompletionRequest(BaseModel):
     @property
     def token_cap(self) -> int | None:
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
-
-
-def message_text(message: ChatMessage) -> str:
-    """A message's text: its string content, or its ``text`` parts joined by newlines."""
-    content = message.content
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    texts = []
-    for part in content:
-        if part.type != "text":
-            raise ValueError(f"a content part of type {part.type!r} cannot be asked: routerag answers text questions")
-        texts.append(part.text or "")
-    return "\n".join(texts)
-
-
-def question_of(messages: list[ChatMessage]) -> tuple[int, str]:
-    """The index and text of the last ``user`` message: the question a strategy answers."""
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].role == "user":
-            return index, message_text(messages[index])
-    raise ValueError("no user message: the last user message is the question")
 
 
 # ------------------------------------------------------------------ the reply
@@ -245,101 +209,9 @@ class ModelList(BaseModel):
     data: list[ModelCard]
 
 
-class OpenAIError(BaseModel):
-    message: str
-    type: str
-    param: str | None = None
-    code: str | None = None
-
-
-class OpenAIErrorReply(BaseModel):
-    error: OpenAIError
-
-
-class ErrorChunk(BaseModel):
-    """A stream's failure: OpenAI's error object (the SDK raises it), with the run's trace."""
-
-    error: OpenAIError
-    routerag: Trace | None = None
-
-
-def error_reply(status: int, message: str, *, code: str | None = None, param: str | None = None,
-                headers: dict[str, str] | None = None) -> JSONResponse:
-    """A refused request in OpenAI's shape."""
-    kind = "authentication_error" if status == 401 else "invalid_request_error" if status < 500 else "server_error"
-    error = OpenAIError(message=message, type=kind, param=param, code=code)
-    return JSONResponse({"error": error.model_dump()}, status_code=status, headers=headers)
-
-
-OPENAI_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": OpenAIErrorReply, "description": "missing or wrong API key"},
-    404: {"model": OpenAIErrorReply, "description": "no such model (GET /v1/models)"},
-    422: {"model": OpenAIErrorReply, "description": "an invalid request, or a run that asked for a source this service cannot serve"},
-    500: {"model": OpenAIErrorReply, "description": "the run failed (the trace is under `routerag`)"},
-    502: {"model": OpenAIErrorReply, "description": "the model or a remote source failed (the trace is under `routerag`)"},
-}
-
-
-class ChatRequestError(ApiError):
-    """A refused request, with the field it is about and OpenAI's error code."""
-
-    def __init__(self, status: int, detail: str, *, param: str | None = None, code: str | None = None) -> None:
-        super().__init__(status, detail)
-        self.param = param
-        self.code = code
-
-
 def unknown_model(name: str) -> ChatRequestError:
     return ChatRequestError(404, f"the model {name!r} does not exist on this service (GET /v1/models lists them)",
                             param="model", code="model_not_found")
-
-
-_FAILURE_REPLIES: dict[RunErrorKind, tuple[int, str]] = {
-    "retrieval": (422, "invalid_request_error"),  # a source this service cannot serve
-    "model": (502, "upstream_error"),
-    "remote_source": (502, "upstream_error"),
-}
-
-
-def run_failure(trace: Trace) -> tuple[int, OpenAIError]:
-    """The HTTP status and OpenAI error of a run whose trace records an error, by its
-    ``error_kind``: 422 for a source this service cannot serve, 502 for a failed model or remote
-    source, 500 for anything else (a trace without a kind included)."""
-    status, kind = _FAILURE_REPLIES.get(trace.error_kind or "other", (500, "server_error"))
-    return status, OpenAIError(message=f"the {trace.strategy} run failed: {trace.error}", type=kind, code="run_failed")
-
-
-def failed_run_reply(trace: Trace) -> JSONResponse:
-    status, error = run_failure(trace)
-    headers = {"x-should-retry": "false"} if status == 500 else None  # the same run would fail the same way
-    return JSONResponse({"error": error.model_dump(), "routerag": trace.model_dump(mode="json")},
-                        status_code=status, headers=headers)
-
-
-class OpenAIRoute(APIRoute):
-    """A route whose refusals (bad body, unknown model, wrong key, bad params) are in OpenAI's shape."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def handle(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except RequestValidationError as exc:
-                status, detail, errors = validation_detail(exc)
-                param = ".".join(p for p in errors[0]["loc"] if p != "body") if errors else None
-                return error_reply(status, detail, param=param or None)
-            except ApiError as exc:
-                code = getattr(exc, "code", None) or ("invalid_api_key" if exc.status == 401 else None)
-                return error_reply(exc.status, exc.detail, code=code, param=getattr(exc, "param", None), headers=exc.headers)
-            except UploadRejected as exc:
-                return error_reply(exc.status, exc.detail, param="routerag.sources")
-            except StrategyParamsError as exc:  # found while building a strategy a strategy runs
-                return error_reply(422, str(exc), param="routerag.params")
-            except OverBound as exc:  # the service's admission of asks (the message names the bound)
-                return error_reply(429, str(exc), code="rate_limit_exceeded", headers={"Retry-After": str(exc.retry_after_s)})
-
-        return handle
 
 
 # ------------------------------------------------------------------ models
@@ -456,16 +328,15 @@ def build_chat_router(model_for: Callable[[PreparedStrategy], ChatModel], prepar
     @router.post("/v1/chat/completions", response_model=ChatCompletion, responses={
                      200: {"content": {"text/event-stream": {}},
                            "description": "a chat completion; with `stream: true`, chat.completion.chunk events then [DONE]"},
-                     400: {"model": OpenAIErrorReply, "description": "the body is not valid JSON"}, **OPENAI_ERRORS,
-                     429: {"model": OpenAIErrorReply, "description": "too many asks queued (`Retry-After` says when to retry)"}},
+                     **OPENAI_ERRORS},
                  dependencies=list(admitted),
                  summary="answer the last user message with the strategy the model name picks (OpenAI-compatible)")
     async def chat_completions(request: Request, body: ChatCompletionRequest) -> ChatCompletion | Response:
+        asked = read_messages(body.messages)  # the one rule for system messages and earlier turns
         try:
-            index, question = question_of(body.messages)
-            check_question(question, f"messages[{index}] (the last user message)")
-        except (ValueError, ApiError) as exc:
-            raise ChatRequestError(422, exc.detail if isinstance(exc, ApiError) else str(exc), param="messages") from None
+            check_question(asked.question, f"messages[{asked.index}] (the last user message)")
+        except ApiError as exc:
+            raise ChatRequestError(422, exc.detail, param="messages") from None
         cap = body.token_cap
         if cap is not None and cap > settings.max_new_tokens:
             raise ChatRequestError(422, f"max_tokens: {cap} is above this service's limit of {settings.max_new_tokens} tokens",
@@ -474,8 +345,8 @@ def build_chat_router(model_for: Callable[[PreparedStrategy], ChatModel], prepar
         cancelled = threading.Event()  # set when the client leaves: the run stops at its next call
 
         def run() -> Trace:  # the model is looked up in the worker thread: building it never blocks the event loop
-            return answer(strategy, CancellableModel(model_for(strategy), cancelled),
-                          CancellableSourceSet(sourceset, cancelled), question)
+            model = ConversationModel(CancellableModel(model_for(strategy), cancelled), asked.conversation)
+            return answer(strategy, model, CancellableSourceSet(sourceset, cancelled), asked.question)
 
         meta = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body.model}
         if body.stream:
@@ -516,12 +387,8 @@ async def _stream(request: Request, run: Callable[[], Trace], cancelled: threadi
             yield _chunk(meta, include_usage, choices=[ChunkChoice(delta={}, finish_reason="stop")], routerag=trace)
             if include_usage:
                 yield _chunk(meta, include_usage, choices=[], usage=Usage.of(trace))
-    except StrategyParamsError as exc:  # found while building a strategy it runs (adaptive's choices)
-        yield f"data: {ErrorChunk(error=OpenAIError(message=str(exc), type='invalid_request_error', param='routerag.params')).model_dump_json(exclude_none=True)}\n\n"
     except Exception as exc:  # noqa: BLE001 — the stream still ends with its error and [DONE]
-        log.exception("the streamed chat completion failed")
-        error = OpenAIError(message=f"internal error while answering ({type(exc).__name__})", type="server_error")
-        yield f"data: {ErrorChunk(error=error).model_dump_json(exclude_none=True)}\n\n"
+        yield error_event(exc)  # bad params found while building a strategy it runs (adaptive's choices), or a bug
     finally:  # also when the client left mid-stream (the generator is closed)
         watcher.cancel()
         if not task.done():

@@ -16,6 +16,7 @@ _BUILTINS = {
     "r1-router-step": "routerag.strategies.r1_router_step:R1RouterStep",
     "rule": "routerag.strategies.rule:Rule",
     "direct": "routerag.strategies.baselines:Direct",
+    "passthrough": "routerag.strategies.passthrough:Passthrough",
     "vanilla": "routerag.strategies.baselines:Vanilla",
     "ircot": "routerag.strategies.baselines:IRCoT",
     "iter-retgen": "routerag.strategies.baselines:IterRetGen",

@@ -1,8 +1,9 @@
 """Baselines with FlashRAG-style short-answer prompts:
 
-* ``direct``      — no retrieval, answer from the model's own knowledge. Revision 1
-  (``instruction="short"``, the default): the answer alone, asked for with worked examples
-  (:data:`~routerag.strategies.prompts.DIRECT_SHORT_SYSTEM`); revision 0's FlashRAG instruction
+* ``direct``      — no retrieval, answer from the model's own knowledge. Revision 2
+  (``instruction="short"``, the default): the answer alone, asked for with worked examples shown
+  inside the instruction (:func:`~routerag.strategies.prompts.direct_short_system`; revision 1 gave
+  them as earlier turns, and an example's answer leaked into answers); revision 0's FlashRAG instruction
   (``instruction="flashrag"``) made the 0.5B write whole sentences ("No, X and Y are not ...");
 * ``vanilla``     — one retrieval of ``k`` passages for the question, then answer;
 * ``ircot``       — IRCoT (Trivedi et al., 2023): retrieve with the question, then each generated
@@ -27,12 +28,11 @@ from routerag.llm.base import GenerationParams, Message
 from routerag.runtime.loop import LoopStrategy, add_step, call_model, record_exchange, retrieve_step
 from routerag.runtime.parsing import clean_answer, clean_query
 from routerag.strategies.prompts import (
-    DIRECT_SHORT_EXAMPLES,
-    DIRECT_SHORT_SYSTEM,
     DIRECT_SYSTEM,
     IRCOT_ANSWER_MARK,
     IRCOT_SYSTEM,
     RAG_SYSTEM,
+    direct_short_system,
     format_docs,
     ircot_user,
     question_user,
@@ -52,7 +52,7 @@ class DirectParams(BaseModel):
 class ClosedBookParams(DirectParams):
     instruction: Literal["short", "flashrag"] = Field(
         default="short",
-        description="short: the answer alone, with worked examples (revision 1); flashrag: FlashRAG's "
+        description="short: the answer alone, with worked examples in the instruction (revision 2); flashrag: FlashRAG's "
         "'Only give me the answer' instruction (revision 0's prompt)",
     )
 
@@ -91,13 +91,11 @@ def _answer(strategy: LoopStrategy, trace: Trace, hits: Sequence[Hit] | None, pa
 def _closed_book_messages(question: str, instruction: str) -> list[Message]:
     if instruction == "flashrag":
         return [Message(role="system", content=DIRECT_SYSTEM), Message(role="user", content=question_user(question))]
-    messages = [Message(role="system", content=DIRECT_SHORT_SYSTEM)]
-    for example, answer in DIRECT_SHORT_EXAMPLES:
-        messages += [Message(role="user", content=question_user(example)), Message(role="assistant", content=answer)]
-    return [*messages, Message(role="user", content=question_user(question))]
+    return [Message(role="system", content=direct_short_system()), Message(role="user", content=question_user(question))]
 
 
-def _finish(trace: Trace, answer: str, raw: str, call: ModelCall, **fields) -> Step:
+def finish_answer(trace: Trace, answer: str, raw: str, call: ModelCall, **fields) -> Step:
+    """The answer of a one-call strategy: the trace's answer and its answer step."""
     trace.answer = answer
     return add_step(trace, "answer", answer=answer, raw_output=raw, model_calls=[call], latency_ms=call.latency_ms, **fields)
 
@@ -105,7 +103,9 @@ def _finish(trace: Trace, answer: str, raw: str, call: ModelCall, **fields) -> S
 class Direct(LoopStrategy):
     name: ClassVar[str] = "direct"
     Params: ClassVar[type[BaseModel]] = ClosedBookParams
-    revision: ClassVar[int] = 1  # 1: the short-answer instruction with worked examples (was FlashRAG's)
+    # 1: the short-answer instruction with worked examples (was FlashRAG's); 2: the examples inside
+    # the instruction, not as earlier turns (an example's answer leaked into answers)
+    revision: ClassVar[int] = 2
     retrieves: ClassVar[bool] = False
     params: ClosedBookParams
 
@@ -113,7 +113,7 @@ class Direct(LoopStrategy):
         messages = _closed_book_messages(trace.question, self.params.instruction)
         response, call = call_model(self.context, messages, self.params.generation(stop=["\n"]), "answer")
         record_exchange(trace, messages, response.text)
-        _finish(trace, clean_answer(response.text), response.text, call)
+        finish_answer(trace, clean_answer(response.text), response.text, call)
 
 
 class Vanilla(LoopStrategy):
@@ -124,7 +124,7 @@ class Vanilla(LoopStrategy):
     def execute(self, trace: Trace) -> None:
         p = self.params
         step = retrieve_step(self.context, trace, trace.question, [p.source], p.k, format_docs)
-        _finish(trace, *_answer(self, trace, step.hits, p))
+        finish_answer(trace, *_answer(self, trace, step.hits, p))
 
 
 def first_sentence(text: str) -> str:
@@ -163,7 +163,7 @@ class IRCoT(LoopStrategy):
                 if answer.endswith(".") and "." not in answer[:-1]:  # the sentence's full stop
                     answer = answer[:-1]
                 if p.reader == "chain":
-                    _finish(trace, answer, response.text, call, reasoning=" ".join(thoughts))
+                    finish_answer(trace, answer, response.text, call, reasoning=" ".join(thoughts))
                     return
                 add_step(trace, "answer", answer=answer, raw_output=response.text, model_calls=[call], latency_ms=call.latency_ms,
                          reasoning=" ".join(thoughts), intermediate=True)  # the chain's own answer
@@ -176,9 +176,9 @@ class IRCoT(LoopStrategy):
         # the QA reader over every gathered document; without the mark it is forced (a format error)
         answer, raw, call = _answer(self, trace, pool, p.model_copy(update={"max_tokens": 64}))
         if marked:
-            _finish(trace, answer, raw, call)
+            finish_answer(trace, answer, raw, call)
         else:
-            _finish(trace, answer, raw, call, format_error="no_answer_within_budget", forced=ForcedAnswer())
+            finish_answer(trace, answer, raw, call, format_error="no_answer_within_budget", forced=ForcedAnswer())
 
 
 class IterRetGen(LoopStrategy):

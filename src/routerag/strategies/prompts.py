@@ -193,7 +193,7 @@ def r1_router_final(question: str, steps: Sequence[tuple[str, str]]) -> str:
 
 # FlashRAG's default short-answer prompts (Jin et al., 2024, flashrag/prompt/base_prompt.py).
 DIRECT_SYSTEM = "Answer the question based on your own knowledge. Only give me the answer and do not output any other words."
-# direct, revision 1: the closed-book reader asked for the answer alone, shown with four worked
+# direct, revision 1 and later: the closed-book reader asked for the answer alone, shown with six worked
 # examples (general facts, none from a benchmark set; two yes/no, two choices answered with the
 # first and with the second option, so that no answer position is taught).
 DIRECT_SHORT_SYSTEM = (
@@ -209,6 +209,18 @@ DIRECT_SHORT_EXAMPLES: tuple[tuple[str, str], ...] = (
     ("Was Isaac Newton or Albert Einstein born first?", "Isaac Newton"),
     ("Is Mount Everest taller than Mont Blanc?", "yes"),
 )
+
+
+def direct_short_system() -> str:
+    """direct's instruction, revision 2: the worked examples shown inside it, as examples of the
+    format. Revision 1 gave them as earlier user/assistant turns, and a model reads earlier turns
+    as the conversation so far: a question that shares words with one ("Who wrote the book?") was
+    answered with that example's answer ("George Orwell")."""
+    examples = "\n".join(f"Question: {question}\nAnswer: {answer}" for question, answer in DIRECT_SHORT_EXAMPLES)
+    return (f"{DIRECT_SHORT_SYSTEM}\n\nExamples of the format only; they are not part of the conversation and "
+            f"say nothing about the question you are asked:\n{examples}")
+
+
 RAG_SYSTEM = (
     "Answer the question based on the given document. Only give me the answer and do not output any other words."
     "\n\nThe following are given documents.\n\n{reference}"
