@@ -230,3 +230,23 @@ def test_the_llamaindex_routing_retriever_in_a_query_engine(sources):
     assert {n.node.metadata["route"]["choice"] for n in response.source_nodes} == {"med"}
     assert "keyword rule" not in str(response)  # the decision is metadata, not shown to the LLM
     assert asyncio.run(retriever.aretrieve(LAW_QUESTION))[0].node.node_id == nodes[0].node.node_id
+
+
+def test_the_guides_routing_snippet_runs(index_dir, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    snippet = Path(__file__).resolve().parents[1] / "docs" / "guides" / "snippets" / "routing_retrievers.py"
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("rules: [{pattern: drug, choice: bm25}]\ndefault: bm25\n")
+    env = {**os.environ, "ROUTERAG_INDEX": str(index_dir), "ROUTERAG_ROUTER": "keyword",
+           "ROUTERAG_ROUTER_RULES": str(rules), "ROUTERAG_K": "2"}
+    done = subprocess.run([sys.executable, str(snippet), MED_QUESTION], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "langchain: keyword chose bm25 of ['bm25']: keyword rule 1 /drug/ matched: bm25"
+    assert lines[1].startswith("  1. Aspirin (bm25, ") and lines[2].startswith("  2. ")
+    assert lines[3].startswith("llamaindex: bm25: ['Aspirin', ")
+    assert lines[4].startswith("selector: bm25 (keyword rule 1 /drug/ matched: bm25): ['Aspirin', ")

@@ -101,7 +101,7 @@ def build_server(tools: McpTools) -> "MCPServer":
     ) -> RoutedSearch:
         """Route a query to the source a routerag router chooses, then search it there: the top-k
         passages (title, text, score, source) and the decision (the chosen source, the router's
-        reason, its score of every source, best first). Fast unless the router is `llm`."""
+        reason, its score of every source, best first). Fast: no language model runs."""
         try:
             return tools.route(query, router, k, router_model)
         except RouteragError as exc:

@@ -96,7 +96,7 @@ class RouteRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    router: RouterName
+    router: RouterName | None = None  # None: the operator's (McpSettings.router)
     router_model: RouterModel | None = None
 
 
@@ -212,7 +212,7 @@ class McpTools:
         if not query.strip():
             raise McpRequestError("the query is empty")
         try:  # a request names registered routers (or allowed plugins) and shipped router models, never paths
-            named = RouteRequest.model_validate({"router": router or self.settings.router, "router_model": router_model},
+            named = RouteRequest.model_validate({"router": router, "router_model": router_model},
                                                 context=self.settings.security.from_request(None).context())
         except ValidationError as exc:
             raise McpRequestError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}"
@@ -222,12 +222,12 @@ class McpTools:
     def _router(self, named: RouteRequest) -> Router:
         from routerag.routing import RouterDeps, build_router
 
+        name = named.router or self.settings.router
         model = named.router_model or self.settings.router_model
         with self._routers_lock:
-            key = (named.router, model)
-            if key not in self.routers:
-                self.routers[key] = build_router(named.router, RouterDeps(model=model, rules=self.rules))
-            return self.routers[key]
+            if (name, model) not in self.routers:
+                self.routers[name, model] = build_router(name, RouterDeps(model=model, rules=self.rules))
+            return self.routers[name, model]
 
     def list_sources(self) -> SourcesResult:
         infos = [SourceInfo(name=name, mode=self.sources.get(name).mode, profile=self.sources.get(name).profile)
