@@ -76,11 +76,11 @@ def _error_text(result: Any) -> str:
 
 
 async def _check_tools(session: Any, corpus: list[dict[str, str]]) -> None:
-    """What every transport must give: the three tools with their schemas, hits from the corpus,
+    """What every transport must give: the four tools with their schemas, hits from the corpus,
     the source list, and refusals as error results that say why."""
     titles = {row["title"] for row in corpus}
     tools = {tool.name: tool for tool in (await session.list_tools()).tools}
-    assert set(tools) == {"search", "ask", "list_sources"}
+    assert set(tools) == {"search", "route", "ask", "list_sources"}
     search_schema = tools["search"].input_schema
     assert search_schema["required"] == ["query"]
     assert search_schema["properties"]["k"]["minimum"] == 1 and search_schema["properties"]["k"]["default"] == 5
@@ -143,6 +143,7 @@ def test_stdio_ask_with_the_bundled_model(index_dir, corpus) -> None:
     assert seen["strategy"] == "vanilla" and seen["error"] is None and seen["answer"].strip()
     [search] = seen["searches"]
     assert search["sources"] == ["bm25"] and search["titles"][0] == corpus[3]["title"] and len(search["titles"]) == 2
+    assert [hit["title"] for hit in search["hits"]] == search["titles"] and search["hits"][0]["text"]
     assert seen["prompt_tokens"] > 0 and 0 < seen["completion_tokens"] <= 16 and seen["latency_ms"] > 0
     assert seen["model"] == "bundled:qwen2.5-coder-0.5b"
 
@@ -201,7 +202,7 @@ def test_client_snippet_runs(index_dir, corpus) -> None:
                           env=_env(ROUTERAG_INDEX=str(index_dir)), timeout=300)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == "tools: search, ask, list_sources"
+    assert lines[0] == "tools: search, route, ask, list_sources"
     assert lines[1].startswith("3 hits from bm25 for ")
     assert lines[2].startswith(f"1. {query} (")
 

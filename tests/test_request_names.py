@@ -7,7 +7,8 @@ Each one gets ``sys:exit``, ``os:abort``, ``builtins:print``, ``this:x`` and pat
 folder, directly, as the params of a choice of ``adaptive`` (``strategy_params``) and, for the
 strategy name itself, on every route that takes params (``/v1/ask``, ``/v1/ask/stream``,
 ``/v1/chat/completions`` plain and streamed with the ``routerag`` extension, ``/v1/runs``) and
-through the MCP ``ask`` tool. Each request is refused (422 / an MCP error result) with a message
+through the MCP ``ask`` tool; the MCP ``route`` tool's router and router model (its request
+model walked the same way) get them too. Each request is refused (422 / an MCP error result) with a message
 naming the value, the service answers afterwards, nothing was printed, and ``this`` (whose import
 prints the Zen of Python) was never imported.
 
@@ -266,6 +267,36 @@ def test_the_mcp_ask_tool_takes_no_code_or_outside_paths(mcp_tools, outside_path
                 assert "this" not in sys.modules, f"ask {probe.where} = {probe.value!r} imported `this`"
             answered = await session.call_tool("ask", {"question": QUESTION, "strategy": "direct"})
             assert not answered.is_error and answered.structured_content["answer"] == "Leeds", answered.content
+
+    anyio.run(calls)
+    assert not failures, "\n".join(failures[:20]) + f"\n({len(failures)} in all)"
+    printed = capfd.readouterr()
+    assert "RouterDeps" not in printed.out + printed.err
+
+
+def test_the_mcp_route_tool_takes_no_code_or_outside_paths(mcp_tools, outside_paths, capfd):
+    """Every plugin-, path- or operator-valued field of the ``route`` tool's request model, walked
+    as the strategies' params are, gets each hostile value."""
+    from mcp import Client
+
+    from routerag.integrations.mcp_server import build_server
+    from routerag.integrations.mcp_tools import RouteRequest
+
+    fields = _fields(RouteRequest)
+    assert {(key, kind) for key, kind, _ in fields} >= {("router", "name"), ("router_model", "path")}
+    failures = []
+
+    async def calls() -> None:
+        async with Client(build_server(mcp_tools)) as session:
+            for key, _, wrap in fields:
+                for value in [*CODE, *outside_paths]:
+                    result = await session.call_tool("route", {"query": QUESTION, key: wrap(value)})
+                    text = result.content[0].text if result.content else ""
+                    if not result.is_error or value not in text:
+                        failures.append(f"route {key} = {value!r} -> {result.is_error}: {text[:300]}")
+                    assert "this" not in sys.modules, f"route {key} = {value!r} imported `this`"
+            searched = await session.call_tool("search", {"query": QUESTION})
+            assert not searched.is_error and searched.structured_content["hits"][0]["title"] == "Leeds"
 
     anyio.run(calls)
     assert not failures, "\n".join(failures[:20]) + f"\n({len(failures)} in all)"

@@ -1,10 +1,12 @@
 """``routerag mcp INDEX``: routerag's retrieval and answering as Model Context Protocol tools, for
 an agent (Claude Desktop, an IDE, an agent framework) that takes tools over MCP.
 
-Three tools, with typed input and output schemas (:mod:`routerag.integrations.mcp_tools` does the
-work): ``search`` (one mounted source's top hits), ``ask`` (a routing strategy's answer and the
-searches it made), ``list_sources``. A refused call (an unknown source or strategy, ``k`` out of
-range, an empty question) is the tool's error result with the reason, never a crash.
+Four tools, with typed input and output schemas (:mod:`routerag.integrations.mcp_tools` does the
+work): ``search`` (one mounted source's top hits), ``route`` (a routerag router chooses the source,
+then its top hits, with the decision), ``ask`` (a routing strategy's answer and the searches it
+made, with their hits), ``list_sources``. A refused call (an unknown source, router or strategy,
+``k`` out of range, an empty question) is the tool's error result with the reason, never a
+crash.
 
 Transports: stdio (the client starts this command; stdout is the protocol's, everything else goes
 to stderr) and streamable HTTP (``POST``/``GET`` at ``/mcp``) behind the front door of
@@ -30,6 +32,8 @@ from routerag.integrations.mcp_tools import (
     SearchResult,
     SourcesResult,
 )
+from routerag.integrations.routed import RoutedSearch
+from routerag.routing import ROUTERS, shipped_router_names
 from routerag.sources.base import MAX_K, MAX_QUERY_CHARS
 
 if TYPE_CHECKING:
@@ -38,6 +42,7 @@ if TYPE_CHECKING:
 
 INSTALL_HINT = "pip install 'routerag[integrations]'"
 SERVER_NAME = "routerag"
+TOOLS = ("search", "route", "ask", "list_sources")
 
 Announce = Callable[[str], None]
 
@@ -57,12 +62,12 @@ def _sdk() -> Any:
 def _instructions(tools: McpTools) -> str:
     return (f"routerag over the index {tools.index_dir.name} ({tools.documents} documents; sources: "
             f"{', '.join(tools.sources.names())}). Use `search` to read passages from one source (default "
-            f"{tools.default_source}), `ask` to have a routing strategy search and answer a question itself "
+            f"{tools.default_source}), `route` to have a router ({tools.settings.router}) choose the source first, `ask` to have a routing strategy search and answer a question itself "
             "(slower: a language model runs), `list_sources` to see what each source holds.")
 
 
 def build_server(tools: McpTools) -> "MCPServer":
-    """An MCP server with the three tools over ``tools`` (nothing is served yet)."""
+    """An MCP server with the four tools over ``tools`` (nothing is served yet)."""
     sdk = _sdk()
     from mcp.types import ToolAnnotations
 
@@ -70,6 +75,8 @@ def build_server(tools: McpTools) -> "MCPServer":
     refused = sdk.exceptions.ToolError
     read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
     sources = ", ".join(tools.sources.names())
+    routers = ", ".join(ROUTERS.names())
+    router_models = ", ".join(shipped_router_names())
 
     def search(
         query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="what to search for")],
@@ -84,6 +91,22 @@ def build_server(tools: McpTools) -> "MCPServer":
         except RouteragError as exc:
             raise refused(str(exc)) from None
 
+    def route(
+        query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="what to search for")],
+        router: Annotated[str | None, Field(description=f"the router that chooses the source: one of {routers}; "
+                                                        f"default {tools.settings.router}")] = None,
+        k: Annotated[int, Field(ge=1, le=MAX_K, description="how many hits")] = DEFAULT_K,
+        router_model: Annotated[str | None, Field(description="learned router: a shipped router model "
+                                                              f"({router_models}); default: the configured one")] = None,
+    ) -> RoutedSearch:
+        """Route a query to the source a routerag router chooses, then search it there: the top-k
+        passages (title, text, score, source) and the decision (the chosen source, the router's
+        reason, its score of every source, best first). Fast: no language model runs."""
+        try:
+            return tools.route(query, router, k, router_model)
+        except RouteragError as exc:
+            raise refused(str(exc)) from None
+
     def ask(
         question: Annotated[str, Field(min_length=1, description="the question to answer")],
         strategy: Annotated[str, Field(description="a routing strategy: routerag (the learned policy picks passage, "
@@ -93,8 +116,8 @@ def build_server(tools: McpTools) -> "MCPServer":
                                                                    "{\"k\": 3, \"source\": \"bm25\"} for vanilla")] = None,
     ) -> AskResult:
         """Answer a question with a routing strategy over this index: it decides where and what to
-        search, then answers. Returns the answer, each search it made (source, query, hit titles),
-        token counts and latency. Slow (a local language model runs; the first call loads it)."""
+        search, then answers. Returns the answer, each search it made (source, query, the hits with
+        their passages and scores, why it searched there), token counts and latency. Slow (a local language model runs; the first call loads it)."""
         try:
             return tools.ask(question, strategy, params)
         except RouteragError as exc:
@@ -105,6 +128,7 @@ def build_server(tools: McpTools) -> "MCPServer":
         return tools.list_sources()
 
     server.add_tool(search, annotations=read_only)
+    server.add_tool(route, annotations=read_only)
     server.add_tool(ask, annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
     server.add_tool(list_sources, annotations=read_only)
     return server
@@ -150,7 +174,7 @@ def serve_mcp(index_dir: Path, settings: McpSettings, modes: list[str] | None = 
     server = build_server(tools)
     what = f"{', '.join(tools.sources.names())} of {index_dir} ({tools.documents} documents)"
     if settings.transport == "stdio":
-        announce(f"serving MCP tools search, ask, list_sources over {what} on stdio")
+        announce(f"serving MCP tools {', '.join(TOOLS)} over {what} on stdio")
         server.run("stdio")
         return
     _serve_http(http_app(server, settings), settings, what, announce)
@@ -164,7 +188,7 @@ def _serve_http(app: "ASGIApp", settings: McpSettings, what: str, announce: Anno
     sock = bind_socket(settings.host, settings.port)  # port 0: the free port it got is announced
     port = sock.getsockname()[1]
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    announce(f"serving MCP tools search, ask, list_sources over {what} at http://{host}:{port}{settings.path} "
+    announce(f"serving MCP tools {', '.join(TOOLS)} over {what} at http://{host}:{port}{settings.path} "
              f"(streamable HTTP{', API key required' if settings.api_key else ''})")
     try:
         uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on")).run(sockets=[sock])

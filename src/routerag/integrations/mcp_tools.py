@@ -1,5 +1,7 @@
-"""What the MCP server's tools do, without the MCP SDK: ``search`` one mounted source, ``ask`` a
-question with a strategy, ``list_sources``. The index is mounted once (as ``routerag serve``
+"""What the MCP server's tools do, without the MCP SDK: ``search`` one mounted source, ``route`` a
+query to the source a routerag router chooses and search it there
+(:func:`~routerag.integrations.routed.route_and_search`), ``ask`` a question with a strategy,
+``list_sources``. The index is mounted once (as ``routerag serve``
 mounts it: :func:`~routerag.api.serving.mounted_sources`); every search and answer goes through
 the code the service uses (``SourceSet.retrieve`` with the validated request of ``routerag
 retrieve``; the service's :func:`~routerag.server.prepare.prepare_strategy` and
@@ -12,22 +14,30 @@ why; the server (``mcp_server``) hands it back as the tool's error result."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from routerag.errors import RouteragError
+from routerag.integrations.routed import RoutedSearch
 from routerag.llm.config import ModelConfig
+from routerag.registry import RegisteredName
+from routerag.routing import ROUTERS, Router, RouterModel
+from routerag.routing.keyword import RouterRules
 from routerag.server.settings import SecuritySettings, is_loopback
 from routerag.sources.sourceset import SourceSet
-from routerag.trace import Hit, Trace
+from routerag.trace import Hit, Route, Trace
 
 Announce = Callable[[str], None]
 
 DEFAULT_K = 5
 DEFAULT_STRATEGY = "routerag"
+DEFAULT_ROUTER = "profile-embedding"  # serves any set of sources (the learned mode router: passage, bm25, graph, hybrid)
+
+RouterName = Annotated[str, RegisteredName(ROUTERS)]
 
 
 class McpRequestError(RouteragError, ValueError):
@@ -52,6 +62,15 @@ class McpSettings(BaseModel):
                                        description="http: Host/Origin checks, body limits; both: the plugins a tool call may name")
     default_source: str | None = Field(
         None, description="the source `search` uses when the call names none; None: passage if mounted, else the first")
+    router: RouterName = Field(
+        DEFAULT_ROUTER, description="the router `route` uses when the call names none (routerag.routing.ROUTERS): "
+        "profile-embedding, learned, keyword (with router_rules), or a plugin")
+    router_model: RouterModel | None = Field(
+        None, description="learned router: a shipped router's name or a model folder (default: the shipped one whose "
+        "labels cover the mounted sources); a call may name a shipped one")
+    router_rules: RouterRules | None = Field(
+        None, description="keyword router: its rules file (YAML: rules: [{pattern, choice}, ...], default); "
+        "the operator's configuration only")
     max_question_chars: int = Field(4_000, ge=1, le=100_000, description="longest question `ask` takes")
     max_new_tokens: int = Field(8_192, ge=16, le=131_072,
                                 description="largest token limit a call's strategy params may give (max_tokens, ...)")
@@ -71,6 +90,16 @@ class SearchResult(BaseModel):
     latency_ms: float
 
 
+class RouteRequest(BaseModel):
+    """What a ``route`` call names, validated as a request's: a registered router (or a plugin the
+    operator allowed) and a shipped router model (no path)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    router: RouterName | None = None  # None: the operator's (McpSettings.router)
+    router_model: RouterModel | None = None
+
+
 class SourceInfo(BaseModel):
     name: str = Field(description="what `search` takes as `source`")
     mode: str = Field(description="the kind of retrieval: passage (dense), bm25, graph, hybrid, triples")
@@ -85,11 +114,13 @@ class SourcesResult(BaseModel):
 
 
 class AskSearch(BaseModel):
-    """One search the strategy made while answering."""
+    """One search the strategy made while answering, with its evidence."""
 
     sources: list[str]
     query: str | None
     titles: list[str] = Field(description="titles of the hits it got, best first")
+    hits: list[Hit] = Field(description="the hits it got (title, text, score, source, mode, doc_id, rank, metadata)")
+    route: Route | None = Field(None, description="why it searched there, when a policy or router chose the source")
 
 
 class AskResult(BaseModel):
@@ -105,8 +136,10 @@ class AskResult(BaseModel):
 
 
 def ask_result(trace: Trace, model: str) -> AskResult:
-    """A trace summarised for an agent: the answer, each search (where, what, which titles), the cost."""
-    searches = [AskSearch(sources=list(step.sources), query=step.query, titles=[hit.title for hit in step.hits])
+    """A trace summarised for an agent: the answer, each search (where, what, the hits it got and
+    why there), the cost."""
+    searches = [AskSearch(sources=list(step.sources), query=step.query, titles=[hit.title for hit in step.hits],
+                          hits=list(step.hits), route=step.route)
                 for step in trace.search_steps]
     return AskResult(question=trace.question, answer=trace.answer, strategy=trace.strategy, error=trace.error,
                      searches=searches, prompt_tokens=trace.prompt_tokens, completion_tokens=trace.completion_tokens,
@@ -127,6 +160,14 @@ class McpTools:
         self.index_dir = index_dir
         self.documents = documents
         self.default_source = self._default_source(settings.default_source)
+        self.routers: dict[tuple[str, str | None], Router] = {}  # built once per (router, model)
+        self._routers_lock = threading.Lock()
+        try:
+            from routerag.routing.keyword import load_rules
+
+            self.rules = load_rules(settings.router_rules) if settings.router_rules else None
+        except RouteragError as exc:
+            raise McpRequestError(f"router_rules: {exc}") from None
         try:
             self.models = ModelPool(settings.model, DeferredModel(settings.model))  # nothing loads before an ask
         except ValueError as exc:
@@ -159,6 +200,34 @@ class McpTools:
         # an invalid request, then an unknown source: a RouteragError saying why (naming the mounted ones)
         result = self.sources.retrieve(retrieval_request([query], k, [name])).results[name][0]
         return SearchResult(query=query, source=name, hits=result.hits, latency_ms=round(result.latency_ms, 2))
+
+    def route(self, query: str, router: str | None = None, k: int = DEFAULT_K,
+              router_model: str | None = None) -> RoutedSearch:
+        """Route ``query`` across the mounted sources with ``router`` (default: the configured one)
+        and search the chosen source; the hits and the decision."""
+        from pydantic import ValidationError
+
+        from routerag.integrations.routed import route_and_search
+
+        if not query.strip():
+            raise McpRequestError("the query is empty")
+        try:  # a request names registered routers (or allowed plugins) and shipped router models, never paths
+            named = RouteRequest.model_validate({"router": router, "router_model": router_model},
+                                                context=self.settings.security.from_request(None).context())
+        except ValidationError as exc:
+            raise McpRequestError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}"
+                                            for e in exc.errors())) from None
+        return route_and_search(self._router(named), self.sources, query, k)
+
+    def _router(self, named: RouteRequest) -> Router:
+        from routerag.routing import RouterDeps, build_router
+
+        name = named.router or self.settings.router
+        model = named.router_model or self.settings.router_model
+        with self._routers_lock:
+            if (name, model) not in self.routers:
+                self.routers[name, model] = build_router(name, RouterDeps(model=model, rules=self.rules))
+            return self.routers[name, model]
 
     def list_sources(self) -> SourcesResult:
         infos = [SourceInfo(name=name, mode=self.sources.get(name).mode, profile=self.sources.get(name).profile)

@@ -147,10 +147,10 @@ class Adaptive(LoopStrategy):
 
     def execute(self, trace: Trace) -> None:
         p = self.params
-        result = self.router.route(trace.question, {c: "" for c in p.strategies})
+        from routerag.routing.across import route_choices
+
+        result = route_choices(self.router, trace.question, {c: "" for c in p.strategies})
         choice = result.choice
-        if choice not in self.runners:
-            raise ValueError(f"router {p.router!r} chose {choice!r}, not one of {sorted(self.runners)}")
         latency = sum(c.latency_ms for c in result.model_calls)
         # the label's strategy and its params are the run's (trace.params: strategies, strategy_params)
         add_step(trace, "route", route=result.as_route(self.router.name),

@@ -118,13 +118,13 @@ def route_step(context: StrategyContext, params: SieveParams, trace: Trace, subq
     """One routing decision over the source profiles (by the router ``params.router`` names),
     recorded as a ``route`` step; the chosen source."""
     from routerag.routing import RouterDeps, build_router
+    from routerag.routing.across import route_sources
 
-    profiles = context.sources.profiles()
     deps = RouterDeps(context=context, generation=params.generation(flat_json=True), model=params.router_model,
                       margin=params.router_margin, rules=strategy_rules(params.router, params.router_rules))
     start = time.perf_counter()
     router = build_router(params.router, deps)
-    result = router.route(query, profiles)
+    result = route_sources(router, query, context.sources)
     wall_ms = 1000 * (time.perf_counter() - start)
     add_step(
         trace,
