@@ -15,7 +15,7 @@ pytest.importorskip("langchain_core")
 pytest.importorskip("llama_index.core")
 
 from routerag.corpus.schema import Document  # noqa: E402
-from routerag.routing.keyword import KeywordRules  # noqa: E402
+from routerag.routing.keyword_rules import KeywordRules  # noqa: E402
 from routerag.sources.sourceset import SourceSet  # noqa: E402
 
 pytestmark = pytest.mark.unit

@@ -12,7 +12,8 @@ from pydantic import ValidationError
 from routerag.provenance import FromRequest
 from routerag.routing import ROUTERS, RouterDeps, build_router
 from routerag.routing.base import RoutingError
-from routerag.routing.keyword import KeywordRouter, KeywordRules, load_rules, rules_fingerprint
+from routerag.routing.keyword import KeywordRouter, load_rules, rules_fingerprint
+from routerag.routing.keyword_rules import KeywordRules
 from routerag.strategies import STRATEGIES
 from routerag.strategies.sieve import SieveParams
 from test_strategies_support import make_context

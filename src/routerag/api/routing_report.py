@@ -23,7 +23,7 @@ from routerag.train.router.report import Inputs, LearnedSettings
 if TYPE_CHECKING:
     from routerag.corpus.datasets import Dataset
     from routerag.corpus.schema import Question
-    from routerag.routing.keyword import KeywordRules
+    from routerag.routing.keyword_rules import KeywordRules
     from routerag.sources.sourceset import SourceSet
     from routerag.train.router.outcomes import OutcomeSettings, QuestionOutcome
     from routerag.train.router.report import RoutingReport

@@ -18,7 +18,7 @@ from routerag.routing.base import RouteChoice, Router
 from routerag.trace import Hit, Route
 
 if TYPE_CHECKING:
-    from routerag.routing.keyword import KeywordRules
+    from routerag.routing.keyword_rules import KeywordRules
     from routerag.sources.sourceset import SourceSet
 
 DEFAULT_ROUTER = "learned"  # the shipped mode router covers an index's passage, bm25, graph and hybrid modes

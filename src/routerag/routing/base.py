@@ -9,17 +9,13 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from routerag.errors import RouteragError
 from routerag.registry import Registry, callables_taking
+from routerag.routing.errors import RoutingError
 from routerag.trace import ModelCall, Route
-
-
-class RoutingError(RouteragError, ValueError):
-    """Routing data or a router that cannot be used (label files, router models, runs to label)."""
 
 if TYPE_CHECKING:
     from routerag.llm.base import GenerationParams
-    from routerag.routing.keyword import KeywordRules
+    from routerag.routing.keyword_rules import KeywordRules
     from routerag.runtime.base import StrategyContext
 
 

@@ -16,45 +16,19 @@ words whose presence best predicts a choice)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from routerag.provenance import OperatorOnly
 from routerag.routing.base import RouterDeps, RouteResult, RoutingError, ranked_by_score
+from routerag.routing.keyword_rules import KeywordRules
 from routerag.routing.source_routing import ROUTE_QUERY_CHARS
 
 RouterRules = Annotated[str, OperatorOnly("router rules")]
 """A strategy's keyword rules file (YAML): the operator's to configure, refused from a request."""
-
-
-class KeywordRule(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    pattern: str = Field(min_length=1, description="a regular expression, matched case-insensitively anywhere in the query")
-    choice: str = Field(min_length=1, description="the mode, source or strategy label it sends to")
-
-
-class KeywordRules(BaseModel):
-    """The keyword router's params: ``rules`` in order (the first match decides) and ``default``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    rules: list[KeywordRule] = Field(default_factory=list)
-    default: str = Field(min_length=1, description="the choice when no rule matches")
-
-    def targets(self) -> list[str]:
-        """Every choice the rules can send to (the default last), each once."""
-        return list(dict.fromkeys([*(r.choice for r in self.rules), self.default]))
-
-    def check_choices(self, choices: Sequence[str]) -> None:
-        """A :class:`RoutingError` when a rule or the default sends to a choice not in ``choices``."""
-        unknown = [c for c in self.targets() if c not in choices]
-        if unknown:
-            raise RoutingError(f"keyword rules send to {', '.join(map(repr, unknown))}, not among the choices "
-                               f"{', '.join(choices) or '(none)'}")
 
 
 def compile_rules(rules: KeywordRules) -> list[re.Pattern[str]]:

@@ -26,7 +26,8 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from routerag.routing.features import AUX_WORDS
-from routerag.routing.keyword import KeywordRouter, KeywordRule, KeywordRules
+from routerag.routing.keyword import KeywordRouter
+from routerag.routing.keyword_rules import KeywordRule, KeywordRules
 from routerag.routing.source_routing import ROUTE_QUERY_CHARS
 from routerag.train.router.outcomes import QuestionOutcome, best_fixed
 

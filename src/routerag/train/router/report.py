@@ -26,7 +26,8 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from routerag.eval.bootstrap import RecoveredShare, recovered_share
-from routerag.routing.keyword import KeywordRouter, KeywordRules
+from routerag.routing.keyword import KeywordRouter
+from routerag.routing.keyword_rules import KeywordRules
 from routerag.train.router.keyword_fit import KeywordSettings
 from routerag.train.router.outcomes import ChoiceOutcome, OutcomeSettings, QuestionOutcome, best_fixed
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from routerag.eval.bootstrap import RecoveredShare
 from routerag.eval.report import markdown_table
-from routerag.routing.keyword import KeywordRules
+from routerag.routing.keyword_rules import KeywordRules
 from routerag.train.router.report import ReportRow, RoutingReport
 
 COLUMNS = ["choice / router", "recall@{k}", "ms", "evidence tokens", "cost vs best fixed", "headroom recovered (95 % CI)", "sent to", "note"]
