@@ -74,3 +74,34 @@ def test_a_spec_names_known_datasets_and_baselines() -> None:
         TrainingTableSpec.model_validate({"datasets": datasets, "rows": [{**row, "runs": {}}]})
     with pytest.raises(ValueError, match="is not another"):
         TrainingTableSpec.model_validate({"datasets": datasets, "rows": [{**row, "baseline": "y"}]})
+
+
+def test_every_step_row_is_read_beside_the_no_model_rule() -> None:
+    spec = load_training_spec(SPEC)
+    assert spec.step_rule_baseline is not None
+    rule = next(r for r in spec.step_rows if r.id == spec.step_rule_baseline)
+    assert rule.base == "none"
+    block = render_training_table(spec.model_copy(update={"rows": [], "notes": []}), SPEC.parent)
+    header, _, *rows = block.splitlines()
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    at = cols.index("routing acc. Δ vs rule [95% CI], sign-test p")
+    assert len(rows) == len(spec.step_rows)
+    for spec_row, line in zip(spec.step_rows, rows):
+        row = [c.strip() for c in line.strip("|").split("|")]
+        assert row[0] == spec_row.system
+        if spec_row.id == rule.id:
+            assert row[at] == "–" and row[cols.index("sub-question Sim (Δ [95% CI], sign-test p)")] == "–"
+        else:
+            assert ", p " in row[at] and "n=" in row[at]
+    # without it the column is not there
+    plain = render_training_table(spec.model_copy(update={"rows": [], "notes": [], "step_rule_baseline": None}), SPEC.parent)
+    assert "vs rule" not in plain.splitlines()[0]
+    with pytest.raises(ValueError, match="step_rule_baseline 'nope' is not a step row"):
+        TrainingTableSpec.model_validate({**spec.model_dump(), "step_rule_baseline": "nope"})
+
+
+def test_a_rule_row_scores_routing_and_no_sub_question() -> None:
+    runs = load_runs([SPEC.parent / "r1router-training" / "runs" / "heldout-rule-markers"])
+    scores = route_step_scores(runs)
+    assert len(scores) == 87 and all(set(v) == {"routing acc.", "format errors"} for v in scores.values())
+    assert round(100 * sum(v["routing acc."] for v in scores.values()) / 87, 1) == 78.2

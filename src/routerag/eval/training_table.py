@@ -13,7 +13,10 @@ Two parts, both declared in a small YAML file (:class:`TrainingTableSpec`, by de
   trajectories (``r1-router-step`` on ``r1router-steps-heldout``): routing accuracy (the first
   decision against the gold knowledge base), format errors and sub-question similarity, each with
   the paired interval and sign test against ``baseline`` on the steps both rows scored
-  (:func:`route_step_scores`).
+  (:func:`route_step_scores`). A row whose steps a router decides (``router: keyword``, a no-model
+  rule) writes no sub-question: its Sim is ``–``. With ``step_rule_baseline`` (the strongest
+  no-model rule's row) every other step row's routing accuracy is also compared with the rule's
+  (a "vs rule" column), as every routing claim is read beside the rule for the same decision.
 
 Every number comes from the evaluation code (:mod:`routerag.eval.report`,
 :mod:`routerag.eval.bootstrap`, :mod:`routerag.eval.signtest`), as in
@@ -73,6 +76,8 @@ class TrainingTableSpec(BaseModel):
     datasets: list[DatasetColumn] = Field(min_length=1, description="the question-level columns")
     rows: list[StageRow] = Field(default_factory=list)
     step_rows: list[StepStageRow] = Field(default_factory=list)
+    step_rule_baseline: str | None = Field(None, description="the step row of the strongest no-model rule: every other "
+                                           "step row's routing accuracy is also compared with it (a 'vs rule' column)")
     notes: list[str] = Field(default_factory=list, description="paragraphs printed under the tables")
     resamples: int = Field(10_000, ge=100, description="bootstrap resamples")
     seed: int = Field(0, description="bootstrap seed")
@@ -87,6 +92,8 @@ class TrainingTableSpec(BaseModel):
             for row in rows:
                 if row.baseline is not None and (row.baseline not in ids or row.baseline == row.id):
                     raise ValueError(f"{kind} {row.id!r}: baseline {row.baseline!r} is not another {kind}")
+        if self.step_rule_baseline is not None and self.step_rule_baseline not in {r.id for r in self.step_rows}:
+            raise ValueError(f"step_rule_baseline {self.step_rule_baseline!r} is not a step row")
         for row in self.rows:
             if unknown := sorted(set(row.runs) - set(names)):
                 raise ValueError(f"row {row.id!r} names datasets {unknown} that are not columns {names}")
@@ -105,7 +112,8 @@ def load_training_spec(path: str | Path) -> TrainingTableSpec:
 def route_step_scores(runs: Sequence[LoadedRun]) -> dict[str, dict[str, float]]:
     """Per step (qid), over the runs of one sample: routing accuracy (1 when the first decision is
     the gold knowledge base), format errors (1 when the step's output broke the format) and the
-    sub-question's semantic similarity to the gold one, each 0-1. The first record of a qid counts."""
+    sub-question's semantic similarity to the gold one, each 0-1; a step a router decided (not the
+    policy: it wrote no sub-question) has no similarity. The first record of a qid counts."""
     out: dict[str, dict[str, float]] = {}
     for run in runs:
         for rec in run.records:
@@ -115,46 +123,63 @@ def route_step_scores(runs: Sequence[LoadedRun]) -> dict[str, dict[str, float]]:
                 raise ResultsTableError(f"{run.path}: step {rec.qid} has no routing outcome (a run of a dataset "
                                         "with gold sources, e.g. r1router-steps-heldout, is needed)")
             first = rec.trace.steps[0] if rec.trace.steps else None
+            routed = first is not None and first.route is not None and first.route.chosen_by != "policy"
             semantic = rec.metrics.get("semantic")
-            if semantic is None:
+            if semantic is None and not routed:
                 raise ResultsTableError(f"{run.path}: step {rec.qid} has no semantic score (eval with metrics [em,f1,semantic])")
             out[rec.qid] = {"routing acc.": float(rec.routing.correct),
-                            "format errors": float(first is not None and first.format_error is not None),
-                            "sub-question Sim": float(semantic)}
+                            "format errors": float(first is not None and first.format_error is not None)}
+            if not routed and semantic is not None:
+                out[rec.qid]["sub-question Sim"] = float(semantic)
     return out
 
 
-def _step_cell(mine: dict[str, dict[str, float]], other: dict[str, dict[str, float]] | None, metric: str,
-               spec: TrainingTableSpec) -> str:
+StepScores = dict[str, dict[str, float]]
+
+
+def _step_delta(mine: StepScores, other: StepScores, metric: str, spec: TrainingTableSpec) -> str:
+    """``Δ [95% CI], p ..., n=...`` of ``mine`` against ``other`` on the steps both scored."""
     from routerag.eval.bootstrap import paired_bootstrap
     from routerag.eval.signtest import sign_test
 
-    mean = 100 * sum(v[metric] for v in mine.values()) / len(mine)
-    if other is None:
-        return f"{mean:.1f}"
     keys = [k for k in mine if k in other]
     if not keys:
         raise ResultsTableError("two step rows share no step")
     xs, ys = [100 * other[k][metric] for k in keys], [100 * mine[k][metric] for k in keys]
     d = paired_bootstrap(xs, ys, resamples=spec.resamples, seed=spec.seed)
     s = sign_test(xs, ys)
-    return f"{mean:.1f} ({delta_cell(d.diff / 100, d.low / 100, d.high / 100, s.p_value)}, n={d.n})"
+    return f"{delta_cell(d.diff / 100, d.low / 100, d.high / 100, s.p_value)}, n={d.n}"
+
+
+def _step_cell(mine: StepScores, other: StepScores | None, metric: str, spec: TrainingTableSpec) -> str:
+    values = [v[metric] for v in mine.values() if metric in v]
+    if not values:
+        return "–"  # not applicable: a rule writes no sub-question
+    mean = f"{100 * sum(values) / len(values):.1f}"
+    if other is None or not any(metric in v for v in other.values()):
+        return mean
+    return f"{mean} ({_step_delta(mine, other, metric, spec)})"
 
 
 def render_step_table(spec: TrainingTableSpec, root: Path) -> list[str]:
-    scores: dict[str, dict[str, dict[str, float]]] = {}
+    scores: dict[str, StepScores] = {}
     for row in spec.step_rows:
         runs = load_runs([root / r for r in row.runs])
         for run in runs:
             if not run.header.dataset.startswith("r1router-steps"):
                 raise ResultsTableError(f"{run.path} is a run on {run.header.dataset!r}, not on R1-Router steps")
         scores[row.id] = route_step_scores(runs)
+    rule = spec.step_rule_baseline
     cols = ["System", "Base", "Stage", "Steps"] + [f"{m} (Δ [95% CI], sign-test p)" for m in STEP_METRICS]
+    if rule is not None:
+        cols.insert(5, f"{STEP_METRICS[0]} Δ vs rule [95% CI], sign-test p")
     lines = ["| " + " | ".join(cols) + " |", "|---|---|---|" + "---:|" * (len(cols) - 3)]
     for row in spec.step_rows:
         other = scores[row.baseline] if row.baseline else None
         cells = [row.system, row.base, row.stage, str(len(scores[row.id]))]
         cells += [_step_cell(scores[row.id], other, m, spec) for m in STEP_METRICS]
+        if rule is not None:
+            cells.insert(5, "–" if row.id == rule else _step_delta(scores[row.id], scores[rule], STEP_METRICS[0], spec))
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 

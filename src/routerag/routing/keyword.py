@@ -62,6 +62,16 @@ def load_rules(path: str | Path) -> KeywordRules:
     return rules
 
 
+def write_rules(rules: KeywordRules, path: str | Path, comment: str = "") -> None:
+    """``rules`` as a rules file :func:`load_rules` reads back; ``comment`` heads it as ``#`` lines."""
+    import yaml
+
+    from routerag.config import atomic_write_text
+
+    head = "".join(f"# {line}".rstrip() + "\n" for line in comment.splitlines())
+    atomic_write_text(Path(path), head + yaml.safe_dump(rules.model_dump(mode="json"), sort_keys=False, allow_unicode=True))
+
+
 def strategy_rules(router: str, rules_file: str | None) -> KeywordRules | None:
     """What a strategy's ``router`` / ``router_rules`` give the router: the rules file loaded when
     the router is ``keyword`` (which needs one; a :class:`RoutingError` otherwise), else None."""

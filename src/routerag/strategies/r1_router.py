@@ -12,6 +12,12 @@ Recoveries: no ``<sub-question>`` tag, or one that copies the prompt's bracketed
 the first step, else stop;
 a ``<ret>`` naming no configured retriever -> the first configured one; an answer without
 ``<answer>`` tags -> the cleaned text after ``</think>``. Each is recorded as a format error.
+
+With ``router`` other than ``policy`` (:mod:`routerag.strategies.step_routing`, e.g. ``keyword``
+with an operator's rules file) a router decides each step's knowledge base over the step's prompt
+before the model writes its sub-question, and the model's ``<ret>`` is not read; the router's
+stop (``None``) ends the steps without a model call. The model's ``<sub-question>None`` still
+ends them (there is nothing to search).
 """
 
 from __future__ import annotations
@@ -37,10 +43,11 @@ from routerag.strategies.prompts import (
     r1_router_history,
     r1_router_ret_system,
 )
+from routerag.strategies.step_routing import STOP, StepRoutingParams, route_step
 from routerag.trace import Hit, ModelCall, Route, Trace
 
 
-class R1RouterParams(BaseModel):
+class R1RouterParams(StepRoutingParams):
     retrievers: dict[str, str] = Field(
         default_factory=lambda: {"Text Retriever": "passage", "Table Retriever": "table"},
         description="R1-Router knowledge-base name -> mounted source; unmounted ones are not offered",
@@ -97,7 +104,9 @@ def _unbracket(text: str) -> str:
     return stripped[1:-1].strip() if len(stripped) > 1 and stripped[0] == "[" and stripped[-1] == "]" else text
 
 
-def parse_sub_question(text: str, retrievers: list[str], question: str, first: bool, max_chars: int) -> ParsedSubQuestion:
+def parse_sub_question(text: str, retrievers: list[str], question: str, first: bool, max_chars: int,
+                       routed: str | None = None) -> ParsedSubQuestion:
+    """``routed``: the knowledge base a router chose for this step (the ``<ret>`` is then not read)."""
     reasoning = extract_reasoning(text.split("<sub-question>")[0])
     sub = extract_tag(text, "<sub-question>", "</sub-question>")
     errors: list[str] = []
@@ -110,6 +119,8 @@ def parse_sub_question(text: str, retrievers: list[str], question: str, first: b
     if sub.strip(".'\" \n").lower() in {"none", ""}:  # "None" / "[None]": no further step
         return ParsedSubQuestion(query=None, reasoning=reasoning, errors=errors if sub.strip() else ["empty_sub_question"])
     query, query_errors = clean_query(sub, question, max_chars)
+    if routed is not None:
+        return ParsedSubQuestion(query=query, text=sub, retriever=routed, reasoning=reasoning, errors=errors + query_errors)
     ret_text = extract_tag(text, "<ret>", "</ret>")
     retriever = match_name(ret_text, retrievers) if ret_text is not None else None
     fallback = retriever is None
@@ -142,22 +153,34 @@ class R1Router(LoopStrategy):
         offered = self._offered(self.context)
         guidelines = {n: R1_ROUTER_GUIDELINES.get(n) or self.context.sources.get(s).profile for n, s in offered.items()}
         ret_system = r1_router_ret_system(guidelines)
+        router = self.params.build(self.context)
         history: list[tuple[str, str]] = []
         for step_no in range(self.params.max_steps):
-            text, call = self._ask(trace, ret_system, r1_router_history(trace.question, history), "decompose")
-            sub = parse_sub_question(text, list(offered), trace.question, step_no == 0, self.params.max_query_chars)
+            prompt = r1_router_history(trace.question, history)
+            routed: Route | None = None
+            if router is not None:
+                result, wall_ms = route_step(router, prompt, guidelines)
+                routed = result.as_route(router.name)
+                if result.choice == STOP:  # the router ends the steps: no sub-question is written
+                    add_step(trace, "route", route=routed, model_calls=result.model_calls, format_error=result.format_error,
+                             latency_ms=0.0 if result.model_calls else wall_ms)
+                    break
+            text, call = self._ask(trace, ret_system, prompt, "decompose")
+            sub = parse_sub_question(text, list(offered), trace.question, step_no == 0, self.params.max_query_chars,
+                                     routed=routed.choice if routed is not None else None)
             if sub.query is None:
                 add_step(trace, "decompose", reasoning=sub.reasoning, raw_output=text, model_calls=[call],
                          format_error="; ".join(sub.errors) or None)  # no query: the model stopped decomposing
                 break
-            history.append((sub.text, self._answer_step(trace, sub, offered, text, call)))
+            history.append((sub.text, self._answer_step(trace, sub, offered, text, call, routed)))
         text, call = self._ask(trace, R1_ROUTER_FINAL_SYSTEM, r1_router_final(trace.question, history), "answer")
         answer, errors = tagged_answer(text)
         add_step(trace, "answer", query=trace.question, answer=answer, reasoning=extract_reasoning(text.split(ANSWER_OPEN)[0]),
                  raw_output=text, model_calls=[call], format_error="; ".join(errors) or None, latency_ms=call.latency_ms)
         trace.answer = answer
 
-    def _answer_step(self, trace: Trace, sub: ParsedSubQuestion, offered: Mapping[str, str], text: str, call: ModelCall) -> str:
+    def _answer_step(self, trace: Trace, sub: ParsedSubQuestion, offered: Mapping[str, str], text: str, call: ModelCall,
+                     routed: Route | None = None) -> str:
         query, retriever = sub.query or trace.question, sub.retriever or next(iter(offered))
         legend = {name: self.params.abbreviation(name) for name in offered}
         abbr = legend[retriever]
@@ -168,7 +191,8 @@ class R1Router(LoopStrategy):
         step = retrieve_step(
             self.context, trace, query, [offered[retriever]], self.params.k, render,
             model_calls=[call], reasoning=sub.reasoning, raw_output=text,
-            route=Route(choice=offered[retriever], chosen_by="policy", reason=f"<ret> {retriever}"),
+            route=Route(choice=offered[retriever], chosen_by="policy", reason=f"<ret> {retriever}") if routed is None
+            else routed.model_copy(update={"choice": offered[retriever]}),
             format_error="; ".join(sub.errors) or None,
         )
         step.latency_ms = call.latency_ms + step.retrieval_ms
