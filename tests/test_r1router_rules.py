@@ -76,7 +76,7 @@ def test_r1_router_step_with_the_keyword_router_routes_without_a_model():
 def test_the_keyword_router_needs_rules_naming_offered_choices(tmp_path):
     with pytest.raises(ValidationError, match="router=keyword needs router_rules"):
         R1RouterStepParams(router="keyword")
-    with pytest.raises(ValidationError, match="unknown router .no-such-router.; valid: keyword"):
+    with pytest.raises(ValidationError, match="unknown router .no-such-router.; valid: .*keyword"):
         R1RouterStepParams(router="no-such-router")
     rules = tmp_path / "rules.yaml"
     rules.write_text("rules: [{pattern: x, choice: Code Retriever}]\ndefault: Text Retriever\n")

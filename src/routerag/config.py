@@ -88,6 +88,14 @@ def validation_reasons(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
 
 
+def validated(model: type[M], **fields: Any) -> M:
+    """``model(**fields)``, with a refusal as one-line :class:`ConfigError` (``loc: message; ...``)."""
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        raise ConfigError(validation_reasons(exc)) from None
+
+
 def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
     keys = dotted.split(".")
     node = tree

@@ -50,23 +50,21 @@ def routing_report_command(
     PNG figure. Resumable."""
     from contextlib import nullcontext
 
-    from pydantic import ValidationError
-
     from routerag import progress as progress_events
-    from routerag.api.routing_report import KeywordSettings, LearnedSettings, RoutingReportError, RoutingReportParams, routing_report
+    from routerag.api.routing_report import RoutingReportError, RoutingReportParams, routing_report
     from routerag.cli.progress import RichProgress
-    from routerag.config import validation_reasons
+    from routerag.config import ConfigError, validated
     from routerag.registry import UnknownNameError
 
     try:
-        params = RoutingReportParams(
-            dataset=dataset, out=out, index_dir=index_dir, choices=split_values(choices), k=k, limit=limit,
+        params = validated(
+            RoutingReportParams, dataset=dataset, out=out, index_dir=index_dir, choices=split_values(choices), k=k, limit=limit,
             components=split_values(components) or ["dense", "bm25"], source_mode=source_mode, seed=seed, plot=plot,
-            learned=LearnedSettings(folds=folds, c=c, inputs=inputs) if learned else None,  # type: ignore[arg-type]
-            keyword=KeywordSettings(folds=folds) if keyword else None, rules=rules,
+            learned={"folds": folds, "c": c, "inputs": inputs} if learned else None,
+            keyword={"folds": folds} if keyword else None, rules=rules,
         )
-    except ValidationError as exc:  # a usage error: exit 2
-        fail(validation_reasons(exc), 2)
+    except ConfigError as exc:  # a usage error: exit 2
+        fail(str(exc), 2)
     try:
         with progress_events.reporting(RichProgress()) if progress else nullcontext():
             made = routing_report(params)
