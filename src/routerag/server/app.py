@@ -13,6 +13,9 @@
 * ``GET /v1/strategies``, ``GET /v1/datasets``, ``GET /v1/info``: what the UI needs to build forms.
 * ``GET /health`` (the process answers) and ``GET /ready`` (started, and asks are admitted; 503
   otherwise): no API key, answered on the event loop without waiting behind model work.
+* Preparing a request (mounting its uploads, resolving its strategy, which may unpack an adapter)
+  runs in a worker thread of the default pool on every route (asks, chat completions, runs and
+  their resumption), never on the event loop and never behind the runs the ask limiter holds.
 * Admission (:mod:`routerag.server.admission`): asks queued or running and run answers not yet
   answered are bounded per service and per API key; over a bound, 429 with ``Retry-After``.
 * The retrieval API (``/retrieve``, ``/sources``, ...) is mounted under ``/retrieval``; the web UI at ``/``.

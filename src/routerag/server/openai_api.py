@@ -341,7 +341,8 @@ def build_chat_router(model_for: Callable[[PreparedStrategy], ChatModel], prepar
         if cap is not None and cap > settings.max_new_tokens:
             raise ChatRequestError(422, f"max_tokens: {cap} is above this service's limit of {settings.max_new_tokens} tokens",
                                    param="max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens")
-        strategy, sourceset = strategy_for(body.model, body.routerag or RouteragOptions(), cap)
+        # in a worker thread: mounting uploads and resolving the strategy (an adapter unpacked) read files
+        strategy, sourceset = await anyio.to_thread.run_sync(strategy_for, body.model, body.routerag or RouteragOptions(), cap)
         cancelled = threading.Event()  # set when the client leaves: the run stops at its next call
 
         def run() -> Trace:  # the model is looked up in the worker thread: building it never blocks the event loop

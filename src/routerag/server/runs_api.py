@@ -103,6 +103,10 @@ def build_runs_router(
                           sources=list(config.sources), adapter=strategy.adapter)
         return RunConfig(info=info, make=make, request=config.model_dump(mode="json"))
 
+    def build_all(configs: list[StrategyConfig], labels: list[str]) -> list[RunConfig]:
+        """Every configuration prepared (in a worker thread: preparing mounts uploads and may unpack an adapter)."""
+        return [build(config, label) for config, label in zip(configs, labels)]
+
     def load_questions(body: RunRequest) -> list[Question]:
         if body.questions is not None:
             picked = evenly_spaced(body.questions, body.sample_size)
@@ -134,7 +138,7 @@ def build_runs_router(
         for i, q in enumerate(body.questions or []):
             check_question(q.question, f"question {i}")
         configs = body.configs or [StrategyConfig(strategy=body.strategy, params=body.params, sources=body.sources)]
-        prepared = [build(config, label) for label, config in zip(_labels(configs), configs)]
+        prepared = await anyio.to_thread.run_sync(build_all, configs, _labels(configs))  # mounts uploads: off the event loop
         questions = await anyio.to_thread.run_sync(load_questions, body)
         if not questions:
             raise ApiError(422, "no questions to run")
@@ -173,10 +177,9 @@ def build_runs_router(
         infos, requests = runs.requests(run_id)
         if len(requests) != len(infos):
             raise ApiError(409, f"run {run_id!r} was stored without its requests and cannot be resumed")
-        configs = []
-        for info, request in zip(infos, requests):
-            # rebuilt from what the client sent, checked as a new run is (a source since removed -> 422)
-            configs.append(build(StrategyConfig.model_validate(request), info.label))
+        # rebuilt from what the client sent, checked as a new run is (a source since removed -> 422)
+        stored = [StrategyConfig.model_validate(request) for request in requests]
+        configs = await anyio.to_thread.run_sync(build_all, stored, [info.label for info in infos])
         status = runs.status(run_id)
         if status.state not in RESUMABLE:
             raise ApiError(409, f"run {run_id!r} is {status.state}; only an interrupted or cancelled run resumes")

@@ -1,0 +1,105 @@
+"""Preparing a request (mounting its uploads, resolving its strategy, which may unpack an adapter)
+never runs on the event loop: while a slow preparation is under way, ``/health`` keeps answering.
+
+The preparation is a test double that sleeps (a blocking sleep, as reading many uploads is); the
+poller records each ``/health`` poll that overlaps the sleep. On the event loop no poll could end
+while the sleep lasts: the few that overlap it would each wait for all of it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+import routerag.server.app as service_app
+from routerag.llm.scripted import ScriptedModel
+from routerag.server.app import create_app
+from routerag.server.serving import BackgroundServer
+from routerag.server.settings import ServiceSettings
+from routerag.sources.sourceset import SourceSet
+
+pytestmark = pytest.mark.service
+
+PREPARE_S = 1.0  # how long the double's preparation blocks its thread
+P95_S = 0.1
+WAIT_S = 30.0
+
+
+class SlowPrepare:
+    """``prepare_strategy`` that blocks its thread for ``PREPARE_S`` first, recording when."""
+
+    def __init__(self, real: Callable[..., Any]) -> None:
+        self.real = real
+        self.windows: list[tuple[float, float]] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        start = time.monotonic()
+        time.sleep(PREPARE_S)
+        self.windows.append((start, time.monotonic()))
+        return self.real(*args, **kwargs)
+
+
+@pytest.fixture
+def slow_service(tmp_path, monkeypatch) -> Iterator[tuple[str, SlowPrepare]]:
+    slow = SlowPrepare(service_app.prepare_strategy)
+    monkeypatch.setattr(service_app, "prepare_strategy", slow)
+    app = create_app(ScriptedModel(["Lothair II"], cycle=True), SourceSet(), ServiceSettings(data_dir=tmp_path / "svc", ui=False))
+    with BackgroundServer(app) as server:
+        yield server.url, slow
+
+
+def polls_during(url: str, request: Callable[[httpx.Client], httpx.Response]) -> tuple[httpx.Response, list[tuple[float, float]]]:
+    """``request``'s response, and the (start, end) of every ``/health`` poll made while it ran."""
+    done = threading.Event()
+    out: list[httpx.Response] = []
+
+    def send() -> None:
+        try:
+            with httpx.Client(base_url=url, timeout=WAIT_S) as c:
+                out.append(request(c))
+        finally:
+            done.set()
+
+    sender = threading.Thread(target=send, daemon=True)
+    polls: list[tuple[float, float]] = []
+    with httpx.Client(base_url=url, timeout=WAIT_S) as c:
+        assert c.get("/health").status_code == 200  # the connection is open before the request is sent
+        sender.start()
+        while not done.is_set():
+            start = time.monotonic()
+            assert c.get("/health").status_code == 200
+            polls.append((start, time.monotonic()))
+            time.sleep(0.005)
+    sender.join(WAIT_S)
+    assert out, "the request was not answered"
+    return out[0], polls
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, -(-len(ordered) * 95 // 100) - 1)]
+
+
+def chat(stream: bool) -> Callable[[httpx.Client], httpx.Response]:
+    body = {"model": "direct", "messages": [{"role": "user", "content": "Who was Teutberga married to?"}], "stream": stream}
+    return lambda c: c.post("/v1/chat/completions", json=body)
+
+
+def start_run(c: httpx.Client) -> httpx.Response:
+    return c.post("/v1/runs", json={"questions": [{"question": "Who was Teutberga married to?"}], "strategy": "direct"})
+
+
+@pytest.mark.parametrize("request_of", [chat(False), chat(True), start_run], ids=["chat", "chat-stream", "runs"])
+def test_health_answers_while_a_request_is_prepared(slow_service, request_of):
+    url, slow = slow_service
+    response, polls = polls_during(url, request_of)
+    assert response.status_code in (200, 202), response.text
+    assert len(slow.windows) == 1
+    begun, ended = slow.windows[0]
+    overlapping = [end - start for start, end in polls if start < ended and end > begun]
+    assert p95(overlapping) <= P95_S, f"/health p95 {p95(overlapping) * 1000:.0f} ms while a request was prepared"
+    assert len(overlapping) >= 5, f"only {len(overlapping)} /health polls while the preparation slept {PREPARE_S} s"
