@@ -232,8 +232,8 @@ def test_a_cancelled_queued_run_drops_its_questions(tmp_path):
     it, and keeps only its status in memory; its answers are read back from disk."""
     from routerag.corpus.schema import Question
     from routerag.runtime.base import Strategy
-    from routerag.server.prepare import prepare_strategy
     from routerag.strategies import StrategyContext
+    from routerag.strategies.prepare import prepare_strategy
 
     gate = Gate()
     prepared = prepare_strategy("direct", {})

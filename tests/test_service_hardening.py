@@ -111,8 +111,8 @@ def test_a_run_that_cannot_be_saved_ends_failed_and_is_stored(sources, tmp_path)
     to leave the run ``running`` for ever, unsaved, with 500 on /traces and /report."""
     from routerag.corpus.schema import Question
     from routerag.server.jobs import ConfigInfo, RunConfig, RunManager
-    from routerag.server.prepare import prepare_strategy
     from routerag.strategies import StrategyContext
+    from routerag.strategies.prepare import prepare_strategy
 
     prepared = prepare_strategy("vanilla", {"source": "bm25", "k": 2})
     config = RunConfig(info=ConfigInfo(label="vanilla", strategy="vanilla", params={}),

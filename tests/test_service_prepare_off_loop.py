@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-import routerag.server.app as service_app
+import routerag.strategies.prepare as strategy_prepare
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
 from routerag.server.serving import BackgroundServer
@@ -45,8 +45,8 @@ class SlowPrepare:
 
 @pytest.fixture
 def slow_service(tmp_path, monkeypatch) -> Iterator[tuple[str, SlowPrepare]]:
-    slow = SlowPrepare(service_app.prepare_strategy)
-    monkeypatch.setattr(service_app, "prepare_strategy", slow)
+    slow = SlowPrepare(strategy_prepare.prepare_strategy)
+    monkeypatch.setattr(strategy_prepare, "prepare_strategy", slow)
     app = create_app(ScriptedModel(["Lothair II"], cycle=True), SourceSet(), ServiceSettings(data_dir=tmp_path / "svc", ui=False))
     with BackgroundServer(app) as server:
         yield server.url, slow

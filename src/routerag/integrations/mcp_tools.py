@@ -4,7 +4,7 @@ query to the source a routerag router chooses and search it there
 ``list_sources``. The index is mounted once (as ``routerag serve``
 mounts it: :func:`~routerag.api.serving.mounted_sources`); every search and answer goes through
 the code the service uses (``SourceSet.retrieve`` with the validated request of ``routerag
-retrieve``; the service's :func:`~routerag.server.prepare.prepare_strategy` and
+retrieve``; the service's :func:`~routerag.strategies.prepare.prepare_strategy` and
 :func:`~routerag.api.answer`), and the model for ``ask`` is the configured one, built on the first
 question that needs it (:class:`~routerag.llm.pool.ModelPool`: the shipped policy for
 ``routerag`` on the bundled base, as ``routerag ask`` runs it).
@@ -237,20 +237,18 @@ class McpTools:
 
     def ask(self, question: str, strategy: str = DEFAULT_STRATEGY, params: dict[str, Any] | None = None) -> AskResult:
         from routerag.api import answer
-        from routerag.server.errors import ApiError
-        from routerag.server.prepare import prepare_strategy
+        from routerag.strategies.prepare import prepare_strategy
 
         if not question.strip():
             raise McpRequestError("the question is empty")
         if len(question) > self.settings.max_question_chars:
             raise McpRequestError(f"the question has {len(question)} characters; the limit is "
                                   f"{self.settings.max_question_chars}")
-        try:  # the service's checks: strict params, registered names (no path), named sources mounted, token limits
-            resolved = prepare_strategy(strategy, dict(params or {}), sources=self.sources,
-                                        max_new_tokens=self.settings.max_new_tokens, model=self.settings.model,
-                                        request=self.settings.security.from_request(None))
-        except ApiError as exc:
-            raise McpRequestError(exc.detail) from None
+        # the service's checks: strict params, registered names (no path), named sources mounted, token limits;
+        # a refusal is a StrategyRequestError (a RouteragError: the tool's error result)
+        resolved = prepare_strategy(strategy, dict(params or {}), sources=self.sources,
+                                    max_new_tokens=self.settings.max_new_tokens, model=self.settings.model,
+                                    request=self.settings.security.from_request(None))
         model = self.models.get(resolved.model)
         trace = answer(resolved, model, self.sources, question)
         name = resolved.model.resolved().model if resolved.model is not None else None

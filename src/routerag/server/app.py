@@ -49,12 +49,13 @@ from routerag.llm.pool import ModelPool
 from routerag.paths import cache_dir
 from routerag.server.admission import OVER_BOUND, Admission, AdmissionState, install_admission_handler
 from routerag.server.cancel import CancellableModel, CancellableSourceSet, unless_disconnected, wait_for_disconnect
+from routerag.server.domain_errors import install_domain_errors
 from routerag.server.events import ObservedModel, ObservedSourceSet, ProgressEvent, StepEvent
 from routerag.server.guard import RequestGuard
-from routerag.server.jobs import RunManager, UnknownRunError
+from routerag.server.jobs import RunManager
 from routerag.server.openai_api import build_chat_router
 from routerag.server.openai_errors import refusal_body
-from routerag.server.prepare import PreparedStrategy, StrategyConfig, prepare_strategy
+from routerag.server.prepare import Preparation, PreparedStrategy, StrategyConfig
 from routerag.server.retrieval_app import (
     ERRORS,
     ApiError,
@@ -69,7 +70,8 @@ from routerag.server.upload_parse import UploadRejected
 from routerag.server.uploads import SourceStore
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES
-from routerag.strategies.resolve import StrategyParamsError, answer
+from routerag.strategies.prepare import prepare_strategy
+from routerag.strategies.resolve import answer
 from routerag.trace import Trace, trace_json_schema
 
 log = logging.getLogger(__name__)
@@ -124,7 +126,7 @@ def _strategy_adapter(name: str, model_config: ModelConfig | None) -> str | None
         return None
     try:
         return prepare_strategy(name, {}, model=model_config).adapter
-    except (ApiError, ValueError, OSError):  # a strategy that needs params to be resolved
+    except (ValueError, OSError):  # a strategy that needs params to be resolved (StrategyRequestError)
         return None
 
 
@@ -192,18 +194,11 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
     app.add_middleware(RequestGuard, bind_host=settings.host, api_key=settings.api_key, max_body_bytes=settings.max_body_bytes, security=settings.security,
                        body_limit=body_limit, refusal_body=refusal_body)
 
-    @app.exception_handler(UnknownRunError)
-    async def _no_run(_: Request, exc: UnknownRunError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=404)
+    install_domain_errors(app)  # routerag's refusals (a strategy request, a run) -> their HTTP status
 
     @app.exception_handler(UploadRejected)
     async def _rejected(_: Request, exc: UploadRejected) -> JSONResponse:
         return rejected_reply(exc)
-
-    @app.exception_handler(StrategyParamsError)
-    async def _bad_params(_: Request, exc: StrategyParamsError) -> JSONResponse:
-        # found while building the strategy: the params of a strategy it runs (adaptive's choices)
-        return JSONResponse({"detail": str(exc)}, status_code=422)
 
     def check_question(text: str, where: str = "question") -> None:
         if not text.strip():
@@ -211,14 +206,12 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
         if len(text) > settings.max_question_chars:
             raise ApiError(422, f"{where} has {len(text)} characters; the limit is {settings.max_question_chars}")
 
-    def mounted(names: list[str]) -> SourceSet:
-        return store.mount(sources, names)
+    prepare_config = Preparation(store, sources, settings.max_new_tokens, model_config, request_values)
 
-    def prepare_ask(body: AskRequest) -> tuple[AskRequest, PreparedStrategy, SourceSet]:
+    def prepare_ask(body: AskRequest) -> tuple[AskRequest, PreparedStrategy, SourceSet]:  # a sync dependency: a worker thread
         check_question(body.question)
-        sourceset = mounted(body.sources)
-        return body, prepare_strategy(body.strategy, body.params, sources=sourceset, max_new_tokens=settings.max_new_tokens,
-                                      model=model_config, request=request_values), sourceset
+        strategy, sourceset = prepare_config(StrategyConfig(strategy=body.strategy, params=body.params, sources=body.sources))
+        return body, strategy, sourceset
 
     def item_of(body: AskRequest) -> str | Question:
         return Question(qid=body.qid, question=body.question, answers=[]) if body.qid else body.question
@@ -316,11 +309,6 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
                     cancelled.set()  # the run stops at its next call and frees its thread
 
         return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-
-    def prepare_config(config: StrategyConfig) -> tuple[PreparedStrategy, SourceSet]:
-        sourceset = mounted(config.sources)
-        return prepare_strategy(config.strategy, config.params, sources=sourceset, max_new_tokens=settings.max_new_tokens,
-                                model=model_config, request=request_values), sourceset
 
     app.include_router(build_runs_router(runs, model_for, prepare_config, check_question, settings, run_answers),
                        dependencies=auth)

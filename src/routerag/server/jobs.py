@@ -47,6 +47,7 @@ from routerag import __version__
 from routerag.config import atomic_write_text
 from routerag.corpus.normalize import normalize_answer
 from routerag.corpus.schema import Question
+from routerag.errors import RouteragError
 from routerag.eval.metrics import DEFAULT_METRICS
 from routerag.eval.runner import evaluate_question, failed_trace, open_results, record_question
 from routerag.eval.runs import QuestionRecord, RunDir, RunError, RunHeader, Versions
@@ -141,12 +142,14 @@ class RunReport(BaseModel):
     disagreements: int
 
 
-class UnknownRunError(KeyError):
+class UnknownRunError(RouteragError, KeyError):
+    """No run has this id (the message names it)."""
+
     def __str__(self) -> str:
         return str(self.args[0])
 
 
-class RunNotResumableError(ValueError):
+class RunNotResumableError(RouteragError, ValueError):
     """The run is not interrupted or cancelled (it runs, or it ended with every answer)."""
 
 

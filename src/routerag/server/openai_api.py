@@ -79,11 +79,12 @@ from routerag.server.openai_errors import (
     failed_run_reply,
     run_failure,
 )
-from routerag.server.prepare import PreparedStrategy, StrategyConfig, token_limits
+from routerag.server.prepare import PreparedStrategy, StrategyConfig
 from routerag.server.settings import ServiceSettings
 from routerag.server.upload_parse import UploadRejected
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES
+from routerag.strategies.prepare import StrategyRequestError, token_limits
 from routerag.strategies.resolve import StrategyParamsError, answer
 from routerag.trace import Trace
 
@@ -286,14 +287,12 @@ def build_chat_router(model_for: Callable[[PreparedStrategy], ChatModel], prepar
         if strategy not in STRATEGIES.names() or not strategy_available(strategy):
             raise unknown_model(name)
         config = StrategyConfig(strategy=strategy, params=options.params, sources=options.sources)
-        try:
-            prepared, sourceset = prepare(config)
-            lowered = {key: token_cap for key, value in token_limits(prepared.params).items()
-                       if token_cap is not None and value > token_cap}
-            if lowered:  # validated again with the lower limits
-                prepared, sourceset = prepare(config.model_copy(update={"params": {**options.params, **lowered}}))
-        except ApiError as exc:  # the params or sources of the routerag extension
-            raise ChatRequestError(exc.status, exc.detail, param="routerag") from None
+        # a refusal of the routerag extension's params or sources: StrategyRequestError or UploadRejected
+        prepared, sourceset = prepare(config)
+        lowered = {key: token_cap for key, value in token_limits(prepared.params).items()
+                   if token_cap is not None and value > token_cap}
+        if lowered:  # validated again with the lower limits
+            prepared, sourceset = prepare(config.model_copy(update={"params": {**options.params, **lowered}}))
         if strategy != name:  # the larger base with its own shipped policy, from the service's model pool
             assert larger is not None
             from routerag.llm.config import with_default_policy
@@ -304,7 +303,7 @@ def build_chat_router(model_for: Callable[[PreparedStrategy], ChatModel], prepar
     def listed(name: str) -> bool:
         try:
             prepare(StrategyConfig(strategy=name))
-        except (ApiError, UploadRejected, StrategyParamsError):
+        except (StrategyRequestError, UploadRejected, StrategyParamsError):
             return False  # its defaults need something this service lacks
         return True
 

@@ -1,22 +1,26 @@
-"""Turning request bodies into runnable things: a strategy name plus JSON params become a
-validated :class:`PreparedStrategy` through :func:`~routerag.strategies.resolve.resolve_strategy` (the front door's defaults); a list of custom
-source names becomes the ``SourceSet`` a run sees. Nothing a request sends is executed: names are looked up in registries (a
-request names registered parts and the plugins the operator allowed; any other plugin name is refused before it is imported),
-paths must lie inside the service's data folder, params are validated by the strategy's own pydantic ``Params`` model
-(:mod:`routerag.provenance`)."""
+"""A request's configuration made runnable: a :class:`StrategyConfig` (a strategy, its params, the
+uploaded sources it mounts) becomes a :class:`~routerag.strategies.prepare.PreparedStrategy` and
+the ``SourceSet`` its run sees. The uploads are mounted from the service's store (a refusal:
+:class:`~routerag.server.upload_parse.UploadRejected`); the strategy is prepared with the
+service's limits by :func:`~routerag.strategies.prepare.prepare_strategy` (a refusal:
+:class:`~routerag.strategies.prepare.StrategyRequestError`). Preparing reads files (the uploads'
+indexes, an adapter unpacked): the routes call it in a worker thread."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from routerag.llm.config import ModelConfig
 from routerag.provenance import FromRequest
-from routerag.registry import UnknownNameError
-from routerag.server.retrieval_app import ApiError
+from routerag.server.uploads import SourceStore
 from routerag.sources.sourceset import SourceSet
-from routerag.strategies.resolve import ResolvedStrategy, StrategyParamsError, resolve_strategy
+from routerag.strategies import prepare as strategy_prepare
+from routerag.strategies.prepare import PreparedStrategy
+
+__all__ = ["PreparedStrategy", "Preparation", "StrategyConfig"]
 
 
 class StrategyConfig(BaseModel):
@@ -31,56 +35,20 @@ class StrategyConfig(BaseModel):
     label: str | None = Field(None, max_length=80, description="its name in comparison tables")
 
 
-PreparedStrategy = ResolvedStrategy  # the name the service's modules use
+@dataclass(frozen=True)
+class Preparation:
+    """How the service prepares a configuration: ``base`` (its own sources) plus the uploads from
+    ``store``; its token limit, model configuration and what a request may name (``request``)."""
 
+    store: SourceStore
+    base: SourceSet
+    max_new_tokens: int
+    model: ModelConfig | None
+    request: FromRequest
 
-def _named_sources(key: str, value: Any) -> list[str]:
-    """The source names a param value gives: ``source``/``*_source`` (a name), ``sources``/
-    ``*_sources`` (a list of names, or a mapping to names)."""
-    if key == "source" or key.endswith("_source"):
-        return [value] if isinstance(value, str) else []
-    if key == "sources" or key.endswith("_sources"):
-        items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
-        return [v for v in items if isinstance(v, str)]
-    return []
-
-
-def prepare_strategy(name: str, params: dict[str, Any], *, sources: SourceSet | None = None,
-                     max_new_tokens: int | None = None, model: ModelConfig | None = None,
-                     request: FromRequest = FromRequest()) -> PreparedStrategy:
-    """The front door's :func:`~routerag.api.resolve_strategy` with the service's own checks: the
-    params are validated strictly as JSON (unknown names, ``true`` for an integer, ``"3"`` for a
-    number -> 422) and as a request's (``request``: the plugin names the operator allowed and the
-    data folder; by default none of either: registered names only); with ``sources``, every source
-    a param names must be mounted (and a Params model's own ``check_mounted(mounted)``, such as
-    r1-router's ``retrievers``, must pass); with ``max_new_tokens``, no token limit may exceed it.
-    With ``model`` (the service's model configuration), the shipped policy applies as it does for
-    ``routerag ask``."""
-    try:
-        prepared = resolve_strategy(name, params, model, shipped_policy=True, json_params=True, request=request)
-    except (UnknownNameError, StrategyParamsError) as exc:
-        raise ApiError(422, str(exc)) from None
-    if sources is not None:
-        mounted = set(sources.names())
-        for key, value in params.items():
-            missing = [n for n in _named_sources(key, value) if n not in mounted]
-            if missing:
-                raise ApiError(422, f"params.{key}: unknown source {missing[0]!r}; mounted: {', '.join(sorted(mounted))}")
-        check = getattr(prepared.params, "check_mounted", None)  # params whose sources sit in a mapping
-        if callable(check):
-            try:
-                check(mounted)
-            except ValueError as exc:
-                raise ApiError(422, f"params: {exc}") from None
-    if max_new_tokens is not None:
-        for key, value in token_limits(prepared.params).items():
-            if value > max_new_tokens:
-                raise ApiError(422, f"params.{key}: {value} is above this service's limit of {max_new_tokens} tokens")
-    return prepared
-
-
-def token_limits(params: BaseModel) -> dict[str, int]:
-    """A strategy's token limits: its ``max_*tokens*`` integer params (``max_tokens``,
-    ``max_tokens_per_turn``, ...) and their values."""
-    return {key: value for key, value in params.model_dump().items()
-            if key.startswith("max_") and "tokens" in key and isinstance(value, int) and not isinstance(value, bool)}
+    def __call__(self, config: StrategyConfig) -> tuple[PreparedStrategy, SourceSet]:
+        sourceset = self.store.mount(self.base, config.sources)
+        prepared = strategy_prepare.prepare_strategy(config.strategy, config.params, sources=sourceset,
+                                                     max_new_tokens=self.max_new_tokens, model=self.model,
+                                                     request=self.request)
+        return prepared, sourceset

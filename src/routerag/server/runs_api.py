@@ -20,7 +20,6 @@ from routerag.server.jobs import (
     ConfigInfo,
     RunConfig,
     RunManager,
-    RunNotResumableError,
     RunQuestion,
     RunReport,
     RunStatus,
@@ -189,11 +188,9 @@ def build_runs_router(
         except (ValueError, OSError) as exc:  # not resumed: its answers are not held
             if ticket is not None:
                 ticket.release()
-            if isinstance(exc, RunNotResumableError):
-                raise ApiError(409, str(exc)) from None
             if isinstance(exc, OSError):
                 raise ApiError(503, f"the run's answers cannot be read ({type(exc).__name__}: {exc})") from None
-            raise
+            raise  # RunNotResumableError: 409 (server/domain_errors.py)
 
     @router.delete("/v1/runs/{run_id}", response_model=RunStatus, summary="cancel a run")
     async def cancel_run(run_id: str) -> RunStatus:
