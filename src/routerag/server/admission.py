@@ -9,7 +9,8 @@ time from its worker thread).
 
 An ask route takes a ticket with the dependency :meth:`Admission.dependency`; the ticket is
 given back when the response has been sent, whether the ask completed, failed or its client
-disconnected (FastAPI exits a ``yield`` dependency after the response, a streamed one included)::
+disconnected (FastAPI exits a ``yield`` dependency after the response, a streamed one included:
+from FastAPI 0.118, the floor the ``server`` extra sets)::
 
     asks = Admission("asks", settings.admission.max_asks, settings.admission.max_asks_per_key, ...)
     @app.post("/v1/ask", dependencies=[Depends(asks.dependency(settings.api_key))])
