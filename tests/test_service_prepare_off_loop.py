@@ -35,19 +35,27 @@ class SlowPrepare:
     def __init__(self, real: Callable[..., Any]) -> None:
         self.real = real
         self.windows: list[tuple[float, float]] = []
+        self.armed = True  # False: prepares at once (a test's setup)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.armed:
+            return self.real(*args, **kwargs)
         start = time.monotonic()
         time.sleep(PREPARE_S)
         self.windows.append((start, time.monotonic()))
         return self.real(*args, **kwargs)
 
 
+def answer_slowly(messages: object, params: object, continue_final: bool) -> str:
+    time.sleep(0.005)  # a long run is still running when the test cancels it
+    return "Lothair II"
+
+
 @pytest.fixture
 def slow_service(tmp_path, monkeypatch) -> Iterator[tuple[str, SlowPrepare]]:
     slow = SlowPrepare(strategy_prepare.prepare_strategy)
     monkeypatch.setattr(strategy_prepare, "prepare_strategy", slow)
-    app = create_app(ScriptedModel(["Lothair II"], cycle=True), SourceSet(), ServiceSettings(data_dir=tmp_path / "svc", ui=False))
+    app = create_app(ScriptedModel(answer_slowly), SourceSet(), ServiceSettings(data_dir=tmp_path / "svc", ui=False))
     with BackgroundServer(app) as server:
         yield server.url, slow
 
@@ -89,8 +97,9 @@ def chat(stream: bool) -> Callable[[httpx.Client], httpx.Response]:
     return lambda c: c.post("/v1/chat/completions", json=body)
 
 
-def start_run(c: httpx.Client) -> httpx.Response:
-    return c.post("/v1/runs", json={"questions": [{"question": "Who was Teutberga married to?"}], "strategy": "direct"})
+def start_run(c: httpx.Client, n: int = 1) -> httpx.Response:
+    questions = [{"question": f"Who was Teutberga married to? ({i})"} for i in range(n)]
+    return c.post("/v1/runs", json={"questions": questions, "strategy": "direct"})
 
 
 @pytest.mark.parametrize("request_of", [chat(False), chat(True), start_run], ids=["chat", "chat-stream", "runs"])
@@ -102,4 +111,24 @@ def test_health_answers_while_a_request_is_prepared(slow_service, request_of):
     begun, ended = slow.windows[0]
     overlapping = [end - start for start, end in polls if start < ended and end > begun]
     assert p95(overlapping) <= P95_S, f"/health p95 {p95(overlapping) * 1000:.0f} ms while a request was prepared"
+    assert len(overlapping) >= 5, f"only {len(overlapping)} /health polls while the preparation slept {PREPARE_S} s"
+
+
+def test_health_answers_while_a_resumed_run_is_prepared(slow_service):
+    url, slow = slow_service
+    slow.armed = False
+    with httpx.Client(base_url=url, timeout=WAIT_S) as c:
+        run_id = start_run(c, n=2000).json()["run_id"]
+        assert c.delete(f"/v1/runs/{run_id}").status_code == 200
+        deadline = time.monotonic() + WAIT_S
+        while c.get(f"/v1/runs/{run_id}").json()["state"] != "cancelled":
+            assert time.monotonic() < deadline, "the run was never cancelled"
+            time.sleep(0.01)
+    slow.armed = True
+    response, polls = polls_during(url, lambda c: c.post(f"/v1/runs/{run_id}/resume"))
+    assert response.status_code == 202, response.text
+    httpx.delete(f"{url}/v1/runs/{run_id}", timeout=WAIT_S)  # not answered to the end
+    begun, ended = slow.windows[0]
+    overlapping = [end - start for start, end in polls if start < ended and end > begun]
+    assert p95(overlapping) <= P95_S, f"/health p95 {p95(overlapping) * 1000:.0f} ms while a resumed run was prepared"
     assert len(overlapping) >= 5, f"only {len(overlapping)} /health polls while the preparation slept {PREPARE_S} s"
