@@ -8,12 +8,12 @@ call made without a sink (every call but the ones a caller marks) streams nothin
 
 What a sink receives, joined, is a prefix of the call's ``ChatResponse.text``: a stop string never
 reaches it (:class:`StopSafeText` holds back the characters that may still turn out to begin one).
-A backend that cannot stream (xllamacpp, a response served from the cache) sends nothing, and
-the caller has the whole text when the call returns.
+A call that is not generated (a response served from the cache) or a backend that cannot stream
+sends nothing, and the caller has the whole text when the call returns.
 
-Backends that stream: ``llamacpp`` through llama-cpp-python and ``transformers`` (their own token
-loops), ``openai`` (the server's stream) and the ``scripted`` test double (its canned text, one
-rough token at a time).
+Backends that stream: ``llamacpp`` through xllamacpp (llama.cpp's server streaming, in process) or
+llama-cpp-python and ``transformers`` (their own token loops), ``openai`` (the server's stream)
+and the ``scripted`` test double (its canned text, one rough token at a time).
 """
 
 from __future__ import annotations
