@@ -303,10 +303,13 @@ def test_a_stream_keeps_the_connection_alive_while_the_run_works(demo_sources, t
     kinds = ["keep-alive" if line.startswith(":") else line for line in lines]
     first_data = [k for k in kinds if k != "keep-alive"]
     assert kinds[0].startswith("data: ") and '"delta":{"role":"assistant","content":""}' in kinds[0]
-    assert kinds.count("keep-alive") >= 3 and kinds.index("keep-alive") == 1  # right after the role chunk
-    assert '"content":"20 March 851"' in first_data[1] and '"finish_reason":"stop"' in first_data[2]
-    assert '"routerag":{' in first_data[2] and '"choices":[]' in first_data[3] and '"total_tokens":' in first_data[3]
-    assert first_data[4:] == ["data: [DONE]"]
+    assert '"reasoning_content":"search passage:' in kinds[1]  # the search step, as it happens
+    assert kinds.count("keep-alive") >= 3 and kinds.index("keep-alive") == 2  # while the model works
+    assert ['"content":"20"' in first_data[2], '"content":" March"' in first_data[3],
+            '"content":" 851"' in first_data[4]] == [True] * 3  # the answer as the model call generates it
+    assert '"finish_reason":"stop"' in first_data[5]
+    assert '"routerag":{' in first_data[5] and '"choices":[]' in first_data[6] and '"total_tokens":' in first_data[6]
+    assert first_data[7:] == ["data: [DONE]"]
 
 
 @pytest.mark.service

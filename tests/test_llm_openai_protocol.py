@@ -3,6 +3,7 @@ chat-only, vLLM-style endpoint): fallback from /completions, ``stop_reason`` ext
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -35,10 +36,12 @@ def server() -> Iterator[tuple[str, list[dict]]]:
     def models() -> dict:
         return {"object": "list", "data": [{"id": "served-model", "object": "model", "created": 0, "owned_by": "me"}]}
 
-    @app.post("/v1/chat/completions")
-    async def chat(request: Request) -> dict:
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat(request: Request) -> dict | fastapi.responses.StreamingResponse:
         body = await request.json()
         seen.append(body)
+        if body.get("stream"):
+            return fastapi.responses.StreamingResponse(_chat_stream(body), media_type="text/event-stream")
         return {
             "id": "c1",
             "object": "chat.completion",
@@ -71,6 +74,39 @@ def server() -> Iterator[tuple[str, list[dict]]]:
     yield url, seen
     srv.should_exit = True
     thread.join(timeout=5)
+
+
+def _chat_stream(body: dict) -> Iterator[str]:
+    """The reply streamed as vLLM streams it: a delta per token, ``stop_reason`` on the finishing
+    choice, the usage in a last chunk without choices (``stream_options.include_usage``)."""
+    head = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"]}
+    pieces = ["<search>", "Inception", " director"]
+    for i, piece in enumerate(pieces):
+        choice = {"index": 0, "delta": {"content": piece}, "finish_reason": None}
+        if i == len(pieces) - 1:
+            choice.update(finish_reason="stop", stop_reason="</search>")
+        yield f"data: {json.dumps({**head, 'choices': [choice]})}\n\n"
+    if (body.get("stream_options") or {}).get("include_usage"):
+        usage = {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}
+        yield f"data: {json.dumps({**head, 'choices': [], 'usage': usage})}\n\n"
+    yield "data: [DONE]\n\n"
+
+
+def test_a_call_under_a_token_sink_is_streamed_from_the_server(server) -> None:
+    from routerag.llm.openai_compat import OpenAICompatModel
+    from routerag.llm.streaming import tokens_to
+
+    url, seen = server
+    model = OpenAICompatModel(url, "served-model")
+    pieces: list[str] = []
+    with tokens_to(pieces.append):
+        response = model.chat(Q, GenerationParams(max_tokens=20, stop=["</search>"]))
+    assert seen[-1]["stream"] is True and seen[-1]["stream_options"] == {"include_usage": True}
+    assert pieces == ["<search>", "Inception", " director"] and response.text == "<search>Inception director"
+    assert (response.stop_string, response.finish_reason) == ("</search>", "stop")
+    assert (response.usage.prompt_tokens, response.usage.completion_tokens) == (12, 3)
+    model.chat(Q, GenerationParams(max_tokens=20))
+    assert "stream" not in seen[-1]  # without a sink: a plain request
 
 
 def test_stop_reason_and_usage_are_read(server) -> None:

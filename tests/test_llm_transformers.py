@@ -101,6 +101,16 @@ def test_stop_string_cut_and_reported(tokenizer) -> None:
     assert (response.finish_reason, response.stop_string) == ("stop", "</search>")
 
 
+def test_a_call_under_a_token_sink_streams_its_text_without_the_stop(tokenizer) -> None:
+    from routerag.llm.streaming import tokens_to
+
+    model = _spelling_model(tokenizer, "<search>capital of France</search> and more text", end=False)
+    pieces: list[str] = []
+    with tokens_to(pieces.append):
+        response = model.chat(Q, GenerationParams(max_tokens=40, stop=["</search>", "</answer>"]))
+    assert len(pieces) > 2 and "".join(pieces) == response.text == "<search>capital of France"
+
+
 def test_eos_ends_without_the_eos_text(tokenizer) -> None:
     model = _spelling_model(tokenizer, "Paris", end=True)
     response = model.chat(Q, GenerationParams(max_tokens=40))

@@ -7,7 +7,8 @@ of ``max_tokens``, and how many tokens each side used. ``Llama.generate`` keeps 
 the previous call and evaluates only the tokens after the longest common prefix, so the turns of
 one multi-turn trajectory (each a growing prompt) prefill only their new tokens;
 ``last_stats.reused_prompt_tokens`` shows how many were reused. One model serves one request
-at a time (a lock); interleaving trajectories works but loses the prefix reuse.
+at a time (a lock); interleaving trajectories works but loses the prefix reuse. Under
+:func:`~routerag.llm.streaming.tokens_to` the text is streamed as it is decoded.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from routerag.llm.base import (
     Usage,
 )
 from routerag.llm.config import ModelConfig, available_cores
+from routerag.llm.streaming import StopSafeText, token_sink
 from routerag.llm.template import ChatTemplate
 
 
@@ -288,6 +290,8 @@ class LlamaCppModel(RenderedChatModel):
             longest_stop = max((len(s) for s in params.stop), default=0)
             finish, stop_string, text = "length", None, None
             first_token_at = None
+            sink = token_sink()
+            streamed = StopSafeText(sink, params.stop) if sink is not None else None
             generator = llm.generate(
                 tokens,
                 top_k=0,
@@ -306,13 +310,15 @@ class LlamaCppModel(RenderedChatModel):
                         break
                     completion.append(token)
                     buffer += llm.detokenize([token], prev_tokens=tokens + completion[:-1])
-                    if params.stop:
+                    if params.stop or streamed is not None:
                         decoded = buffer.decode("utf-8", errors="ignore")
                         hit = find_stop(decoded, params.stop, max(0, checked - longest_stop + 1))
                         checked = len(decoded)
                         if hit is not None:
                             finish, stop_string, text = "stop", hit[1], decoded[: hit[0]]
                             break
+                        if streamed is not None:
+                            streamed.update(decoded)
                     if len(completion) >= max_tokens:
                         break
             finally:
@@ -320,6 +326,8 @@ class LlamaCppModel(RenderedChatModel):
             end = time.perf_counter()
             if text is None:
                 text = buffer.decode("utf-8", errors="replace")
+            if streamed is not None:
+                streamed.finish(text)
             first = first_token_at or end
             self.last_stats = GenerationStats(
                 prompt_tokens=len(tokens),

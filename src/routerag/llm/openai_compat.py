@@ -21,6 +21,10 @@ OpenAI) are asked, in ``completions`` mode, for a short greedy continuation of t
 ``_probe_stop``); in ``chat-prefix`` mode the answer stays ``finish_reason="stop"`` with
 ``stop_string=None``.
 GBNF grammars are sent as the ``grammar`` field, which llama.cpp servers honour.
+
+A call made under :func:`routerag.llm.streaming.tokens_to` is streamed from the server
+(``stream: true`` with ``stream_options.include_usage``; :mod:`routerag.llm.openai_stream`), each
+text delta handed to the sink as it arrives; every other call is a plain request.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from typing import Any, Literal
 
 from routerag.llm.base import ChatResponse, GenerationParams, Message, ModelError, Usage, check_conversation
 from routerag.llm.config import ModelConfig
+from routerag.llm.openai_stream import read_stream, stream_kwargs
+from routerag.llm.streaming import token_sink
 from routerag.llm.template import ChatTemplate
 
 log = logging.getLogger(__name__)
@@ -181,12 +187,8 @@ class OpenAICompatModel:
 
     def _complete(self, prompt: str, params: GenerationParams) -> ChatResponse:
         start = time.perf_counter()
-        result = self._call(
-            lambda: self._client.completions.create(model=self.model, prompt=prompt, **self._sampling(params))
-        )
-        choice = result.choices[0]
-        text = choice.text or ""
-        response = self._response(text, choice, result.usage, params, start)
+        text, choice, usage = self._create("completions", model=self.model, prompt=prompt, **self._sampling(params))
+        response = self._response(text, choice, usage, params, start)
         if response.finish_reason == "stop" and response.stop_string is None:
             stop_string = self._probe_stop(prompt + text, params.stop)
             if stop_string is None and params.grammar:
@@ -236,11 +238,20 @@ class OpenAICompatModel:
     def _chat(self, messages: list[Message], params: GenerationParams) -> ChatResponse:
         start = time.perf_counter()
         payload = [{"role": m.role, "content": m.content} for m in messages]
-        result = self._call(
-            lambda: self._client.chat.completions.create(model=self.model, messages=payload, **self._sampling(params))
-        )
-        choice = result.choices[0]
-        return self._response(choice.message.content or "", choice, result.usage, params, start)
+        text, choice, usage = self._create("chat", model=self.model, messages=payload, **self._sampling(params))
+        return self._response(text, choice, usage, params, start)
+
+    def _create(self, kind: Literal["completions", "chat"], **request: Any) -> tuple[str, Any, Any]:
+        """One ``/completions`` or ``/chat/completions`` call: (text, finishing choice, usage).
+        Streamed, each delta to the call's token sink, when it has one (:mod:`routerag.llm.streaming`)."""
+        endpoint = self._client.completions if kind == "completions" else self._client.chat.completions
+        sink = token_sink()
+        if sink is None:
+            result = self._call(lambda: endpoint.create(**request))
+            choice = result.choices[0]
+            return (choice.text if kind == "completions" else choice.message.content) or "", choice, result.usage
+        reply = self._call(lambda: read_stream(endpoint.create(**request, **stream_kwargs()), sink, kind))
+        return reply.text, reply.choice, reply.usage
 
     def _response(self, text: str, choice: Any, usage: Any, params: GenerationParams, start: float) -> ChatResponse:
         stop_string = _matched_stop(choice, params.stop)
@@ -251,7 +262,7 @@ class OpenAICompatModel:
                 completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
             ),
             latency_ms=(time.perf_counter() - start) * 1000.0,
-            finish_reason=_finish(choice.finish_reason, stop_string, params.stop),  # type: ignore[arg-type]
+            finish_reason=_finish(getattr(choice, "finish_reason", None), stop_string, params.stop),  # type: ignore[arg-type]
             stop_string=stop_string,
             model=self.name,
         )

@@ -3,7 +3,9 @@
 It answers from a list of canned outputs (one per call, in order) or from a function of the
 request, and otherwise behaves like a real backend: it cuts the text at the earliest stop
 string and reports which one, truncates to ``max_tokens`` (``finish_reason="length"``), and
-counts tokens roughly (words and punctuation marks), so usage accounting is exercised.
+counts tokens roughly (words and punctuation marks), so usage accounting is exercised. A call made
+under :func:`routerag.llm.streaming.tokens_to` streams its text one rough token at a time (each
+with the whitespace before it), as a backend streams what it decodes.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 
 from routerag.llm.base import ChatResponse, GenerationParams, Message, ModelError, Usage, check_conversation
 from routerag.llm.config import ModelConfig
+from routerag.llm.streaming import token_sink
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
@@ -45,6 +48,14 @@ def cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, str | None]:
     if best is None:
         return text, None
     return text[: best[0]], best[2]
+
+
+def token_pieces(text: str) -> list[str]:
+    """``text`` cut after each rough token (the whitespace before a token goes with it); joined, the pieces are ``text``."""
+    ends = [m.end() for m in _TOKEN.finditer(text)]
+    if not ends or ends[-1] < len(text):
+        ends.append(len(text))
+    return [text[start:end] for start, end in zip([0, *ends], ends, strict=False) if end > start]
 
 
 @dataclass(frozen=True)
@@ -110,6 +121,10 @@ class ScriptedModel:
             finish = "length"
         else:
             finish = "eos"
+        sink = token_sink()
+        if sink is not None:
+            for piece in token_pieces(text):
+                sink(piece)
         prompt_text = "\n".join(m.content for m in messages)
         usage = Usage(
             prompt_tokens=rough_token_count(prompt_text) + 4 * len(messages),

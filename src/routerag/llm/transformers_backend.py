@@ -5,7 +5,8 @@ This is the backend training and GPU runs use: it wraps an already loaded model 
 (:func:`from_config`). Prompts are rendered with the tokenizer's chat template through the same
 :class:`~routerag.llm.template.ChatTemplate` as the llama.cpp backend, so both see identical
 text. :meth:`TransformersModel.generate_tokens` returns the completion's token ids and their
-log-probabilities under the model (for rollouts); :meth:`chat` wraps it.
+log-probabilities under the model (for rollouts); :meth:`chat` wraps it. Under
+:func:`~routerag.llm.streaming.tokens_to` the text is streamed as it is decoded.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Literal
 from routerag.llm.base import ChatResponse, GenerationParams, ModelError, RenderedChatModel, Usage
 from routerag.llm.config import ModelConfig
 from routerag.llm.llamacpp import find_stop
+from routerag.llm.streaming import StopSafeText, token_sink
 from routerag.llm.template import ChatTemplate
 
 log = logging.getLogger(__name__)
@@ -111,6 +113,8 @@ class TransformersModel(RenderedChatModel):
             finish: Literal["stop", "length", "eos"] = "length"
             stop_string = None
             text = None
+            sink = token_sink()
+            streamed = StopSafeText(sink, params.stop) if sink is not None else None
             for _ in range(params.max_tokens):
                 output = self.model(input_ids=inputs, past_key_values=cache, use_cache=True)
                 cache = output.past_key_values
@@ -125,16 +129,20 @@ class TransformersModel(RenderedChatModel):
                 if token in self.eos_token_ids:
                     finish = "eos"
                     break
-                if params.stop:
+                if params.stop or streamed is not None:
                     decoded = self.tokenizer.decode(completion, skip_special_tokens=False)
                     hit = find_stop(decoded, params.stop, 0)
                     if hit is not None:
                         finish, stop_string, text = "stop", hit[1], decoded[: hit[0]]
                         break
+                    if streamed is not None:  # a character still incomplete waits for its next token
+                        streamed.update(decoded.rstrip("\ufffd"))
                 inputs = torch.tensor([[token]], device=device)
         if text is None:
             body = completion[:-1] if finish == "eos" else completion
             text = self.tokenizer.decode(body, skip_special_tokens=False)
+        if streamed is not None:
+            streamed.finish(text)
         return TokenGeneration(list(prompt_ids), completion, logprobs, text, finish, stop_string)
 
     @staticmethod

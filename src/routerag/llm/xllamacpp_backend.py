@@ -10,6 +10,8 @@ shipped policy) is checked with :func:`routerag.llm.lora_gguf.check_lora_gguf` a
 
 ``Server`` also opens an HTTP listener on 127.0.0.1 (a random port). It is given a random API
 key, so nothing else on the machine can use it; this module calls it only for ``tokenize``.
+A call made under :func:`routerag.llm.streaming.tokens_to` is streamed (``stream: true`` with a
+callback per chunk), each text piece handed to the sink as it is decoded.
 Training rollouts (:class:`routerag.train.generation.LlamaCppSampler`) need the raw logits of every
 step and keep to llama-cpp-python. The binding is chosen by :mod:`routerag.llm.llama_bindings`.
 """
@@ -27,6 +29,7 @@ from routerag import progress
 from routerag.llm.base import ChatResponse, GenerationParams, ModelError, RenderedChatModel, Usage
 from routerag.llm.config import available_cores
 from routerag.llm.llamacpp import GenerationStats, checked_model_and_adapter, native_logging_enabled
+from routerag.llm.streaming import TokenSink, token_sink
 from routerag.llm.template import ChatTemplate
 
 _FINISH = {"word": "stop", "eos": "eos", "limit": "length"}
@@ -127,7 +130,8 @@ class XLlamaCppModel(RenderedChatModel):
         start = time.perf_counter()
         with self._lock:
             request["cache_prompt"] = self._reuse
-            reply = self._server.handle_completions(request)
+            sink = token_sink()
+            reply = self._server.handle_completions(request) if sink is None else _streamed(self._server, request, sink)
             end = time.perf_counter()
             if "error" in reply:
                 raise ModelError(_error_text(reply["error"], params.grammar))
@@ -153,6 +157,30 @@ class XLlamaCppModel(RenderedChatModel):
             stop_string=(verbose.get("stopping_word") or None) if finish == "stop" else None,
             model=self.name,
         )
+
+
+def _streamed(server: Any, request: dict[str, Any], sink: TokenSink) -> dict[str, Any]:
+    """The completion streamed (``stream: true``), each text piece sent to ``sink`` as llama.cpp
+    decodes it (the server holds back what may begin a stop string), read back into the reply a
+    plain request gives: the pieces' text, and the last chunk's usage, timings and stop."""
+    pieces: list[str] = []
+    last: dict[str, Any] = {}
+
+    def on_chunk(chunk: dict[str, Any]) -> bool:  # True stops the generation
+        nonlocal last
+        last = chunk
+        if "error" in chunk:
+            return True
+        text = (chunk.get("choices") or [{}])[0].get("text") or ""
+        if text:
+            pieces.append(text)
+            sink(text)
+        return False
+
+    server.handle_completions({**request, "stream": True}, on_chunk)
+    if "error" in last or not last.get("choices"):
+        return last if "error" in last else {"error": {"message": "the stream ended without a reply"}}
+    return {**last, "choices": [{**last["choices"][0], "text": "".join(pieces)}]}
 
 
 def _error_text(error: Any, grammar: str | None) -> str:

@@ -3,7 +3,7 @@ injected (a ``StrategyContext``); they never construct them."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -16,6 +16,9 @@ from routerag.registry import Registry, classes_with
 from routerag.sources.sourceset import SourceSet
 from routerag.trace import StepObserver, Trace
 
+AnswerSink = Callable[[str], None]
+"""Receives the final answer's text, piece by piece, while the model writes it (:mod:`routerag.runtime.answer_stream`)."""
+
 
 @dataclass
 class StrategyContext:
@@ -23,13 +26,17 @@ class StrategyContext:
     run's trace (``Trace.add``), so a caller can show steps as they happen (the service's stream).
     ``resolve``: how a strategy that runs other strategies (``adaptive``) gets them — a name and
     params -> a built strategy over a given context; the front door (``routerag.api``) injects its
-    own, with its validation and defaults; without one, :func:`registry_resolver` is used."""
+    own, with its validation and defaults; without one, :func:`registry_resolver` is used.
+    ``on_answer``: called with pieces of the final answer as its model call generates them, by the
+    strategies whose answer is one call's text (:func:`~routerag.runtime.answer_stream.call_answer`);
+    joined, the pieces are a prefix of the trace's answer."""
 
     model: ChatModel
     sources: SourceSet
     on_step: StepObserver | None = None
     resolve: StrategyResolver | None = None
     adapter: str | None = None  # the policy adapter the model applies (name@sha256 prefix), recorded in each trace's params
+    on_answer: AnswerSink | None = None
 
 
 @runtime_checkable

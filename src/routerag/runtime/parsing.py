@@ -85,14 +85,39 @@ def clean_query(query: str, fallback: str, max_chars: int, instructions: Sequenc
 
 
 _ANSWER_LEAD = re.compile(r"^(?:the\s+)?(?:final\s+)?answer\s*(?:is)?\s*[:：]\s*", re.IGNORECASE)
+_TAG = re.compile(r"<[^<>]{1,40}>")
+_QUOTES = "\"'`"
+# every whitespace-normalised, lower-case text _ANSWER_LEAD matches up to its colon
+_LEADS = tuple(f"{the}{final}answer{gap}{is_}{colon}" for the in ("", "the ") for final in ("", "final ")
+               for gap in ("", " ") for is_ in ("", "is", "is ") for colon in (":", "："))
 
 
 def clean_answer(text: str) -> str:
     """A short answer from free text: stripped of tags, a leading "Answer:" and surrounding
     quotes, first line only (punctuation is left to the metrics' normalisation)."""
-    text = re.sub(r"<[^<>]{1,40}>", " ", text).strip()
+    text = _TAG.sub(" ", text).strip()
     text = text.splitlines()[0].strip() if text else ""
-    return _ANSWER_LEAD.sub("", text).strip().strip("\"'`").strip()
+    return _ANSWER_LEAD.sub("", text).strip().strip(_QUOTES).strip()
+
+
+def settled_clean_answer(text: str) -> str:
+    """The part of :func:`clean_answer` of a text still being generated that no continuation of
+    ``text`` can change: a prefix of ``clean_answer(text + more)`` for any ``more``. It waits on an
+    unclosed tag, on a first line that may still become an "Answer:" lead, and on trailing
+    whitespace and quotes (the answer's text streamed as the model writes it)."""
+    text = _TAG.sub(" ", text)
+    opened = text.rfind("<")
+    if opened >= 0 and ">" not in text[opened:] and len(text) - opened <= 41:
+        text = text[:opened]  # may still close into a tag, replaced by a space
+    lines = text.strip().splitlines()
+    if not lines:
+        return ""
+    if len(lines) > 1:  # the first line is complete
+        return clean_answer(lines[0])
+    first = lines[0]
+    if any(lead.startswith(" ".join(first.lower().split())) for lead in _LEADS):
+        return ""
+    return _ANSWER_LEAD.sub("", first).strip().strip(_QUOTES).strip().rstrip(_QUOTES + " \t\f\v")
 
 
 def tagged_answer(text: str, protocol: TagProtocol = SEARCH_R1) -> tuple[str, list[str]]:

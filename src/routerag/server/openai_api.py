@@ -31,12 +31,15 @@ them.
 
 **The answer.** The strategy's answer is the assistant message; ``usage`` holds the run's real
 token counts (every model call of the trace); the full :class:`~routerag.trace.Trace` is under
-``routerag``. With ``stream: true`` the reply is server-sent events: a chunk with the assistant
-role as soon as the run starts, ``: keep-alive`` comments while it runs (a strategy answers at the
-end), one chunk with the whole answer, a chunk with ``finish_reason: "stop"`` and the trace under
-``routerag``, a chunk with ``usage`` and no choices when ``stream_options.include_usage`` is set (as
-OpenAI sends it), then ``data: [DONE]``. A client that disconnects stops the run at its next model
-call or retrieval, as on ``/v1/ask``.
+``routerag``. With ``stream: true`` the reply is server-sent events (:mod:`routerag.server.chat_stream`):
+a chunk with the assistant role as soon as the run starts; a ``reasoning_content`` line per step
+of the run as it happens; ``content`` deltas of the answer as its model call generates it (the
+strategies whose answer is one call's text — ``direct``, ``vanilla``, ``passthrough``, ... — on a
+backend that streams), else the answer in one delta when the run ends; ``: keep-alive`` comments
+in the silences; a chunk with ``finish_reason: "stop"`` and the trace under ``routerag`` (the last
+chunk with choices); a chunk with ``usage`` and no choices when ``stream_options.include_usage`` is
+set (as OpenAI sends it); then ``data: [DONE]``. A client that disconnects stops the run at its
+next model call or retrieval, as on ``/v1/ask``.
 
 **Errors** use OpenAI's shape, ``{"error": {"message", "type", "param", "code"}}``, on every
 OpenAI route, the front door's refusals (a wrong API key: 401) and the admission's (429) included,
@@ -51,11 +54,10 @@ event before ``[DONE]``; the SDK raises it as an ``APIError``.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -67,17 +69,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from routerag.llm.base import ChatModel
 from routerag.llm.config import BUNDLED_POLICIES, DEFAULT_MODEL, MissingPolicyError, ModelConfig, bundled_policy_path
 from routerag.llm.conversation import ConversationModel
-from routerag.server.cancel import CancellableModel, CancellableSourceSet, unless_disconnected, wait_for_disconnect
+from routerag.runtime.base import AnswerSink
+from routerag.server.cancel import CancellableModel, CancellableSourceSet, unless_disconnected
 from routerag.server.chat_messages import ChatMessage, read_messages
+from routerag.server.chat_schema import AssistantMessage, ChatCompletion, ChatCompletionChunk, Choice, Usage
+from routerag.server.chat_stream import ChunkWriter, stream_completion
 from routerag.server.errors import ApiError
 from routerag.server.openai_errors import (
     OPENAI_ERRORS,
     ChatRequestError,
-    ErrorChunk,
     OpenAIRoute,
-    error_event,
     failed_run_reply,
-    run_failure,
 )
 from routerag.server.prepare import PreparedStrategy, StrategyConfig
 from routerag.server.settings import ServiceSettings
@@ -86,14 +88,14 @@ from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES
 from routerag.strategies.prepare import StrategyRequestError, token_limits
 from routerag.strategies.resolve import StrategyParamsError, answer
-from routerag.trace import Trace
+from routerag.trace import StepObserver, Trace
 
 __all__ = ["ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ModelList", "build_chat_router"]
 
 LARGER_MODEL = "routerag-1.5b"
 LARGER_BASE = "bundled:qwen2.5-coder-1.5b"
 OWNER = "routerag"
-KEEP_ALIVE_S = 10.0  # a comment line this often while a streamed run has not answered yet
+KEEP_ALIVE_S = 10.0  # a comment line when a streamed run has sent nothing else for this long
 
 
 # ------------------------------------------------------------------ the request
@@ -146,56 +148,6 @@ class ChatCompletionRequest(BaseModel):
 
 
 # ------------------------------------------------------------------ the reply
-
-
-class AssistantMessage(BaseModel):
-    role: Literal["assistant"] = "assistant"
-    content: str
-
-
-class Choice(BaseModel):
-    index: int = 0
-    message: AssistantMessage
-    finish_reason: Literal["stop"] = "stop"
-    logprobs: None = None
-
-
-class Usage(BaseModel):
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-
-    @classmethod
-    def of(cls, trace: Trace) -> Usage:
-        return cls(prompt_tokens=trace.prompt_tokens, completion_tokens=trace.completion_tokens,
-                   total_tokens=trace.prompt_tokens + trace.completion_tokens)
-
-
-class ChatCompletion(BaseModel):
-    id: str
-    object: Literal["chat.completion"] = "chat.completion"
-    created: int
-    model: str
-    choices: list[Choice]
-    usage: Usage
-    routerag: Trace = Field(description="the run's full trace")
-
-
-class ChunkChoice(BaseModel):
-    index: int = 0
-    delta: dict[str, str]
-    finish_reason: Literal["stop"] | None = None
-    logprobs: None = None
-
-
-class ChatCompletionChunk(BaseModel):
-    id: str
-    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
-    created: int
-    model: str
-    choices: list[ChunkChoice]
-    usage: Usage | None = None
-    routerag: Trace | None = None
 
 
 class ModelCard(BaseModel):
@@ -251,21 +203,6 @@ def strategy_available(name: str) -> bool:
 # ------------------------------------------------------------------ the router
 
 Prepare = Callable[[StrategyConfig], tuple[PreparedStrategy, SourceSet]]
-
-
-def _chunk(meta: dict[str, Any], include_usage: bool, **fields: Any) -> str:
-    """One ``chat.completion.chunk`` event; ``usage`` is null on every chunk but the last when
-    asked for (as OpenAI sends it) and absent otherwise, ``routerag`` only on the finishing chunk."""
-    chunk = ChatCompletionChunk(**meta, **fields)
-    exclude = {name for name in ("usage", "routerag") if getattr(chunk, name) is None}
-    if include_usage:
-        exclude.discard("usage")
-    return f"data: {chunk.model_dump_json(exclude=exclude)}\n\n"
-
-
-def _forget(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()  # retrieved: nobody waits for an abandoned run
 
 
 # Over 80 lines: the two routes are closures over the service's state (model pool, preparation,
@@ -344,14 +281,16 @@ def build_chat_router(model_for: Callable[[PreparedStrategy], ChatModel], prepar
         strategy, sourceset = await anyio.to_thread.run_sync(strategy_for, body.model, body.routerag or RouteragOptions(), cap)
         cancelled = threading.Event()  # set when the client leaves: the run stops at its next call
 
-        def run() -> Trace:  # the model is looked up in the worker thread: building it never blocks the event loop
+        def run(*, on_step: StepObserver | None = None, on_answer: AnswerSink | None = None) -> Trace:
+            # the model is looked up in the worker thread: building it never blocks the event loop
             model = ConversationModel(CancellableModel(model_for(strategy), cancelled), asked.conversation)
-            return answer(strategy, model, CancellableSourceSet(sourceset, cancelled), asked.question)
+            return answer(strategy, model, CancellableSourceSet(sourceset, cancelled), asked.question,
+                          on_step=on_step, on_answer=on_answer)
 
         meta = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body.model}
         if body.stream:
-            include_usage = bool(body.stream_options and body.stream_options.include_usage)
-            return StreamingResponse(_stream(request, run, cancelled, limiter(), meta, include_usage),
+            writer = ChunkWriter(meta, include_usage=bool(body.stream_options and body.stream_options.include_usage))
+            return StreamingResponse(stream_completion(request, run, cancelled, limiter(), writer, KEEP_ALIVE_S),
                                      media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
         finished, trace = await unless_disconnected(request.receive, cancelled,
                                                     anyio.to_thread.run_sync(run, limiter=limiter()))
@@ -363,35 +302,3 @@ def build_chat_router(model_for: Callable[[PreparedStrategy], ChatModel], prepar
                               usage=Usage.of(trace), routerag=trace)
 
     return router
-
-
-async def _stream(request: Request, run: Callable[[], Trace], cancelled: threading.Event,
-                  limiter: anyio.CapacityLimiter, meta: dict[str, Any], include_usage: bool) -> AsyncIterator[str]:
-    """The chunks of a streamed completion (see the module notes)."""
-    yield _chunk(meta, include_usage, choices=[ChunkChoice(delta={"role": "assistant", "content": ""})])
-    task = asyncio.ensure_future(anyio.to_thread.run_sync(run, limiter=limiter))
-    watcher = asyncio.ensure_future(wait_for_disconnect(request.receive))
-    try:
-        while not task.done():
-            await asyncio.wait({task, watcher}, timeout=KEEP_ALIVE_S, return_when=asyncio.FIRST_COMPLETED)
-            if watcher.done():
-                cancelled.set()  # the client has gone
-                return
-            if not task.done():
-                yield ": keep-alive\n\n"
-        trace: Trace = task.result()
-        if trace.error is not None:
-            yield f"data: {ErrorChunk(error=run_failure(trace)[1], routerag=trace).model_dump_json()}\n\n"
-        else:
-            yield _chunk(meta, include_usage, choices=[ChunkChoice(delta={"content": trace.answer or ""})])
-            yield _chunk(meta, include_usage, choices=[ChunkChoice(delta={}, finish_reason="stop")], routerag=trace)
-            if include_usage:
-                yield _chunk(meta, include_usage, choices=[], usage=Usage.of(trace))
-    except Exception as exc:  # noqa: BLE001 — the stream still ends with its error and [DONE]
-        yield error_event(exc)  # bad params found while building a strategy it runs (adaptive's choices), or a bug
-    finally:  # also when the client left mid-stream (the generator is closed)
-        watcher.cancel()
-        if not task.done():
-            cancelled.set()  # the run stops at its next call and frees its thread
-            task.add_done_callback(_forget)
-    yield "data: [DONE]\n\n"

@@ -25,8 +25,9 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, Field
 
 from routerag.llm.base import GenerationParams, Message
+from routerag.runtime.answer_stream import call_answer
 from routerag.runtime.loop import LoopStrategy, add_step, call_model, record_exchange, retrieve_step
-from routerag.runtime.parsing import clean_answer, clean_query
+from routerag.runtime.parsing import clean_answer, clean_query, settled_clean_answer
 from routerag.strategies.prompts import (
     DIRECT_SYSTEM,
     IRCOT_ANSWER_MARK,
@@ -79,11 +80,16 @@ class IterRetGenParams(VanillaParams):
     max_query_chars: int = Field(default=600, ge=16, le=2000)
 
 
-def _answer(strategy: LoopStrategy, trace: Trace, hits: Sequence[Hit] | None, params: DirectParams) -> tuple[str, str, ModelCall]:
-    """One short-answer call, with the hits as FlashRAG's reference block (none: direct)."""
+def _answer(strategy: LoopStrategy, trace: Trace, hits: Sequence[Hit] | None, params: DirectParams, *,
+            final: bool = True) -> tuple[str, str, ModelCall]:
+    """One short-answer call, with the hits as FlashRAG's reference block (none: direct);
+    ``final``: its answer is the run's, streamed as it is generated (``StrategyContext.on_answer``)."""
     system = DIRECT_SYSTEM if hits is None else RAG_SYSTEM.format(reference=format_docs(hits))
     messages = [Message(role="system", content=system), Message(role="user", content=question_user(trace.question))]
-    response, call = call_model(strategy.context, messages, params.generation(), "answer")
+    if final:
+        response, call = call_answer(strategy.context, messages, params.generation(), settled_clean_answer)
+    else:
+        response, call = call_model(strategy.context, messages, params.generation(), "answer")
     record_exchange(trace, messages, response.text)
     return clean_answer(response.text), response.text, call
 
@@ -111,7 +117,7 @@ class Direct(LoopStrategy):
 
     def execute(self, trace: Trace) -> None:
         messages = _closed_book_messages(trace.question, self.params.instruction)
-        response, call = call_model(self.context, messages, self.params.generation(stop=["\n"]), "answer")
+        response, call = call_answer(self.context, messages, self.params.generation(stop=["\n"]), settled_clean_answer)
         record_exchange(trace, messages, response.text)
         finish_answer(trace, clean_answer(response.text), response.text, call)
 
@@ -192,7 +198,7 @@ class IterRetGen(LoopStrategy):
         for iteration in range(p.iterations):
             query, _ = clean_query(f"{trace.question} {generation}", trace.question, p.max_query_chars)
             step = retrieve_step(self.context, trace, query, [p.source], p.k, format_docs, iteration=iteration)
-            generation, raw, call = _answer(self, trace, step.hits, p)
+            generation, raw, call = _answer(self, trace, step.hits, p, final=iteration == p.iterations - 1)
             add_step(trace, "answer", answer=generation, raw_output=raw, model_calls=[call], latency_ms=call.latency_ms,
                      iteration=iteration, intermediate=iteration < p.iterations - 1)
         trace.answer = generation

@@ -6,7 +6,7 @@ message and earlier turns come with the question (:class:`~routerag.llm.conversa
 so the call is exactly the client's messages — LangChain's ``create_retrieval_chain`` with its
 retrieved documents in the system message, a LlamaIndex query engine, an agent's prompt. The
 answer is the model's whole reply (stripped of surrounding whitespace), not a short answer cut
-from its first line.
+from its first line. The reply streams as it is generated (``StrategyContext.on_answer``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from routerag.llm.base import Message
-from routerag.runtime.loop import LoopStrategy, call_model, record_exchange
+from routerag.runtime.answer_stream import call_answer
+from routerag.runtime.loop import LoopStrategy, record_exchange
 from routerag.strategies.baselines import DirectParams, finish_answer
 from routerag.trace import Trace
 
@@ -33,6 +34,6 @@ class Passthrough(LoopStrategy):
 
     def execute(self, trace: Trace) -> None:
         messages = [Message(role="user", content=trace.question)]
-        response, call = call_model(self.context, messages, self.params.generation(), "answer")
+        response, call = call_answer(self.context, messages, self.params.generation(), str.strip)
         record_exchange(trace, messages, response.text)
         finish_answer(trace, response.text.strip(), response.text, call)

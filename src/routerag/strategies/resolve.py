@@ -24,7 +24,7 @@ from routerag.errors import RouteragError
 from routerag.llm.base import ChatModel
 from routerag.llm.config import ModelConfig, with_default_policy
 from routerag.provenance import FromRequest
-from routerag.runtime.base import Strategy, StrategyContext, strategy_retrieves, strategy_revision
+from routerag.runtime.base import AnswerSink, Strategy, StrategyContext, strategy_retrieves, strategy_revision
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES
 from routerag.trace import StepObserver, Trace
@@ -114,22 +114,24 @@ def resolve_strategy(strategy: str, params: Mapping[str, Any] | None = None, mod
 
 
 def strategy_factory(resolved: ResolvedStrategy, model: ChatModel, sources: SourceSet, *,
-                     on_step: StepObserver | None = None) -> Callable[[], Strategy]:
+                     on_step: StepObserver | None = None, on_answer: AnswerSink | None = None) -> Callable[[], Strategy]:
     """A fresh strategy per call over ``model`` and ``sources`` (the service's runs: one per answer)."""
 
     adapter = resolved.adapter
 
     def make() -> Strategy:
-        return resolved.build(StrategyContext(model=model, sources=sources, on_step=on_step, adapter=adapter))
+        return resolved.build(StrategyContext(model=model, sources=sources, on_step=on_step, adapter=adapter,
+                                              on_answer=on_answer))
 
     return make
 
 
 def answer(resolved: ResolvedStrategy, model: ChatModel, sources: SourceSet, question: str | Question, *,
-           on_step: StepObserver | None = None) -> Trace:
+           on_step: StepObserver | None = None, on_answer: AnswerSink | None = None) -> Trace:
     """One question with a resolved strategy over the caller's model and sources (the service's
-    ``/v1/ask`` and ``/v1/ask/stream``)."""
-    return strategy_factory(resolved, model, sources, on_step=on_step)().run(question)
+    ``/v1/ask``, ``/v1/ask/stream`` and ``/v1/chat/completions``); ``on_step`` and ``on_answer``
+    as on :class:`~routerag.runtime.base.StrategyContext`."""
+    return strategy_factory(resolved, model, sources, on_step=on_step, on_answer=on_answer)().run(question)
 
 
 def _validate(name: str, cls: type[Strategy], params: dict[str, Any], json_params: bool,
