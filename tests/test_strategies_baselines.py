@@ -27,7 +27,7 @@ def test_direct_has_no_retrieval_and_asks_for_the_answer_alone():
         assert f"Question: {example}\nAnswer: {answer}\n" in messages[0].content + "\n"
     assert model.calls[0].params.stop == ["\n"]
     assert [s.kind for s in trace.segments] == ["prompt", "model"] and trace.model_calls[0].purpose == "answer"
-    assert strategy_revision(direct) == 2 and strategy_retrieves(direct) is False
+    assert strategy_revision(direct) == 3 and strategy_retrieves(direct) is False
     assert strategy_retrieves(Vanilla) is True
 
 
@@ -49,6 +49,36 @@ def test_no_worked_example_reaches_an_answer():
     assert trace.answer == "unknown", model.calls[0].messages
     assert trace.answer not in {answer for _, answer in DIRECT_SHORT_EXAMPLES}
     assert not any(m.role == "assistant" for m in model.calls[0].messages)
+
+
+def test_an_answer_that_echoes_a_worked_example_is_asked_again_without_the_examples():
+    """The 0.5B copies an example's answer into answers ("George Orwell" for "Who wrote ...?")
+    even from inside the instruction: such an answer is asked again with FlashRAG's instruction."""
+    ctx, model, _ = make_context(["George Orwell", "Lewis Carroll"], names=("passage",))
+    trace = STRATEGIES.get("direct")(ctx).run("Who wrote Alice's Adventures in Wonderland?")
+    assert trace.answer == "Lewis Carroll" and len(model.calls) == 2
+    assert [m.content for m in model.calls[1].messages][0] == DIRECT_SYSTEM
+    echoed = [s for s in trace.steps if s.kind == "answer" and s.intermediate]
+    assert [s.answer for s in echoed] == ["George Orwell"]
+
+
+def test_an_example_answer_the_question_names_or_a_yes_is_kept():
+    for question, reply in [("Which city is farther north, Madrid or Oslo?", "Oslo"), ("Is Paris in France?", "yes")]:
+        ctx, model, _ = make_context([reply], names=("passage",))
+        trace = STRATEGIES.get("direct")(ctx).run(question)
+        assert trace.answer == reply and len(model.calls) == 1
+
+
+def test_a_streamed_direct_answer_never_sends_an_echoed_example():
+    from routerag.strategies.prompts import may_become_echo
+
+    assert may_become_echo("George", "Who wrote it?") and not may_become_echo("George W", "Who wrote it?")
+    assert not may_become_echo("Oslo", "Madrid or Oslo?")
+    sent: list[str] = []
+    ctx, model, _ = make_context(["George Orwell", "Lewis Carroll"], names=("passage",))
+    ctx.on_answer = sent.append
+    trace = STRATEGIES.get("direct")(ctx).run("Who wrote Alice's Adventures in Wonderland?")
+    assert trace.answer == "Lewis Carroll" and "Orwell" not in "".join(sent)
 
 
 def test_direct_flashrag_instruction_is_revision_0s_prompt():

@@ -1,10 +1,13 @@
 """Baselines with FlashRAG-style short-answer prompts:
 
-* ``direct``      — no retrieval, answer from the model's own knowledge. Revision 2
+* ``direct``      — no retrieval, answer from the model's own knowledge. Revision 3
   (``instruction="short"``, the default): the answer alone, asked for with worked examples shown
-  inside the instruction (:func:`~routerag.strategies.prompts.direct_short_system`; revision 1 gave
-  them as earlier turns, and an example's answer leaked into answers); revision 0's FlashRAG instruction
-  (``instruction="flashrag"``) made the 0.5B write whole sentences ("No, X and Y are not ...");
+  inside the instruction (:func:`~routerag.strategies.prompts.direct_short_system`); an answer that
+  is an example's answer the question does not name is asked again with FlashRAG's instruction
+  (no examples), so no example's answer reaches an answer (revision 2 had the examples in the
+  instruction and still echoed "George Orwell" on 18 of 250 evaluation questions; revision 1 gave
+  them as earlier turns); revision 0's FlashRAG instruction (``instruction="flashrag"``) made the
+  0.5B write whole sentences ("No, X and Y are not ...");
 * ``vanilla``     — one retrieval of ``k`` passages for the question, then answer;
 * ``ircot``       — IRCoT (Trivedi et al., 2023): retrieve with the question, then each generated
   chain-of-thought sentence is the next query (new documents are added to the context), up to
@@ -34,8 +37,10 @@ from routerag.strategies.prompts import (
     IRCOT_SYSTEM,
     RAG_SYSTEM,
     direct_short_system,
+    example_echo,
     format_docs,
     ircot_user,
+    may_become_echo,
     question_user,
     wikipedia_docs,
 )
@@ -110,16 +115,31 @@ class Direct(LoopStrategy):
     name: ClassVar[str] = "direct"
     Params: ClassVar[type[BaseModel]] = ClosedBookParams
     # 1: the short-answer instruction with worked examples (was FlashRAG's); 2: the examples inside
-    # the instruction, not as earlier turns (an example's answer leaked into answers)
-    revision: ClassVar[int] = 2
+    # the instruction, not as earlier turns (an example's answer leaked into answers); 3: an answer
+    # that echoes an example is asked again without the examples
+    revision: ClassVar[int] = 3
     retrieves: ClassVar[bool] = False
     params: ClosedBookParams
 
     def execute(self, trace: Trace) -> None:
-        messages = _closed_book_messages(trace.question, self.params.instruction)
-        response, call = call_answer(self.context, messages, self.params.generation(stop=["\n"]), settled_clean_answer)
+        question = trace.question
+        messages = _closed_book_messages(question, self.params.instruction)
+
+        def settled(text: str) -> str:  # an answer that may still echo an example is held back
+            answer = settled_clean_answer(text)
+            return "" if may_become_echo(answer, question) else answer
+
+        response, call = call_answer(self.context, messages, self.params.generation(stop=["\n"]), settled)
         record_exchange(trace, messages, response.text)
-        finish_answer(trace, clean_answer(response.text), response.text, call)
+        answer = clean_answer(response.text)
+        if self.params.instruction == "short" and example_echo(answer, question):
+            add_step(trace, "answer", answer=answer, raw_output=response.text, model_calls=[call], latency_ms=call.latency_ms,
+                     intermediate=True, reasoning="an example's answer, which the question does not name: asked again without the examples")
+            messages = _closed_book_messages(question, "flashrag")
+            response, call = call_answer(self.context, messages, self.params.generation(stop=["\n"]), settled_clean_answer)
+            record_exchange(trace, messages, response.text)
+            answer = clean_answer(response.text)
+        finish_answer(trace, answer, response.text, call)
 
 
 class Vanilla(LoopStrategy):

@@ -221,6 +221,24 @@ def direct_short_system() -> str:
             f"say nothing about the question you are asked:\n{examples}")
 
 
+def example_echo(answer: str, question: str) -> bool:
+    """Whether ``answer`` is one of direct's worked examples' answers that the question does not
+    name (yes / no excepted: they answer any yes-no question): the model copied an example."""
+    norm = " ".join(answer.lower().split())
+    if norm in ("", "yes", "no"):
+        return False
+    asked = " ".join(question.lower().split())
+    return any(norm == example.lower() and example.lower() not in asked for _, example in DIRECT_SHORT_EXAMPLES)
+
+
+def may_become_echo(answer: str, question: str) -> bool:
+    """Whether a growing answer can still end as an :func:`example_echo` (so it is not streamed yet)."""
+    norm = " ".join(answer.lower().split())
+    asked = " ".join(question.lower().split())
+    return any(example.lower().startswith(norm) and example.lower() not in asked
+               for _, example in DIRECT_SHORT_EXAMPLES if example not in ("yes", "no"))
+
+
 RAG_SYSTEM = (
     "Answer the question based on the given document. Only give me the answer and do not output any other words."
     "\n\nThe following are given documents.\n\n{reference}"
