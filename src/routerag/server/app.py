@@ -157,7 +157,8 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
     data_dir = settings.data_dir or cache_dir("service")
     request_values = settings.security.from_request(data_dir)  # what a request may name: never code, no outside path
     store = SourceStore(data_dir, settings.uploads, reserved=set(sources.names()))
-    runs = RunManager(workers=settings.run_workers, keep=settings.keep_runs, store_dir=data_dir / "runs")
+    runs = RunManager(workers=settings.run_workers, keep=settings.keep_runs, store_dir=data_dir / "runs",
+                      min_free_bytes=settings.run_store_min_free_mb * 2**20)
     require_key = api_key_dependency(settings.api_key)
     bounds = settings.admission
     asks = Admission("asks", bounds.max_asks, bounds.max_asks_per_key, bounds.retry_after_s)

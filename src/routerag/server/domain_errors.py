@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 
 from routerag.errors import RouteragError
 from routerag.server.jobs import RunNotResumableError, UnknownRunError
+from routerag.server.run_space import RunStoreFullError, RunStoreUnreadableError
 from routerag.strategies.prepare import StrategyRequestError
 from routerag.strategies.resolve import StrategyParamsError
 
@@ -25,6 +26,8 @@ NATIVE_STATUS: dict[type[RouteragError], int] = {
     StrategyParamsError: 422,  # found while building a strategy a strategy runs (adaptive's choices)
     UnknownRunError: 404,
     RunNotResumableError: 409,
+    RunStoreFullError: 507,  # a new run refused: too little free space, or its files cannot be written
+    RunStoreUnreadableError: 503,  # a stored run's files cannot be read back
 }
 
 

@@ -55,6 +55,7 @@ from routerag.eval.summary import RunSummary, summarize
 from routerag.runtime.base import Strategy
 from routerag.server.admission import Ticket
 from routerag.server.packed import PackedQuestions, give_back_freed_memory
+from routerag.server.run_space import RunStoreFullError, RunStoreUnreadableError, check_free_space, store_failure
 from routerag.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -170,7 +171,8 @@ class _Run:
     requests: list[dict[str, Any]] = field(default_factory=list)  # RunConfig.request of each configuration
     cancel: threading.Event = field(default_factory=threading.Event)
     write_lock: threading.Lock = field(default_factory=threading.Lock)  # one appender per run's logs
-    store_error: str | None = None  # an answer that could not be appended: the run ends "failed"
+    store_error: str | None = None  # the store could not take the run or an answer: the run ends "failed"
+    halted: bool = False  # an answer could not be appended: the rest is not run, what is saved is kept
     ticket: Ticket | None = None  # its answers' admission: one unit given back per answer answered or skipped
     configs: tuple[RunConfig, ...] = ()  # while it runs: the configurations answering
     next_answer: int = 0  # while it runs: the next answer (position x configurations + configuration) to look at
@@ -209,7 +211,8 @@ def to_question(q: RunQuestion, position: int, dataset: str = "") -> Question:
 class RunManager:
     """Owns the worker threads and every run's state."""
 
-    def __init__(self, workers: int = 1, keep: int = 100, store_dir: Path | None = None) -> None:
+    def __init__(self, workers: int = 1, keep: int = 100, store_dir: Path | None = None,
+                 min_free_bytes: int = 0) -> None:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="routerag-run")
         self._workers = workers
         self._drainers = 0  # workers taking answers from the queue now
@@ -219,6 +222,7 @@ class RunManager:
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._lock = threading.Lock()
         self._store = store_dir
+        self._min_free = min_free_bytes  # a new run is refused with less free space than this in the store
         if store_dir is not None:
             store_dir.mkdir(parents=True, exist_ok=True)
             self._load()
@@ -243,16 +247,27 @@ class RunManager:
         run = _Run(status=status, questions=PackedQuestions(questions), records=[[None] * len(questions) for _ in configs],
                    requests=[c.request for c in configs], ticket=ticket)
         if self._store is not None:
-            try:
-                self._open_store(run)  # before any answer: a crash from here on leaves an interrupted run
-            except Exception as exc:  # noqa: BLE001 — the run still runs and ends, "failed" with the reason
-                log.exception("cannot store run %s", run_id)
-                run.store_error = f"{type(exc).__name__}: {exc}"
+            self._store_new(run)
         with self._lock:
             self._runs[run_id] = run
             self._evict()
         self._schedule(run, configs)
         return status.model_copy()
+
+    def _store_new(self, run: _Run) -> None:
+        """Open a new run's files, or refuse it (:class:`RunStoreFullError`) when the store has too
+        little free space or cannot be written; other failures (text that cannot be written) let it
+        run and end "failed" with the reason."""
+        assert self._store is not None
+        check_free_space(self._store, self._min_free)
+        try:
+            self._open_store(run)  # before any answer: a crash from here on leaves an interrupted run
+        except OSError as exc:
+            self._remove_stored(run.status.run_id)
+            raise RunStoreFullError(f"the run cannot be stored: {store_failure(exc)}") from None
+        except Exception as exc:  # noqa: BLE001 — the run still runs and ends, "failed" with the reason
+            log.exception("cannot store run %s", run.status.run_id)
+            run.store_error = f"{type(exc).__name__}: {exc}"
 
     def _schedule(self, run: _Run, configs: Sequence[RunConfig]) -> None:
         """Queue the run for every answer it does not have yet (all of them for a new run). The
@@ -311,30 +326,62 @@ class RunManager:
             self._finish_one(run, c, position, record)
 
     def _finish_one(self, run: _Run, c: int, position: int, record: QuestionRecord) -> None:
-        if self._store is not None and run.store_error is None:
-            try:
-                with run.write_lock:  # appended before it is counted: what a client sees done is on disk
-                    self._run_dir(run.status.run_id, c).results.append(record)
-            except Exception as exc:  # noqa: BLE001 — the run goes on in memory and ends "failed"
-                log.exception("cannot append an answer of run %s", run.status.run_id)
-                run.store_error = f"{type(exc).__name__}: {exc}"
+        saved = self._save_answer(run, c, record)
         with self._lock:
             s = run.status
-            run.records[c][position] = record
             run.in_flight -= 1
-            s.done += 1
-            s.errors += record.error is not None
+            released = 1
+            if saved:
+                run.records[c][position] = record
+                s.done += 1
+                s.errors += record.error is not None
+            else:  # not on disk, so not done: the run stops with what it has saved
+                s.skipped += 1
+                released += self._halt(run)
             final = self._final_if_last(run)
         if run.ticket is not None:
-            run.ticket.release(1)
+            run.ticket.release(released)
         if final is not None:
             self._complete(run, final)
+
+    def _save_answer(self, run: _Run, c: int, record: QuestionRecord) -> bool:
+        """Append a finished answer to its log (before it is counted: what a client sees done is on
+        disk); False when it is not saved: the store failed now or on an earlier answer."""
+        if self._store is None or (run.store_error is not None and not run.halted):
+            return True  # no store, or one that never took the run: the answers live in memory
+        if run.halted:
+            return False
+        try:
+            with run.write_lock:
+                self._run_dir(run.status.run_id, c).results.append(record)
+            return True
+        except Exception as exc:  # noqa: BLE001 — the run stops and ends "failed" with the reason
+            log.exception("cannot append an answer of run %s", run.status.run_id)
+            run.store_error = store_failure(exc)
+            return False
+
+    def _halt(self, run: _Run) -> int:
+        """Stop a run whose store failed: the answers not taken yet are skipped (their number is
+        returned); call with the lock held."""
+        if run.halted:
+            return 0
+        run.halted = True
+        run.cancel.set()
+        self._queue = deque(r for r in self._queue if r is not run)
+        s = run.status
+        skipped = s.total - s.done - s.skipped - run.in_flight
+        s.skipped += skipped
+        return skipped
 
     def _final_if_last(self, run: _Run) -> RunStatus | None:
         """The run's final status when its last answer is in (call with the lock held)."""
         s = run.status
         if s.done + s.skipped != s.total or run.in_flight:
             return None
+        if run.halted:
+            reason = (f"{run.store_error}; the run stopped with {s.done} of {s.total} answers saved "
+                      "(they are kept; the rest were not run)")
+            return s.model_copy(update={"state": "failed", "error": reason, "finished_at": time.time()})
         return s.model_copy(update={"state": "cancelled" if run.cancel.is_set() and s.skipped else "done",
                                     "finished_at": time.time()})
 
@@ -359,6 +406,9 @@ class RunManager:
         """Saves a finished run and returns the status to publish: ``failed`` (and saved as such,
         without its answers) when the answers cannot be saved. Never raises: a run always ends."""
         # the last answer is in: nothing of this run changes any more, so no lock is needed
+        if run.halted:
+            self._persist_halted(run, status)
+            return status
         try:
             if self._store is not None:
                 if run.store_error is not None:
@@ -379,6 +429,22 @@ class RunManager:
             except Exception:  # noqa: BLE001
                 log.exception("cannot save failed run %s", status.run_id)
         return failed
+
+    def _persist_halted(self, run: _Run, status: RunStatus) -> None:
+        """A run stopped by its store: its logs hold what was saved and stay as they are; the
+        summaries and the failed status are written if the disk takes them (if not, the status
+        file written when it was accepted stays, and the next start lists the run as interrupted)."""
+        for c, (info, records) in enumerate(zip(status.configs, run.records)):
+            header = run_header(status, info, run.questions)
+            try:
+                done = [r for r in records if r is not None]
+                atomic_write_text(self._run_dir(status.run_id, c).summary_path, summarize(header, done).model_dump_json())
+            except Exception:  # noqa: BLE001 — the log is what counts; the summary is recomputed on read
+                log.warning("cannot write the summary of stopped run %s", status.run_id)
+        try:
+            self._write_status(run, status)
+        except Exception:  # noqa: BLE001
+            log.warning("cannot store the failed status of run %s", status.run_id)
 
     def _write_status(self, run: _Run, status: RunStatus) -> None:
         """``<run_id>.json`` (a :class:`_Persisted`), written with the packed questions as they are."""
@@ -504,12 +570,21 @@ class RunManager:
             cached = self._read_back
             if cached is not None and cached[0] == run_id:
                 return status, cached[1], cached[2]
-        saved = _Persisted.model_validate_json(self._status_path(run_id).read_text(encoding="utf-8"))
-        records = self._read_runs(saved)
+        saved, records = self._read_back_run(run_id)
         with self._lock:
             if self._runs.get(run_id) is run and run.stored:
                 self._read_back = (run_id, saved.questions, records)
         return status, saved.questions, records
+
+    def _read_back_run(self, run_id: str) -> tuple[_Persisted, list[list[QuestionRecord | None]]]:
+        """A stored run's questions and answers, or :class:`RunStoreUnreadableError` saying why not."""
+        try:
+            saved = _Persisted.model_validate_json(self._status_path(run_id).read_text(encoding="utf-8"))
+            return saved, self._read_runs(saved)
+        except (OSError, ValidationError, ValueError, RunError) as exc:
+            log.warning("cannot read back run %s: %s", run_id, exc)
+            raise RunStoreUnreadableError(f"the stored answers of run {run_id!r} cannot be read "
+                                          f"({type(exc).__name__}: {exc})") from None
 
     def status(self, run_id: str) -> RunStatus:
         with self._lock:

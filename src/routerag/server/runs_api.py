@@ -26,6 +26,7 @@ from routerag.server.jobs import (
     to_question,
 )
 from routerag.server.prepare import PreparedStrategy, StrategyConfig
+from routerag.server.run_space import RunStoreFullError
 from routerag.server.settings import ServiceSettings
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies.resolve import strategy_factory
@@ -127,7 +128,8 @@ def build_runs_router(
 
         return [DatasetInfo(name=n) for n in dataset_names()]
 
-    @router.post("/v1/runs", response_model=RunStatus, status_code=202, responses={**ERRORS, **OVER_BOUND},
+    @router.post("/v1/runs", response_model=RunStatus, status_code=202, responses={
+                     **ERRORS, **OVER_BOUND, 507: {"model": ErrorReply, "description": "the run store is full"}},
                  summary="start a background run (one configuration) or comparison (several)")
     async def start_run(body: RunRequest, request: Request) -> RunStatus:
         if body.questions is not None and len(body.questions) > settings.max_run_questions:
@@ -145,9 +147,11 @@ def build_runs_router(
         try:  # in a worker thread: a large run's files are written before it is queued
             return await anyio.to_thread.run_sync(partial(runs.submit, prepared, questions, dataset=body.dataset,
                                                           ticket=ticket))
-        except ValueError as exc:  # refused before the run was queued: its answers are not held
+        except (ValueError, RunStoreFullError) as exc:  # refused before the run was queued: its answers are not held
             if ticket is not None:
                 ticket.release()
+            if isinstance(exc, RunStoreFullError):
+                raise  # 507 (server/domain_errors.py)
             raise ApiError(422, str(exc)) from None
 
     @router.get("/v1/runs", response_model=list[RunStatus], summary="runs, newest first")
@@ -158,7 +162,9 @@ def build_runs_router(
     async def run_status(run_id: str) -> RunStatus:
         return runs.status(run_id)
 
-    @router.get("/v1/runs/{run_id}/traces", response_model=list[Trace])
+    @router.get("/v1/runs/{run_id}/traces", response_model=list[Trace], responses={
+        404: {"model": ErrorReply, "description": "no such run"},
+        503: {"model": ErrorReply, "description": "the run's stored answers cannot be read"}})
     async def run_traces(run_id: str, offset: int = Query(0, ge=0), limit: int = Query(100, ge=1, le=1000),
                          config: int | None = Query(None, ge=0, lt=MAX_CONFIGS)) -> list[Trace]:
         return await anyio.to_thread.run_sync(runs.traces, run_id, offset, limit, config)  # a finished run: read from disk

@@ -188,6 +188,8 @@ class ServiceSettings(BaseModel):
     ask_threads: int = Field(4, ge=1, le=64, description="strategy runs of /v1/ask at once (worker threads)")
     run_workers: int = Field(1, ge=1, le=64, description="questions of background runs answered at once")
     max_run_questions: int = Field(5_000, ge=1, description="most questions in one background run")
+    run_store_min_free_mb: int = Field(64, ge=0, description="a new run is refused (507) while the run store has "
+                                                             "less free space than this (0: no check)")
     keep_runs: int = Field(100, ge=1, description="finished (or interrupted) runs kept on disk, their status in "
                                                   "memory (oldest dropped first)")
     data_dir: Path | None = Field(
