@@ -74,6 +74,7 @@ class VerifyResult(BaseModel):
     files: int  # files with a recorded size and sha256 (0: built before hashes were recorded)
     bytes_hashed: int
     seconds: float
+    abandoned: list[Path] = Field(default_factory=list)  # staging folders of killed builds (the next build reclaims them)
 
 
 def verify_index(index_dir: Path) -> VerifyResult:
@@ -81,10 +82,13 @@ def verify_index(index_dir: Path) -> VerifyResult:
     when it was built — ``routerag verify-index``. A corrupt or missing file is an
     :class:`~routerag.index.manifest.IndexLoadError` naming it (rebuild the index)."""
     from routerag.index.bundle import verify_index as verify
+    from routerag.index.staging import abandoned_around
 
     t0 = time.perf_counter()
+    left = abandoned_around(Path(index_dir))
     files, hashed = verify(index_dir)
-    return VerifyResult(index=index_dir, files=files, bytes_hashed=hashed, seconds=time.perf_counter() - t0)
+    return VerifyResult(index=index_dir, files=files, bytes_hashed=hashed, seconds=time.perf_counter() - t0,
+                        abandoned=left)
 
 
 ENGINES = ("local", "ray")

@@ -89,6 +89,8 @@ def verify_index_command(
     from routerag.api import verify_index
 
     result = verify_index(index_dir)
+    for folder in result.abandoned:
+        typer.echo(f"{folder}: left by an index build that was killed; the next build of this index removes it")
     if result.files == 0:
         typer.echo(f"{index_dir}: built without content hashes, nothing to check; rebuild it to have them")
         return

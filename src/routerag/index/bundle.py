@@ -9,7 +9,8 @@ DIR/
   dense/  bm25/  graph/  one folder per component, each with its own manifest.json
 ```
 ``build_index`` builds into a hidden sibling folder and renames it into place, so a failed
-build leaves nothing behind. ``load_index`` checks every manifest before reading data.
+build leaves nothing behind; one killed mid-build leaves its folder, which the next build over the
+same directory reclaims (:mod:`routerag.index.staging`). ``load_index`` checks every manifest before reading data.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from routerag.index.component import COMPONENTS, IndexComponent
 from routerag.index.docstore import DOCS_NAME, STORE_FILES, DocStore
 from routerag.index.manifest import IndexLoadError, Manifest, check_files, read_manifest, write_manifest
 from routerag.index.settings import IndexSettings
+from routerag.index.staging import staging_dir
 from routerag.index.stores import open_docstore, save_docstore, stored_kind
 from routerag.registry import UnknownNameError
 
@@ -115,15 +117,14 @@ class IndexBundle:
         if name in self.manifest.components:
             raise IndexLoadError(f"{self.directory}: already has a {name!r} component")
         cls = _component_class(name)
-        staging = Path(tempfile.mkdtemp(dir=self.directory, prefix=f".{name}.building-"))
-        staging.chmod(0o755)
-        try:
-            with progress.step(f"index {name}: building over {len(self.store):,} passages"):
-                component = cls.build(self.store, staging, self.settings)
-            staging.rename(self.directory / name)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+        with staging_dir(self.directory, name) as staging:
+            try:
+                with progress.step(f"index {name}: building over {len(self.store):,} passages"):
+                    component = cls.build(self.store, staging, self.settings)
+                staging.rename(self.directory / name)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
         self.components[name] = component
         self.manifest = self.manifest.model_copy(update={"components": [*self.manifest.components, name]})
         write_manifest(self.directory, self.manifest, tree=False)
@@ -198,37 +199,36 @@ def build_index(
         raise ValueError("no documents to index")
 
     directory.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.building-"))
-    staging.chmod(0o755)
-    try:
-        save_docstore(store, staging, settings.docstore)
-        write_resolved(settings, staging, CONFIG_NAME)
-        built: dict[str, IndexComponent] = {}
-        for name, cls in classes.items():
-            with progress.step(f"index {name}: building over {len(store):,} passages"):
-                if name == "dense" and engine == "ray":
-                    built[name] = _build_dense_on_ray(cls, store, staging, settings)
-                else:
-                    built[name] = cls.build(store, staging / name, settings)
-        manifest = Manifest(
-            kind=BUNDLE_KIND,
-            corpus_hash=store.corpus_hash(),
-            n_docs=len(store),
-            embedder=built["dense"].manifest.embedder if "dense" in built else None,
-            components=list(built),
-        )
-        write_manifest(staging, manifest, tree=False)
-        if directory.exists():  # overwrite: swap, then drop the old one
-            stale = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.old-"))
-            stale.rmdir()
-            directory.rename(stale)
-            staging.rename(directory)
-            shutil.rmtree(stale, ignore_errors=True)
-        else:
-            staging.rename(directory)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    with staging_dir(directory.parent, directory.name) as staging:  # a killed build's folders are reclaimed
+        try:
+            save_docstore(store, staging, settings.docstore)
+            write_resolved(settings, staging, CONFIG_NAME)
+            built: dict[str, IndexComponent] = {}
+            for name, cls in classes.items():
+                with progress.step(f"index {name}: building over {len(store):,} passages"):
+                    if name == "dense" and engine == "ray":
+                        built[name] = _build_dense_on_ray(cls, store, staging, settings)
+                    else:
+                        built[name] = cls.build(store, staging / name, settings)
+            manifest = Manifest(
+                kind=BUNDLE_KIND,
+                corpus_hash=store.corpus_hash(),
+                n_docs=len(store),
+                embedder=built["dense"].manifest.embedder if "dense" in built else None,
+                components=list(built),
+            )
+            write_manifest(staging, manifest, tree=False)
+            if directory.exists():  # overwrite: swap, then drop the old one
+                stale = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.old-"))
+                stale.rmdir()
+                directory.rename(stale)
+                staging.rename(directory)
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                staging.rename(directory)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
     return IndexBundle(directory, store, settings, manifest, built)
 
 
