@@ -168,10 +168,11 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def config_data(path: str | Path | None = None, overrides: list[str] | None = None,
-                updates: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The unvalidated mapping :func:`load_config` validates: the file at ``path`` (``base:`` layers
-    resolved), then each ``key.path=value`` override, then the top-level ``updates``."""
-    data = read_config_file(path) if path is not None else {}
+                updates: dict[str, Any] | None = None, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The unvalidated mapping :func:`load_config` validates: the top-level ``defaults`` (a
+    command's own defaults, under everything else), the file at ``path`` (``base:`` layers resolved),
+    then each ``key.path=value`` override, then the top-level ``updates``."""
+    data = {**(defaults or {}), **(read_config_file(path) if path is not None else {})}
     for item in overrides or []:
         key, value = parse_override(item)
         _set_path(data, key, value)
@@ -180,11 +181,11 @@ def config_data(path: str | Path | None = None, overrides: list[str] | None = No
 
 
 def load_config(model: type[M], path: str | Path | None = None, overrides: list[str] | None = None,
-                updates: dict[str, Any] | None = None) -> M:
+                updates: dict[str, Any] | None = None, defaults: dict[str, Any] | None = None) -> M:
     """``model`` from the YAML file at ``path`` (``base:`` layers resolved), then each
     ``key.path=value`` override, then the top-level ``updates`` (values a command sets from its
-    own options), validated once."""
-    data = config_data(path, overrides, updates)
+    own options), validated once; ``defaults`` (a command's defaults) apply where the file is silent."""
+    data = config_data(path, overrides, updates, defaults)
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -53,15 +53,16 @@ class Asker:
 
 
 def ask_params(config: Path | None, overrides: Sequence[str] | None = (), *, index_dir: Path | None = None,
-               shipped_policy: bool = True, **fields: Any) -> AskParams:
+               shipped_policy: bool = True, defaults: dict[str, Any] | None = None, **fields: Any) -> AskParams:
     """``AskParams`` from a YAML file (an ``EvalConfig``'s shape, so an evaluation's configuration
     serves ``ask`` too), ``key.path=value`` overrides, then ``fields`` (the options given on the
-    command line; None: not given). The strategy's params are checked against its ``Params``."""
+    command line; None: not given); ``defaults`` (the command's defaults) only where the file is
+    silent. The strategy's params are checked against its ``Params``."""
     from routerag.config import load_config
     from routerag.eval.config import EvalConfig
 
     explicit = {k: v for k, v in fields.items() if v is not None}
-    cfg = load_config(EvalConfig, config, list(overrides or ()), updates=explicit)
+    cfg = load_config(EvalConfig, config, list(overrides or ()), updates=explicit, defaults=defaults)
     return AskParams(config=cfg, index_dir=index_dir, shipped_policy=shipped_policy)
 
 def ask_questions(params: AskParams, n: int) -> list[Question]:

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from routerag.cli.app import app
+from routerag.cli.given import given_names
 from routerag.cli.native_logs import quiet_native_logs
 
 console = Console()
@@ -19,16 +20,21 @@ POLICY_HELP = ("a strategy with a shipped policy on a bundled base (routerag on 
                "policy adapter (default) or run the untrained model; see routerag.api")
 
 
-def _ask_params(config: Optional[Path], overrides: list[str], index: Optional[Path], policy: bool, **fields):
+def _ask_params(config: Optional[Path], overrides: list[str], index: Optional[Path], policy: bool, *,
+                strategy: str, strategy_given: bool, **fields):
     """The front door's ``AskParams``: the configuration file and ``--set`` overrides, then the
-    options given on the command line."""
+    options given on the command line; a ``strategy`` not given (``--strategy`` left at its
+    default) applies only where the file names none."""
     from routerag.api.asking import ask_params
 
-    return ask_params(config, overrides, index_dir=index, shipped_policy=policy, **fields)
+    chosen = {"strategy": strategy}
+    return ask_params(config, overrides, index_dir=index, shipped_policy=policy, defaults=None if strategy_given else chosen,
+                      **(chosen if strategy_given else {}), **fields)
 
 
 @app.command()
 def ask(
+    ctx: typer.Context,
     question: Annotated[str, typer.Argument(help="the question")],
     strategy: Annotated[str, typer.Option("--strategy", "-s", help="a registered strategy")] = "routerag",
     dataset: Annotated[Optional[str], typer.Option(help="index this dataset's corpus (default: the bundled demo)")] = None,
@@ -45,7 +51,7 @@ def ask(
     from routerag.cli.progress import RichProgress
 
     quiet_native_logs(verbose)
-    params = _ask_params(config, set_, index, policy, strategy=strategy, dataset=dataset)
+    params = _ask_params(config, set_, index, policy, strategy=strategy, strategy_given="strategy" in given_names(ctx), dataset=dataset)
     with progress.reporting(RichProgress(Console(stderr=True))):
         asker = open_asker(params)
         with progress.step(f"answering with {asker.config.strategy}"):
@@ -62,6 +68,7 @@ def ask(
 
 @app.command()
 def demo(
+    ctx: typer.Context,
     strategy: Annotated[str, typer.Option("--strategy", "-s", help="a registered strategy")] = "routerag",
     questions: Annotated[int, typer.Option("--questions", "-n", min=1, help="how many demo questions")] = 3,
     config: Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML configuration (EvalConfig shape)")] = None,
@@ -83,8 +90,8 @@ def demo(
     from routerag.cli.render import DemoRow, render_demo_compare, render_demo_summary, render_trace
 
     quiet_native_logs(verbose)
-    params = _ask_params(config, set_, None, policy, strategy=strategy, dataset="demo")
-    other = _ask_params(config, set_, None, policy, strategy=compare, dataset="demo") if compare else None
+    params = _ask_params(config, set_, None, policy, strategy=strategy, strategy_given="strategy" in given_names(ctx), dataset="demo")
+    other = _ask_params(config, set_, None, policy, strategy=compare, strategy_given=True, dataset="demo") if compare else None
     picked = ask_questions(params, questions)
     rows: list[DemoRow] = []
     other_rows: list[DemoRow] = []

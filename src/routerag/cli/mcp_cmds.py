@@ -8,12 +8,14 @@ from pathlib import Path
 import typer
 
 from routerag.cli.app import app
+from routerag.cli.given import given_names
 from routerag.cli.native_logs import quiet_native_logs
 from routerag.cli.serving import announce, server_overrides, source_modes
 
 
 @app.command("mcp")
 def mcp_command(
+    ctx: typer.Context,
     index_dir: Path = typer.Argument(..., help="an index directory built with `routerag index`"),
     transport: str = typer.Option("stdio", "--transport", "-t",
                                   help="stdio (an MCP client starts this command) or http (streamable HTTP)"),
@@ -31,7 +33,8 @@ def mcp_command(
     from routerag.integrations.mcp_server import serve_mcp
     from routerag.integrations.mcp_tools import McpSettings
 
-    settings = load_config(McpSettings, config, [f"transport={transport}",
-                                                 *server_overrides(host, port, api_key_env, overrides)])
+    given = given_names(ctx)
+    chosen = [f"transport={transport}"] if "transport" in given else []  # a default never overrides --config
+    settings = load_config(McpSettings, config, [*chosen, *server_overrides(host, port, api_key_env, overrides, given)])
     quiet_native_logs(False)  # llama.cpp's errors only, no loading bars (stderr is the client's log)
     serve_mcp(index_dir, settings, source_modes(modes), announce=announce)

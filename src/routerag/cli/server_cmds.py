@@ -8,11 +8,13 @@ from pathlib import Path
 import typer
 
 from routerag.cli.app import app
+from routerag.cli.given import given_names
 from routerag.cli.serving import announce, server_overrides, source_modes
 
 
 @app.command("serve-retrieval")
 def serve_retrieval_command(
+    ctx: typer.Context,
     index_dir: Path = typer.Argument(..., help="an index directory built with `routerag index`"),
     host: str = typer.Option("127.0.0.1", "--host", help="bind address (a non-loopback address needs an API key)"),
     port: int = typer.Option(8765, "--port", help="TCP port"),
@@ -32,7 +34,7 @@ def serve_retrieval_command(
     from routerag.api import ServeParams, serve_retrieval
     from routerag.api.serving import retrieval_settings, serve_retrieval_on_ray
 
-    settings = retrieval_settings(config, server_overrides(host, port, api_key_env, overrides))
+    settings = retrieval_settings(config, server_overrides(host, port, api_key_env, overrides, given_names(ctx)))
     params = ServeParams(index_dir=index_dir, modes=source_modes(modes))
     if on_ray:
         serve_retrieval_on_ray(params, settings, replicas=replicas, encoder_replicas=encoder_replicas, announce=announce)
@@ -42,6 +44,7 @@ def serve_retrieval_command(
 
 @app.command("serve")
 def serve_command(
+    ctx: typer.Context,
     index_dir: Path = typer.Argument(..., help="an index directory built with `routerag index`"),
     host: str = typer.Option("127.0.0.1", "--host", help="bind address (a non-loopback address needs an API key)"),
     port: int = typer.Option(8700, "--port", help="TCP port"),
@@ -56,6 +59,6 @@ def serve_command(
     from routerag.api import ServeParams, serve
     from routerag.api.serving import load_model_config, service_settings
 
-    settings = service_settings(config, server_overrides(host, port, api_key_env, overrides))
+    settings = service_settings(config, server_overrides(host, port, api_key_env, overrides, given_names(ctx)))
     model_cfg = load_model_config(model_config, model_overrides)
     serve(ServeParams(index_dir=index_dir, modes=source_modes(modes), model=model_cfg), settings, announce=announce)

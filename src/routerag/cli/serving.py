@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Collection
 
 import typer
 
@@ -14,12 +15,17 @@ from routerag.errors import RouteragError
 __all__ = ["announce", "server_overrides", "source_modes"]
 
 
-def server_overrides(host: str, port: int, api_key_env: str | None, overrides: list[str] | None) -> list[str]:
-    """The ``key=value`` settings overrides of a server's ``--host``, ``--port``, ``--api-key-env``
-    (the key itself, read from that environment variable) and ``--set`` options. Raises
+def server_overrides(host: str, port: int, api_key_env: str | None, overrides: list[str] | None,
+                     given: Collection[str] = ("host", "port")) -> list[str]:
+    """The ``key=value`` settings overrides of a server's ``--host`` and ``--port`` (only those named
+    in ``given``, the options given on the command line: a default never overrides ``--config``),
+    ``--set`` options and
+    ``--api-key-env`` (the key itself, read from that environment variable). Raises
     :class:`RouteragError` when ``--api-key-env`` names a variable that is unset or empty."""
     # JSON strings are YAML scalars: a key such as "123" or "a: b" stays a string
-    result = [f"host={json.dumps(host)}", f"port={port}", *(overrides or [])]
+    result = [f"host={json.dumps(host)}"] if "host" in given else []
+    result += [f"port={port}"] if "port" in given else []
+    result += list(overrides or [])
     if api_key_env:
         key = os.environ.get(api_key_env)
         if not key:
