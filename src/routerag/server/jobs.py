@@ -16,6 +16,9 @@ Each answer is appended (fsynced) to ``results.jsonl`` when it finishes, by the 
 writer, so a service killed mid-run (``kill -9``, an OOM kill) loses no finished answer: on the
 next start the run is listed as ``interrupted`` with them, and :meth:`RunManager.resume` answers
 the rest (the log is recovered as ``routerag eval`` recovers it; no question is answered twice).
+On a full disk (:mod:`routerag.server.run_space`) a new run is refused below ``min_free_bytes``
+free or when its files cannot be written, and a run whose answer cannot be appended stops there:
+it ends ``failed`` with the reason, its saved answers kept and ``done`` counting only those.
 A clean shutdown (SIGTERM) cancels the runs in flight and stores them as ``cancelled``. Folders on
 disk follow the same bound as memory: the ``keep`` most recent finished or interrupted runs.
 
