@@ -6,6 +6,10 @@ sources come back as LangChain documents. Plain ``ChatOpenAI`` drops the trace."
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +25,7 @@ from routerag.sources.sourceset import SourceSet  # noqa: E402
 pytestmark = pytest.mark.service
 
 KEY = "lc-key"
+SNIPPET = Path(__file__).resolve().parents[1] / "docs" / "guides" / "snippets" / "langchain_trace.py"
 QUESTION = "When did Lothair II's mother die?"
 
 
@@ -89,3 +94,11 @@ def test_plain_chat_openai_drops_it_and_a_message_without_a_trace_has_no_documen
     plain = ChatOpenAI(base_url=served + "/v1", api_key=KEY, model="vanilla", max_retries=0).invoke(QUESTION)
     assert TRACE_KEY not in plain.response_metadata
     assert trace_of(plain) is None and trace_documents(plain) == []
+
+
+def test_the_documented_snippet_prints_the_answer_its_steps_and_its_passages(served):
+    env = {**os.environ, "ROUTERAG_URL": served, "ROUTERAG_API_KEY": KEY}
+    done = subprocess.run([sys.executable, str(SNIPPET), QUESTION], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "20 March 851"
+    assert "step 0 search" in done.stderr and "hits from passage" in done.stderr and "  [passage] " in done.stderr
