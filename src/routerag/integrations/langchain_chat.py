@@ -36,7 +36,7 @@ def _raw_trace(response: dict[str, Any] | openai.BaseModel) -> dict[str, Any] | 
     return raw if isinstance(raw, dict) else None
 
 
-class RouteragChatModel(ChatOpenAI):  # type: ignore[misc]  # ChatOpenAI's base is untyped where stubs lack it
+class RouteragChatModel(ChatOpenAI):
     """``ChatOpenAI`` whose messages carry routerag's trace in ``response_metadata["routerag"]``."""
 
     def _create_chat_result(self, response: dict[str, Any] | openai.BaseModel,
