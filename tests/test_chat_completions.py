@@ -446,7 +446,7 @@ def test_langchain_chat_openai_invokes_routerag(live):
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("snippet", ["openai_sdk.py", "langchain_chat.py"])
+@pytest.mark.parametrize("snippet", ["openai_sdk.py", "langchain_chat.py", "langchain_trace.py"])
 def test_the_documented_snippets_print_an_answer(live, snippet):
     env = {**os.environ, "ROUTERAG_URL": live.url, "ROUTERAG_API_KEY": KEY}
     done = subprocess.run([sys.executable, str(SNIPPETS / snippet), QUESTION], env=env, capture_output=True,

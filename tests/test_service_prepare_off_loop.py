@@ -55,7 +55,7 @@ def answer_slowly(messages: object, params: object, continue_final: bool) -> str
 def slow_service(tmp_path, monkeypatch) -> Iterator[tuple[str, SlowPrepare]]:
     slow = SlowPrepare(strategy_prepare.prepare_strategy)
     monkeypatch.setattr(strategy_prepare, "prepare_strategy", slow)
-    app = create_app(ScriptedModel(answer_slowly), SourceSet(), ServiceSettings(data_dir=tmp_path / "svc", ui=False))
+    app = create_app(ScriptedModel(answer_slowly), SourceSet(), ServiceSettings(data_dir=tmp_path / "svc", ui=False, warm_up=False))
     with BackgroundServer(app) as server:
         yield server.url, slow
 

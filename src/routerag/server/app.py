@@ -11,8 +11,10 @@
 * ``POST/GET/DELETE /v1/sources``: upload custom sources (see :mod:`routerag.server.sources_api`);
   a request mounts them by name with ``sources: [...]``.
 * ``GET /v1/strategies``, ``GET /v1/datasets``, ``GET /v1/info``: what the UI needs to build forms.
-* ``GET /health`` (the process answers) and ``GET /ready`` (started, and asks are admitted; 503
-  otherwise): no API key, answered on the event loop without waiting behind model work.
+* ``GET /health`` (the process answers) and ``GET /ready`` (started, the default strategy warmed
+  up, and asks are admitted; 503 otherwise): no API key, answered on the event loop without waiting
+  behind model work. The warm-up (:mod:`routerag.server.warmup`) runs in a background thread from
+  startup; ``warm_up: false`` turns it off.
 * Preparing a request (mounting its uploads, resolving its strategy, which may unpack an adapter)
   runs in a worker thread of the default pool on every route (asks, chat completions, runs and
   their resumption), never on the event loop and never behind the runs the ask limiter holds.
@@ -68,6 +70,8 @@ from routerag.server.settings import ServiceSettings
 from routerag.server.sources_api import build_sources_router, rejected_reply
 from routerag.server.upload_parse import UploadRejected
 from routerag.server.uploads import SourceStore
+from routerag.server.warm_plan import strategy_plan
+from routerag.server.warmup import WarmUp, WarmUpState
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES
 from routerag.strategies.prepare import prepare_strategy
@@ -95,6 +99,7 @@ class Readiness(BaseModel):
     model: str
     sources: list[str]
     admission: list[AdmissionState]
+    warm_up: WarmUpState = Field(description="the warm-up of the default strategy (off, warming, done, skipped, failed)")
 
 
 class StrategyInfo(BaseModel):
@@ -174,6 +179,7 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         lifecycle["started"] = True
+        warm_up.start()  # a daemon thread: never joined, a stop does not wait for a model still loading
         yield
         lifecycle["stopping"] = True
         await anyio.to_thread.run_sync(runs.shutdown)
@@ -208,6 +214,9 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
             raise ApiError(422, f"{where} has {len(text)} characters; the limit is {settings.max_question_chars}")
 
     prepare_config = Preparation(store, sources, settings.max_new_tokens, model_config, request_values)
+    warm_up = WarmUp(settings.warm_up_strategy,
+                     strategy_plan(settings.warm_up_strategy, prepare_config, model_for) if settings.warm_up else None)
+    app.state.warm_up = warm_up
 
     def prepare_ask(body: AskRequest) -> tuple[AskRequest, PreparedStrategy, SourceSet]:  # a sync dependency: a worker thread
         check_question(body.question)
@@ -324,7 +333,8 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
         return {"status": "ok", "model": model.name, "sources": sources.names()}
 
     @app.get("/ready", response_model=Readiness, responses={503: {"model": Readiness, "description": "not ready"}},
-             summary="ready for asks: started, not stopping, and the asks bound not reached; else 503 (no API key needed)")
+             summary="ready for asks: started, warmed up, not stopping, and the asks bound not reached; else 503 "
+                     "(no API key needed)")
     async def ready() -> JSONResponse:
         states = [asks.state(), run_answers.state()]
         reasons = []
@@ -332,9 +342,13 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
             reasons.append("starting")
         if lifecycle["stopping"]:
             reasons.append("stopping")
+        warming = warm_up.state()
+        if (reason := warming.blocks_readiness()) is not None:
+            reasons.append(reason)
         if states[0].saturated:
             reasons.append(f"asks: {states[0].in_use} of {states[0].limit} queued or running")
-        reply = Readiness(ready=not reasons, reasons=reasons, model=model.name, sources=sources.names(), admission=states)
+        reply = Readiness(ready=not reasons, reasons=reasons, model=model.name, sources=sources.names(), admission=states,
+                          warm_up=warming)
         return JSONResponse(reply.model_dump(mode="json"), status_code=503 if reasons else 200)
 
     app.mount("/retrieval", create_retrieval_app(sources, settings.retrieval_settings()))

@@ -197,6 +197,11 @@ class ServiceSettings(BaseModel):
     )
     uploads: UploadSettings = Field(default_factory=UploadSettings, description="limits on uploaded custom sources")
     ui: bool = Field(True, description="serve the web UI at /")
+    warm_up: bool = Field(
+        True, description="at startup, load what warm_up_strategy's first answer needs (its model and policy adapter, "
+                          "the indexes of the sources it names) in a background thread; /ready is 503 until it is done")
+    warm_up_strategy: str = Field("routerag", min_length=1, max_length=200,
+                                  description="the strategy warmed up (the default of the MCP tools and the web UI)")
     retrieval: ServerSettings = Field(default_factory=ServerSettings, description="the mounted retrieval API")
     security: SecuritySettings = Field(default_factory=SecuritySettings, description="Host/Origin checks, body limits")
     admission: AdmissionSettings = Field(default_factory=AdmissionSettings,

@@ -22,7 +22,7 @@ from routerag.registry import UnknownNameError
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies.resolve import ResolvedStrategy, StrategyParamsError, resolve_strategy
 
-__all__ = ["PreparedStrategy", "StrategyRequestError", "prepare_strategy", "token_limits"]
+__all__ = ["PreparedStrategy", "StrategyRequestError", "named_sources", "prepare_strategy", "token_limits"]
 
 PreparedStrategy = ResolvedStrategy  # the name the service's modules use
 
@@ -41,6 +41,12 @@ def _named_sources(key: str, value: Any) -> list[str]:
         items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
         return [v for v in items if isinstance(v, str)]
     return []
+
+
+def named_sources(params: BaseModel) -> list[str]:
+    """Every source name a strategy's params give (``source``, ``*_sources`` ...), in order, once each."""
+    names = [name for key, value in params.model_dump().items() for name in _named_sources(key, value)]
+    return list(dict.fromkeys(names))
 
 
 def _check_mounted(prepared: PreparedStrategy, params: dict[str, Any], sources: SourceSet) -> None:
