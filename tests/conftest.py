@@ -128,6 +128,22 @@ NOTES_CSV = (
 )
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _services_warm_up_only_when_asked():
+    """A service a test builds in-process does not warm up (load its default strategy's real model
+    in a background thread) unless the test sets ``warm_up=True``: the service's default is on, and
+    hundreds of test apps each loading the bundled model beside the test would cost minutes. The
+    ``routerag serve`` subprocesses keep the default."""
+    from routerag.server.settings import ServiceSettings
+
+    field = ServiceSettings.model_fields["warm_up"]
+    default, field.default = field.default, False
+    ServiceSettings.model_rebuild(force=True)
+    yield
+    field.default = default
+    ServiceSettings.model_rebuild(force=True)
+
+
 @pytest.fixture(scope="session")
 def tokenizer():
     """The bundled 0.5B's Hugging Face tokenizer (converted from its GGUF once, then cached, ~1 s)."""

@@ -64,7 +64,8 @@ def serve(tmp_path) -> Iterator:
 
     def start(source: GatedSource, **settings: object) -> str:
         app = create_app(ScriptedModel(["Lothair II"]), SourceSet([source]),
-                         ServiceSettings(data_dir=tmp_path / f"svc{len(servers)}", ui=False, **settings))
+                         ServiceSettings(data_dir=tmp_path / f"svc{len(servers)}", ui=False,
+                                         **{"warm_up": True, **settings}))
         servers.append(BackgroundServer(app).start())
         return servers[-1].url
 
