@@ -11,7 +11,9 @@ crash.
 Transports: stdio (the client starts this command; stdout is the protocol's, everything else goes
 to stderr) and streamable HTTP (``POST``/``GET`` at ``/mcp``) behind the front door of
 ``routerag serve`` (:class:`~routerag.server.guard.RequestGuard`: Host and Origin checks, body
-limits), bound to loopback unless an API key is set; with a key every request needs it.
+limits) and with its connection limits (header timeout and size, keep-alive timeout:
+:mod:`routerag.server.connections`), bound to loopback unless an API key is set; with a key every
+request needs it.
 
 The MCP SDK (``pip install 'routerag[integrations]'``) is imported inside the functions here."""
 
@@ -183,6 +185,7 @@ def serve_mcp(index_dir: Path, settings: McpSettings, modes: list[str] | None = 
 def _serve_http(app: "ASGIApp", settings: McpSettings, what: str, announce: Announce) -> None:
     import uvicorn
 
+    from routerag.server.connections import uvicorn_config
     from routerag.server.serving import bind_socket
 
     sock = bind_socket(settings.host, settings.port)  # port 0: the free port it got is announced
@@ -191,6 +194,7 @@ def _serve_http(app: "ASGIApp", settings: McpSettings, what: str, announce: Anno
     announce(f"serving MCP tools {', '.join(TOOLS)} over {what} at http://{host}:{port}{settings.path} "
              f"(streamable HTTP{', API key required' if settings.api_key else ''})")
     try:
-        uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on")).run(sockets=[sock])
+        # the connection limits of `routerag serve`: header timeout and size, keep-alive timeout
+        uvicorn.Server(uvicorn_config(app, settings.security, log_level="warning", lifespan="on")).run(sockets=[sock])
     finally:
         sock.close()
