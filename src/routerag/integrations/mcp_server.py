@@ -6,7 +6,8 @@ work): ``search`` (one mounted source's top hits), ``route`` (a routerag router 
 then its top hits, with the decision), ``ask`` (a routing strategy's answer and the searches it
 made, with their hits), ``list_sources``. A refused call (an unknown source, router or strategy,
 ``k`` out of range, an empty question) is the tool's error result with the reason, never a
-crash.
+crash; arguments that fail a tool's schema are one sentence naming each field
+(:mod:`~routerag.integrations.mcp_errors`).
 
 Transports: stdio (the client starts this command; stdout is the protocol's, everything else goes
 to stderr) and streamable HTTP (``POST``/``GET`` at ``/mcp``) behind the front door of
@@ -22,9 +23,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from routerag.errors import RouteragError
+from routerag.integrations.mcp_errors import OneLineRefusals, readable_validation
 from routerag.integrations.mcp_tools import (
     DEFAULT_K,
     DEFAULT_STRATEGY,
@@ -68,12 +70,30 @@ def _instructions(tools: McpTools) -> str:
             "(slower: a language model runs), `list_sources` to see what each source holds.")
 
 
+def _server_class(sdk: Any) -> Any:
+    """The SDK's server, with a tool's rejected arguments said in one sentence (:func:`readable_validation`)."""
+    errors = sdk.exceptions
+
+    class RouteragMCPServer(sdk.MCPServer):  # type: ignore[misc,name-defined]
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            try:
+                return await super().call_tool(name, arguments, context)
+            except errors.ToolError as exc:
+                cause = exc.__cause__
+                if isinstance(cause, ValidationError) and not isinstance(exc, errors.UnexpectedToolError):
+                    raise errors.ToolError(readable_validation(name, cause)) from cause
+                raise
+
+    return RouteragMCPServer
+
+
 def build_server(tools: McpTools) -> "MCPServer":
     """An MCP server with the four tools over ``tools`` (nothing is served yet)."""
     sdk = _sdk()
     from mcp.types import ToolAnnotations
 
-    server = sdk.MCPServer(SERVER_NAME, instructions=_instructions(tools), log_level="WARNING")
+    server = _server_class(sdk)(SERVER_NAME, instructions=_instructions(tools), log_level="WARNING",
+                                middleware=[OneLineRefusals()])
     refused = sdk.exceptions.ToolError
     read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
     sources = ", ".join(tools.sources.names())
