@@ -14,7 +14,8 @@ to stderr) and streamable HTTP (``POST``/``GET`` at ``/mcp``) behind the front d
 ``routerag serve`` (:class:`~routerag.server.guard.RequestGuard`: Host and Origin checks, body
 limits) and with its connection limits (header timeout and size, keep-alive timeout:
 :mod:`routerag.server.connections`), bound to loopback unless an API key is set; with a key every
-request needs it.
+request needs it. Over stdio a line that cannot be parsed is answered with a JSON-RPC error
+(:mod:`~routerag.integrations.mcp_stdio`).
 
 The MCP SDK (``pip install 'routerag[integrations]'``) is imported inside the functions here."""
 
@@ -197,7 +198,11 @@ def serve_mcp(index_dir: Path, settings: McpSettings, modes: list[str] | None = 
     what = f"{', '.join(tools.sources.names())} of {index_dir} ({tools.documents} documents)"
     if settings.transport == "stdio":
         announce(f"serving MCP tools {', '.join(TOOLS)} over {what} on stdio")
-        server.run("stdio")
+        import anyio
+
+        from routerag.integrations.mcp_stdio import serve_stdio
+
+        anyio.run(serve_stdio, server)
         return
     _serve_http(http_app(server, settings), settings, what, announce)
 
