@@ -9,6 +9,11 @@ made, with their hits), ``list_sources``. A refused call (an unknown source, rou
 crash; arguments that fail a tool's schema are one sentence naming each field
 (:mod:`~routerag.integrations.mcp_errors`).
 
+``ask`` is admitted like the service's ``/v1/ask`` (``admission.max_asks``, per API key over HTTP;
+beyond a bound it is refused at once), runs on worker threads of its own (``ask_threads``), and
+stops at its next model call once its client cancels it or goes away
+(:mod:`~routerag.integrations.mcp_asks`).
+
 Transports: stdio (the client starts this command; stdout is the protocol's, everything else goes
 to stderr) and streamable HTTP (``POST``/``GET`` at ``/mcp``) behind the front door of
 ``routerag serve`` (:class:`~routerag.server.guard.RequestGuard`: Host and Origin checks, body
@@ -27,6 +32,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field, ValidationError
 
 from routerag.errors import RouteragError
+from routerag.integrations.mcp_asks import AskGate
 from routerag.integrations.mcp_errors import OneLineRefusals, readable_validation
 from routerag.integrations.mcp_tools import (
     DEFAULT_K,
@@ -39,6 +45,7 @@ from routerag.integrations.mcp_tools import (
 )
 from routerag.integrations.routed import RoutedSearch
 from routerag.routing import ROUTERS, shipped_router_names
+from routerag.server.admission import OverBound
 from routerag.sources.base import MAX_K, MAX_QUERY_CHARS
 
 if TYPE_CHECKING:
@@ -130,7 +137,26 @@ def build_server(tools: McpTools) -> "MCPServer":
         except RouteragError as exc:
             raise refused(str(exc)) from None
 
-    def ask(
+    ask = _ask_tool(sdk, tools)
+
+    def list_sources() -> SourcesResult:
+        """The sources `search` can use: each one's name, retrieval mode and what it holds."""
+        return tools.list_sources()
+
+    server.add_tool(search, annotations=read_only)
+    server.add_tool(route, annotations=read_only)
+    server.add_tool(ask, annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    server.add_tool(list_sources, annotations=read_only)
+    return server
+
+
+def _ask_tool(sdk: Any, tools: McpTools) -> Callable[..., Any]:
+    """The ``ask`` tool: admitted by :class:`AskGate`, stopped at its next model call once cancelled."""
+    refused = sdk.exceptions.ToolError
+    gate = AskGate(tools.settings.admission, tools.settings.ask_threads, tools.settings.api_key)
+
+    async def ask(
+        ctx: sdk.Context,  # type: ignore[name-defined]
         question: Annotated[str, Field(min_length=1, description="the question to answer")],
         strategy: Annotated[str, Field(description="a routing strategy: routerag (the learned policy picks passage, "
                                                    "graph or hybrid retrieval per search), vanilla (one search, then "
@@ -142,19 +168,12 @@ def build_server(tools: McpTools) -> "MCPServer":
         search, then answers. Returns the answer, each search it made (source, query, the hits with
         their passages and scores, why it searched there), token counts and latency. Slow (a local language model runs; the first call loads it)."""
         try:
-            return tools.ask(question, strategy, params)
-        except RouteragError as exc:
+            return await gate.run(lambda cancelled: tools.ask(question, strategy, params, cancelled=cancelled),
+                                  ctx.headers)
+        except (RouteragError, OverBound) as exc:
             raise refused(str(exc)) from None
 
-    def list_sources() -> SourcesResult:
-        """The sources `search` can use: each one's name, retrieval mode and what it holds."""
-        return tools.list_sources()
-
-    server.add_tool(search, annotations=read_only)
-    server.add_tool(route, annotations=read_only)
-    server.add_tool(ask, annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
-    server.add_tool(list_sources, annotations=read_only)
-    return server
+    return ask
 
 
 class _KeyRequired:
