@@ -179,12 +179,14 @@ def test_stdio_answers_a_malformed_request_with_an_error(index_dir) -> None:
     assert ping == {"jsonrpc": "2.0", "id": 3, "result": {}}
 
 
-@pytest.mark.integration
-def test_stdio_ask_stops_when_its_client_goes_away(index_dir, tmp_path) -> None:
-    """The client closes stdin while an ask runs (16 slow thoughts, then a reader call): the run
-    stops at its next model call and the server exits, instead of making every call first."""
+def _slow_ask(index_dir: Path, tmp_path: Path) -> tuple[_RawStdio, Callable[[], int]]:
+    """A stdio server whose model takes 0.25 s a call, with an ask under way (16 thoughts, then a
+    reader call: 17 model calls when nothing stops it) that has made two calls; and the call count."""
     calls = tmp_path / "calls"
-    count = lambda: len(calls.read_text().splitlines()) if calls.exists() else 0  # noqa: E731
+
+    def count() -> int:
+        return len(calls.read_text().splitlines()) if calls.exists() else 0
+
     stdio = _RawStdio(index_dir, "--set", "model.backend=mcp_slow_backend:from_config", MCP_SLOW_CALLS=str(calls),
                       PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
     ask = {"question": "Where was the film made?", "strategy": "ircot",
@@ -192,11 +194,40 @@ def test_stdio_ask_stops_when_its_client_goes_away(index_dir, tmp_path) -> None:
     stdio.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "ask", "arguments": ask}}))
     deadline = time.monotonic() + 60
     while count() < 2:
-        assert time.monotonic() < deadline and stdio.proc.poll() is None, "the ask did not start"
+        if time.monotonic() > deadline or stdio.proc.poll() is not None:
+            stdio.close()
+            raise AssertionError("the ask did not start")
         time.sleep(0.05)
+    return stdio, count
+
+
+@pytest.mark.integration
+def test_stdio_ask_stops_when_its_client_goes_away(index_dir, tmp_path) -> None:
+    """The client closes stdin while an ask runs: the run stops at its next model call and the
+    server exits, instead of making every call first."""
+    stdio, count = _slow_ask(index_dir, tmp_path)
     at_close = count()
     stdio.close()
     assert count() - at_close <= 1 and count() < 17, (at_close, count())
+
+
+@pytest.mark.integration
+def test_stdio_ask_stops_when_its_client_cancels_it(index_dir, tmp_path) -> None:
+    """``notifications/cancelled`` for a running ask: it stops at its next model call, and the
+    server answers the next request at once."""
+    stdio, count = _slow_ask(index_dir, tmp_path)
+    try:
+        stdio.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                               "params": {"requestId": 1, "reason": "the user gave up"}}))
+        at_cancel = count()
+        time.sleep(0.25 * 8)  # an ask left running would make 8 more calls meanwhile
+        later = count()
+        started = time.monotonic()
+        listed = stdio.exchange('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_sources","arguments":{}}}')
+        assert listed["id"] == 2 and time.monotonic() - started < 5  # the cancelled ask was never answered
+    finally:
+        stdio.close()
+    assert later - at_cancel <= 1, (at_cancel, later)
 
 
 @pytest.mark.integration
