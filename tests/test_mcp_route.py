@@ -106,7 +106,7 @@ def test_the_route_tool_takes_registered_routers_and_shipped_models_only(tools, 
     for label in ("path", "etc"):
         assert "router_model" in errors[label] and "other paths are the operator's to configure" in errors[label]
     assert "the llm router needs a model" in errors["llm"]
-    assert "the query is empty" in errors["empty"] and "greater than or equal to 1" in errors["k"]
+    assert "the query is empty" in errors["empty"] and errors["k"] == "route: k: must be ≥ 1"
 
 
 def test_ask_returns_its_evidence_with_passages_scores_and_sources(tools):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import subprocess
 import sys
 import time
@@ -45,7 +46,7 @@ def _env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra}
 
 
-def _server_from_config(index_dir: Path) -> Any:
+def _server_from_config(index_dir: Path, *extra: str) -> Any:
     """The snippet's client configuration, with this checkout's Python standing in for `routerag`."""
     from mcp import StdioServerParameters
 
@@ -53,7 +54,7 @@ def _server_from_config(index_dir: Path) -> Any:
     assert entry["command"] == "routerag" and entry["args"][0] == "mcp"
     args = [str(index_dir) if arg == "/path/to/my-index" else arg for arg in entry["args"]]
     assert str(index_dir) in args
-    return StdioServerParameters(command=sys.executable, args=["-m", "routerag.cli.main", *args],
+    return StdioServerParameters(command=sys.executable, args=["-m", "routerag.cli.main", *args, *extra],
                                  env=_env(**entry.get("env", {})))
 
 
@@ -106,7 +107,7 @@ async def _check_tools(session: Any, corpus: list[dict[str, str]]) -> None:
     message = _error_text(await session.call_tool("search", {"query": "film", "source": "graph"}))
     assert "unknown source 'graph'; mounted: bm25" in message
     message = _error_text(await session.call_tool("search", {"query": "film", "k": 0}))
-    assert "k" in message and "greater than or equal to 1" in message
+    assert message == "search: k: must be ≥ 1"
     message = _error_text(await session.call_tool("search", {"query": "   "}))
     assert "the query is empty" in message
     message = _error_text(await session.call_tool("ask", {"question": "Who?", "strategy": "no-such-strategy"}))
@@ -125,6 +126,133 @@ def test_stdio_tools(index_dir, corpus) -> None:
         await _check_tools(session, corpus)
 
     _over_stdio(index_dir, body)
+
+
+class _RawStdio:
+    """``routerag mcp`` over stdio driven line by line (for what the SDK's client cannot send)."""
+
+    def __init__(self, index_dir: Path, *args: str, **env: str) -> None:
+        command = [sys.executable, "-m", "routerag.cli.main", "mcp", str(index_dir), *args]
+        self.proc = subprocess.Popen(command, env=_env(**env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL)
+        self.exchange(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}}))
+        self.send('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+
+    def send(self, line: str | bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((line.encode() if isinstance(line, str) else line) + b"\n")
+        self.proc.stdin.flush()
+
+    def exchange(self, line: str | bytes) -> dict[str, Any]:
+        self.send(line)
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], 30)
+        assert ready, f"no reply to {line!r}"
+        return json.loads(self.proc.stdout.readline())
+
+    def close(self, timeout_s: float = 60) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+
+
+@pytest.mark.integration
+def test_stdio_answers_a_malformed_request_with_an_error(index_dir) -> None:
+    """A lone surrogate is not JSON text to the SDK's parser: the request still gets an answer
+    (an error with its id), and the server goes on serving."""
+    stdio = _RawStdio(index_dir)
+    try:
+        surrogate = stdio.exchange(b'{"jsonrpc":"2.0","id":2,"method":"tools/call",'
+                                   b'"params":{"name":"search","arguments":{"query":"\\ud800"}}}')
+        garbage = stdio.exchange("this is not json")
+        ping = stdio.exchange('{"jsonrpc":"2.0","id":3,"method":"ping"}')
+    finally:
+        stdio.close()
+    assert surrogate["id"] == 2 and surrogate["error"]["code"] == -32600
+    assert "malformed message" in surrogate["error"]["message"]
+    assert garbage["id"] is None and garbage["error"]["code"] == -32700
+    assert ping == {"jsonrpc": "2.0", "id": 3, "result": {}}
+
+
+def _slow_ask(index_dir: Path, tmp_path: Path) -> tuple[_RawStdio, Callable[[], int]]:
+    """A stdio server whose model takes 0.25 s a call, with an ask under way (16 thoughts, then a
+    reader call: 17 model calls when nothing stops it) that has made two calls; and the call count."""
+    calls = tmp_path / "calls"
+
+    def count() -> int:
+        return len(calls.read_text().splitlines()) if calls.exists() else 0
+
+    stdio = _RawStdio(index_dir, "--set", "model.backend=mcp_slow_backend:from_config", MCP_SLOW_CALLS=str(calls),
+                      PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
+    ask = {"question": "Where was the film made?", "strategy": "ircot",
+           "params": {"source": "bm25", "k": 1, "max_steps": 16}}
+    stdio.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "ask", "arguments": ask}}))
+    deadline = time.monotonic() + 60
+    while count() < 2:
+        if time.monotonic() > deadline or stdio.proc.poll() is not None:
+            stdio.close()
+            raise AssertionError("the ask did not start")
+        time.sleep(0.05)
+    return stdio, count
+
+
+@pytest.mark.integration
+def test_stdio_ask_stops_when_its_client_goes_away(index_dir, tmp_path) -> None:
+    """The client closes stdin while an ask runs: the run stops at its next model call and the
+    server exits, instead of making every call first."""
+    stdio, count = _slow_ask(index_dir, tmp_path)
+    at_close = count()
+    stdio.close()
+    assert count() - at_close <= 1 and count() < 17, (at_close, count())
+
+
+@pytest.mark.integration
+def test_stdio_ask_stops_when_its_client_cancels_it(index_dir, tmp_path) -> None:
+    """``notifications/cancelled`` for a running ask: it stops at its next model call, and the
+    server answers the next request at once."""
+    stdio, count = _slow_ask(index_dir, tmp_path)
+    try:
+        stdio.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                               "params": {"requestId": 1, "reason": "the user gave up"}}))
+        at_cancel = count()
+        time.sleep(0.25 * 8)  # an ask left running would make 8 more calls meanwhile
+        later = count()
+        started = time.monotonic()
+        listed = stdio.exchange('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_sources","arguments":{}}}')
+        assert listed["id"] == 2 and time.monotonic() - started < 5  # the cancelled ask was never answered
+    finally:
+        stdio.close()
+    assert later - at_cancel <= 1, (at_cancel, later)
+
+
+@pytest.mark.integration
+def test_an_unknown_prompt_or_method_logs_one_line(index_dir, tmp_path) -> None:
+    from mcp import ClientSession, stdio_client
+    from mcp.shared.exceptions import MCPError
+
+    codes: list[int] = []
+
+    async def run() -> None:
+        with (tmp_path / "stderr.log").open("w") as log:
+            async with stdio_client(_server_from_config(index_dir), errlog=log) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    for _ in range(2):
+                        with pytest.raises(MCPError) as refused:
+                            await session.get_prompt("no-such-prompt")
+                        codes.append(refused.value.error.code)
+
+    anyio.run(run)
+    logged = (tmp_path / "stderr.log").read_text(errors="replace")
+    assert codes == [-32602, -32602]  # invalid params: the name is not a prompt of this server
+    lines = [line for line in logged.splitlines() if "prompt" in line.lower()]
+    assert lines == ["routerag mcp: prompts/get refused (-32602): Unknown prompt: no-such-prompt"] * 2, logged
+    assert "Traceback" not in logged and "╭" not in logged
 
 
 @pytest.mark.integration
@@ -190,6 +318,29 @@ def test_streamable_http_with_an_api_key(index_dir, corpus, tmp_path) -> None:
         rebound = httpx.post(url, json=ping, headers={**accept, "X-API-Key": "k3y-for-tests", "Host": "evil.example"},
                              timeout=10)
         assert rebound.status_code == 400 and "Host" in rebound.json()["detail"]
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+@pytest.mark.service
+def test_streamable_http_closes_a_connection_whose_headers_are_late(index_dir, tmp_path) -> None:
+    """The connection limits of `routerag serve`: a client that never finishes its headers is
+    disconnected after ``security.header_timeout_s``."""
+    import socket
+    from urllib.parse import urlsplit
+
+    proc, url = _start_http(index_dir, tmp_path / "server.log", "--set", "security.header_timeout_s=1")
+    try:
+        where = urlsplit(url)
+        slow = [socket.create_connection((where.hostname, where.port), timeout=10) for _ in range(5)]
+        for sock in slow:
+            sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and never the rest
+        time.sleep(2.5)
+        for sock in slow:
+            sock.settimeout(5)
+            assert sock.recv(1024) == b""  # closed by the server
+            sock.close()
     finally:
         proc.terminate()
         proc.wait(20)

@@ -6,12 +6,21 @@ work): ``search`` (one mounted source's top hits), ``route`` (a routerag router 
 then its top hits, with the decision), ``ask`` (a routing strategy's answer and the searches it
 made, with their hits), ``list_sources``. A refused call (an unknown source, router or strategy,
 ``k`` out of range, an empty question) is the tool's error result with the reason, never a
-crash.
+crash; arguments that fail a tool's schema are one sentence naming each field
+(:mod:`~routerag.integrations.mcp_errors`).
+
+``ask`` is admitted like the service's ``/v1/ask`` (``admission.max_asks``, per API key over HTTP;
+beyond a bound it is refused at once), runs on worker threads of its own (``ask_threads``), and
+stops at its next model call once its client cancels it or goes away
+(:mod:`~routerag.integrations.mcp_asks`).
 
 Transports: stdio (the client starts this command; stdout is the protocol's, everything else goes
 to stderr) and streamable HTTP (``POST``/``GET`` at ``/mcp``) behind the front door of
 ``routerag serve`` (:class:`~routerag.server.guard.RequestGuard`: Host and Origin checks, body
-limits), bound to loopback unless an API key is set; with a key every request needs it.
+limits) and with its connection limits (header timeout and size, keep-alive timeout:
+:mod:`routerag.server.connections`), bound to loopback unless an API key is set; with a key every
+request needs it. Over stdio a line that cannot be parsed is answered with a JSON-RPC error
+(:mod:`~routerag.integrations.mcp_stdio`).
 
 The MCP SDK (``pip install 'routerag[integrations]'``) is imported inside the functions here."""
 
@@ -20,9 +29,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from routerag.errors import RouteragError
+from routerag.integrations.mcp_asks import AskGate
+from routerag.integrations.mcp_errors import OneLineRefusals, readable_validation
 from routerag.integrations.mcp_tools import (
     DEFAULT_K,
     DEFAULT_STRATEGY,
@@ -34,6 +45,7 @@ from routerag.integrations.mcp_tools import (
 )
 from routerag.integrations.routed import RoutedSearch
 from routerag.routing import ROUTERS, shipped_router_names
+from routerag.server.admission import OverBound
 from routerag.sources.base import MAX_K, MAX_QUERY_CHARS
 
 if TYPE_CHECKING:
@@ -66,12 +78,30 @@ def _instructions(tools: McpTools) -> str:
             "(slower: a language model runs), `list_sources` to see what each source holds.")
 
 
+def _server_class(sdk: Any) -> Any:
+    """The SDK's server, with a tool's rejected arguments said in one sentence (:func:`readable_validation`)."""
+    errors = sdk.exceptions
+
+    class RouteragMCPServer(sdk.MCPServer):  # type: ignore[misc,name-defined]
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            try:
+                return await super().call_tool(name, arguments, context)
+            except errors.ToolError as exc:
+                cause = exc.__cause__
+                if isinstance(cause, ValidationError) and not isinstance(exc, errors.UnexpectedToolError):
+                    raise errors.ToolError(readable_validation(name, cause)) from cause
+                raise
+
+    return RouteragMCPServer
+
+
 def build_server(tools: McpTools) -> "MCPServer":
     """An MCP server with the four tools over ``tools`` (nothing is served yet)."""
     sdk = _sdk()
     from mcp.types import ToolAnnotations
 
-    server = sdk.MCPServer(SERVER_NAME, instructions=_instructions(tools), log_level="WARNING")
+    server = _server_class(sdk)(SERVER_NAME, instructions=_instructions(tools), log_level="WARNING",
+                                middleware=[OneLineRefusals()])
     refused = sdk.exceptions.ToolError
     read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
     sources = ", ".join(tools.sources.names())
@@ -107,7 +137,26 @@ def build_server(tools: McpTools) -> "MCPServer":
         except RouteragError as exc:
             raise refused(str(exc)) from None
 
-    def ask(
+    ask = _ask_tool(sdk, tools)
+
+    def list_sources() -> SourcesResult:
+        """The sources `search` can use: each one's name, retrieval mode and what it holds."""
+        return tools.list_sources()
+
+    server.add_tool(search, annotations=read_only)
+    server.add_tool(route, annotations=read_only)
+    server.add_tool(ask, annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    server.add_tool(list_sources, annotations=read_only)
+    return server
+
+
+def _ask_tool(sdk: Any, tools: McpTools) -> Callable[..., Any]:
+    """The ``ask`` tool: admitted by :class:`AskGate`, stopped at its next model call once cancelled."""
+    refused = sdk.exceptions.ToolError
+    gate = AskGate(tools.settings.admission, tools.settings.ask_threads, tools.settings.api_key)
+
+    async def ask(
+        ctx: sdk.Context,  # type: ignore[name-defined]
         question: Annotated[str, Field(min_length=1, description="the question to answer")],
         strategy: Annotated[str, Field(description="a routing strategy: routerag (the learned policy picks passage, "
                                                    "graph or hybrid retrieval per search), vanilla (one search, then "
@@ -119,19 +168,12 @@ def build_server(tools: McpTools) -> "MCPServer":
         search, then answers. Returns the answer, each search it made (source, query, the hits with
         their passages and scores, why it searched there), token counts and latency. Slow (a local language model runs; the first call loads it)."""
         try:
-            return tools.ask(question, strategy, params)
-        except RouteragError as exc:
+            return await gate.run(lambda cancelled: tools.ask(question, strategy, params, cancelled=cancelled),
+                                  ctx.headers)
+        except (RouteragError, OverBound) as exc:
             raise refused(str(exc)) from None
 
-    def list_sources() -> SourcesResult:
-        """The sources `search` can use: each one's name, retrieval mode and what it holds."""
-        return tools.list_sources()
-
-    server.add_tool(search, annotations=read_only)
-    server.add_tool(route, annotations=read_only)
-    server.add_tool(ask, annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
-    server.add_tool(list_sources, annotations=read_only)
-    return server
+    return ask
 
 
 class _KeyRequired:
@@ -175,7 +217,11 @@ def serve_mcp(index_dir: Path, settings: McpSettings, modes: list[str] | None = 
     what = f"{', '.join(tools.sources.names())} of {index_dir} ({tools.documents} documents)"
     if settings.transport == "stdio":
         announce(f"serving MCP tools {', '.join(TOOLS)} over {what} on stdio")
-        server.run("stdio")
+        import anyio
+
+        from routerag.integrations.mcp_stdio import serve_stdio
+
+        anyio.run(serve_stdio, server)
         return
     _serve_http(http_app(server, settings), settings, what, announce)
 
@@ -183,6 +229,7 @@ def serve_mcp(index_dir: Path, settings: McpSettings, modes: list[str] | None = 
 def _serve_http(app: "ASGIApp", settings: McpSettings, what: str, announce: Announce) -> None:
     import uvicorn
 
+    from routerag.server.connections import uvicorn_config
     from routerag.server.serving import bind_socket
 
     sock = bind_socket(settings.host, settings.port)  # port 0: the free port it got is announced
@@ -191,6 +238,7 @@ def _serve_http(app: "ASGIApp", settings: McpSettings, what: str, announce: Anno
     announce(f"serving MCP tools {', '.join(TOOLS)} over {what} at http://{host}:{port}{settings.path} "
              f"(streamable HTTP{', API key required' if settings.api_key else ''})")
     try:
-        uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on")).run(sockets=[sock])
+        # the connection limits of `routerag serve`: header timeout and size, keep-alive timeout
+        uvicorn.Server(uvicorn_config(app, settings.security, log_level="warning", lifespan="on")).run(sockets=[sock])
     finally:
         sock.close()

@@ -27,7 +27,7 @@ from routerag.llm.config import ModelConfig
 from routerag.registry import RegisteredName
 from routerag.routing import ROUTERS, Router, RouterModel
 from routerag.routing.keyword import RouterRules
-from routerag.server.settings import SecuritySettings, is_loopback
+from routerag.server.settings import AdmissionSettings, SecuritySettings, is_loopback
 from routerag.sources.sourceset import SourceSet
 from routerag.trace import Hit, Route, Trace
 
@@ -75,6 +75,13 @@ class McpSettings(BaseModel):
     max_new_tokens: int = Field(8_192, ge=16, le=131_072,
                                 description="largest token limit a call's strategy params may give (max_tokens, ...)")
     model: ModelConfig = Field(default_factory=ModelConfig, description="the model `ask` answers with (built on the first ask)")
+    ask_threads: int = Field(4, ge=1, le=64, description="`ask` runs at once (worker threads of their own; "
+                                                         "the other tools keep theirs)")
+    admission: AdmissionSettings = Field(
+        default_factory=AdmissionSettings,
+        description="asks admitted at once, as `routerag serve` bounds them: max_asks across clients, max_asks_per_key "
+                    "per API key (http); an ask beyond a bound is the tool's error result naming it (the run_answers "
+                    "bounds do not apply here)")
 
     @model_validator(mode="after")
     def _check_exposure(self) -> McpSettings:
@@ -235,8 +242,11 @@ class McpTools:
         return SourcesResult(sources=infos, default=self.default_source, documents=self.documents,
                              index=str(self.index_dir))
 
-    def ask(self, question: str, strategy: str = DEFAULT_STRATEGY, params: dict[str, Any] | None = None) -> AskResult:
+    def ask(self, question: str, strategy: str = DEFAULT_STRATEGY, params: dict[str, Any] | None = None, *,
+            cancelled: threading.Event | None = None) -> AskResult:
+        """Answer ``question``; once ``cancelled`` is set the run stops at its next model call or search."""
         from routerag.api import answer
+        from routerag.server.cancel import CancellableModel, CancellableSourceSet
         from routerag.strategies.prepare import prepare_strategy
 
         if not question.strip():
@@ -250,7 +260,8 @@ class McpTools:
                                     max_new_tokens=self.settings.max_new_tokens, model=self.settings.model,
                                     request=self.settings.security.from_request(None))
         model = self.models.get(resolved.model)
-        trace = answer(resolved, model, self.sources, question)
+        stop = cancelled or threading.Event()
+        trace = answer(resolved, CancellableModel(model, stop), CancellableSourceSet(self.sources, stop), question)
         name = resolved.model.resolved().model if resolved.model is not None else None
         name = name or model.name
         return ask_result(trace, f"{name} + {resolved.adapter}" if resolved.adapter else name)
