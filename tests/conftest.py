@@ -128,20 +128,32 @@ NOTES_CSV = (
 )
 
 
+def _set_warm_up_default(value: bool) -> bool:
+    from routerag.server.settings import ServiceSettings
+
+    field = ServiceSettings.model_fields["warm_up"]
+    before, field.default = field.default, value
+    ServiceSettings.model_rebuild(force=True)
+    return bool(before)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _services_warm_up_only_when_asked():
     """A service a test builds in-process does not warm up (load its default strategy's real model
     in a background thread) unless the test sets ``warm_up=True``: the service's default is on, and
     hundreds of test apps each loading the bundled model beside the test would cost minutes. The
-    ``routerag serve`` subprocesses keep the default."""
-    from routerag.server.settings import ServiceSettings
+    ``routerag serve`` subprocesses keep the default; :func:`service_defaults` restores it."""
+    shipped = _set_warm_up_default(False)
+    yield shipped
+    _set_warm_up_default(shipped)
 
-    field = ServiceSettings.model_fields["warm_up"]
-    default, field.default = field.default, False
-    ServiceSettings.model_rebuild(force=True)
+
+@pytest.fixture(scope="module")
+def service_defaults(_services_warm_up_only_when_asked):
+    """The service settings' shipped defaults, for the tests that document them."""
+    _set_warm_up_default(_services_warm_up_only_when_asked)
     yield
-    field.default = default
-    ServiceSettings.model_rebuild(force=True)
+    _set_warm_up_default(False)
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ OUT = ROOT / "docs" / "reference"
 
 
 @pytest.fixture(scope="module")
-def pages() -> dict[str, str]:
+def pages(service_defaults: None) -> dict[str, str]:
     return reference.render_pages()
 
 
