@@ -116,16 +116,9 @@ def test_grammar_constrains_and_bad_grammar_is_an_error(model) -> None:
 
 @needs_model
 def test_a_call_under_a_token_sink_streams_its_text_without_the_stop(model) -> None:
-    from routerag.llm.streaming import tokens_to
+    from test_llm_llamacpp import check_a_token_sink_gets_the_text_without_the_stop
 
-    convo = [Message(role="user", content="Count from 1 to 20, separated by commas.")]
-    params = GenerationParams(max_tokens=40, stop=["7", "never-seen"])
-    plain = model.chat(convo, params)
-    pieces: list[str] = []
-    with tokens_to(pieces.append):
-        streamed = model.chat(convo, params)
-    assert len(pieces) > 3 and "".join(pieces) == streamed.text == plain.text  # greedy: the same text
-    assert (streamed.finish_reason, streamed.stop_string, streamed.usage) == ("stop", "7", plain.usage)
+    check_a_token_sink_gets_the_text_without_the_stop(model)
 
 
 @needs_model

@@ -82,7 +82,8 @@ def test_grammar_constrains_and_bad_grammar_is_an_error(model) -> None:
         model.chat(Q, GenerationParams(max_tokens=4, grammar="root ::= ("))
 
 
-def test_a_call_under_a_token_sink_streams_its_text_without_the_stop(model) -> None:
+def check_a_token_sink_gets_the_text_without_the_stop(model) -> None:
+    """A call under a token sink streams the text a plain call gives, never the stop string (every llama.cpp binding)."""
     from routerag.llm.streaming import tokens_to
 
     convo = [Message(role="user", content="Count from 1 to 20, separated by commas.")]
@@ -93,6 +94,10 @@ def test_a_call_under_a_token_sink_streams_its_text_without_the_stop(model) -> N
         streamed = model.chat(convo, params)
     assert len(pieces) > 3 and "".join(pieces) == streamed.text == plain.text  # greedy: the same text
     assert (streamed.finish_reason, streamed.stop_string, streamed.usage) == ("stop", "7", plain.usage)
+
+
+def test_a_call_under_a_token_sink_streams_its_text_without_the_stop(model) -> None:
+    check_a_token_sink_gets_the_text_without_the_stop(model)
 
 
 def test_seeded_sampling_is_reproducible(model) -> None:
