@@ -168,6 +168,12 @@ class SFTSpec(BaseModel):
         default=False, description="drop trajectories longer than max_length instead of cutting them (a cut one loses its answer)"
     )
     max_examples: int | None = Field(default=None, ge=1, description="keep this many evenly spaced trajectories (None: all)")
+    answer_supported_only: bool = Field(
+        default=False, json_schema_extra=OMIT_AT_DEFAULT,
+        description="keep only the trajectories whose observations hold a gold answer (and the yes/no ones), before "
+        "max_examples: a row whose retrieval missed the answer teaches answering without the evidence "
+        "(counts per source in sft_data_stats.json: answer_support)",
+    )
     ground: bool = Field(
         default=False,
         description="replace the gold-only evidence of MuSiQue/HotpotQA hops by real top-k retrieval over the dataset's "

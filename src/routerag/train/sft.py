@@ -252,18 +252,24 @@ def _keep_trajectories(cfg: WithSFT, trajectories: list[Any], path: Path, stats_
     """The overlap check (recorded), ``sft.max_examples`` evenly spaced, the run's cache written."""
     from routerag.corpus.sampling import evenly_spaced
     from routerag.train.golden import check_overlap
+    from routerag.train.golden.support import keep_supported, support_stats
 
     questions = [Question(qid=t.qid, question=t.question, answers=t.answers, dataset=t.dataset) for t in trajectories]
     overlap = check_overlap(questions, cfg.data.eval_sets) if cfg.data.eval_sets else None
     if overlap is not None and overlap.overlapping:  # golden_trajectories filtered them; this is the recorded proof
         raise ValueError(f"training trajectories overlap the evaluation sets: {overlap.overlapping[:5]}")
     built = len(trajectories)
+    support = support_stats(trajectories)
+    if cfg.sft.answer_supported_only:
+        trajectories = keep_supported(trajectories)
     trajectories = evenly_spaced(trajectories, cfg.sft.max_examples)
     stats = {
         **{k: v for k, v in note.items() if k != "grounding"},
         "eval_sets": list(cfg.data.eval_sets),
         "overlap_checked": overlap.model_dump() if overlap is not None else None,
         "built": built,
+        "answer_support": support.by_source,
+        "answer_supported_only": cfg.sft.answer_supported_only,
         "kept": len(trajectories),
         "by_source": {src: sum(t.source == src for t in trajectories) for src in sorted({t.source for t in trajectories})},
         "grounding": note.get("grounding", {}),
