@@ -116,7 +116,7 @@ def test_adaptive_rule_choice_when_opted_in_answers_from_the_question_without_a_
 
 
 def test_adaptive_maps_choices_to_other_strategies():
-    ctx, _, _ = make_context(["Paris"], names=("passage",))
+    ctx, _, _ = make_context(["So the answer is: Paris."], names=("passage",))  # iter-retgen's chain of thought
     params = {"router": "scripted-strategy", "strategies": {"direct": "direct", "vanilla": "iter-retgen"},
               "strategy_params": {"vanilla": {"iterations": 1}}}
     trace = STRATEGIES.get("adaptive")(ctx, params).run(Q)

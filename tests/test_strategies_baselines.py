@@ -5,8 +5,24 @@ from __future__ import annotations
 from routerag.llm.base import GenerationParams, Message
 from routerag.runtime.base import strategy_retrieves, strategy_revision
 from routerag.strategies import STRATEGIES
-from routerag.strategies.baselines import IRCoT, IRCoTParams, IterRetGen, IterRetGenParams, Vanilla, VanillaParams
-from routerag.strategies.prompts import DIRECT_SHORT_EXAMPLES, DIRECT_SHORT_SYSTEM, DIRECT_SYSTEM, IRCOT_SYSTEM
+from routerag.strategies.baselines import (
+    IRCoT,
+    IRCoTParams,
+    IterRetGen,
+    IterRetGenParams,
+    Vanilla,
+    VanillaParams,
+    chain_answer,
+    settled_chain_answer,
+)
+from routerag.strategies.prompts import (
+    DIRECT_SHORT_EXAMPLES,
+    DIRECT_SHORT_SYSTEM,
+    DIRECT_SYSTEM,
+    IRCOT_SYSTEM,
+    RAG_SYSTEM,
+    SENTENCE_ENDS,
+)
 from routerag.trace import ForcedAnswer
 from test_strategies_support import make_context
 
@@ -97,31 +113,105 @@ def test_vanilla_retrieves_once_and_shows_the_documents():
     assert trace.steps[0].observation in model.calls[0].messages[0].content
 
 
-def test_ircot_each_thought_is_the_next_query_until_the_answer_mark():
+MOTHER_Q = "Who is the mother of the director of Polish-Russian War?"
+
+
+def test_ircot_searches_once_per_sentence_until_the_answer_mark():
+    """One sentence per step (generation stops at the first sentence end), each the next query;
+    the chain is the assistant's turn the model continues; the mark ends it, the reader answers."""
     ctx, model, sources = make_context(
-        ["The film was directed by Xawery Zulawski. More text.", "His mother is Malgorzata Braunek.",
-         "So the answer is: His mother is Malgorzata Braunek.", "Malgorzata Braunek"],
+        ["The film was directed by Xawery Zulawski. His mother is Malgorzata Braunek.",  # one sentence kept
+         "Xawery Zulawski is the son of Malgorzata Braunek.",
+         "So the answer is: Malgorzata Braunek.", "Malgorzata Braunek"],
         names=("passage",),
     )
-    trace = IRCoT(ctx, IRCoTParams(k=2)).run("Who is the mother of the director of Polish-Russian War?")
+    trace = IRCoT(ctx, IRCoTParams(k=2)).run(MOTHER_Q)
     assert trace.error is None and trace.answer == "Malgorzata Braunek"
     assert sources["passage"].queries == [
-        "Who is the mother of the director of Polish-Russian War?",
-        "The film was directed by Xawery Zulawski.",  # first sentence only
-        "His mother is Malgorzata Braunek.",
+        MOTHER_Q,
+        "The film was directed by Xawery Zulawski.",  # the first sentence only
+        "Xawery Zulawski is the son of Malgorzata Braunek.",
     ]
+    assert trace.retrieval_turns == 3 and len(model.calls) == 4
     assert [s.kind for s in trace.steps] == ["search", "search", "search", "answer", "answer"]
     chain, reader = trace.steps[-2:]
     # the chain's sentence is kept as an intermediate answer; the paper's QA reader gives the answer
-    assert chain.answer == "His mother is Malgorzata Braunek" and chain.intermediate is True
+    assert chain.answer == "Malgorzata Braunek" and chain.intermediate is True
+    assert chain.reasoning == ("The film was directed by Xawery Zulawski. Xawery Zulawski is the son of Malgorzata Braunek. "
+                               "So the answer is: Malgorzata Braunek.")
     assert not reader.intermediate and reader.forced is None and reader.model_calls[0].purpose == "answer"
-    assert all(c.params.stop == ["\n"] for c in model.calls[:3])
-    chain_user = model.calls[2].messages[1].content
-    assert model.calls[2].messages[0].content == IRCOT_SYSTEM
-    assert chain_user.endswith("Thought: The film was directed by Xawery Zulawski. His mother is Malgorzata Braunek.")
-    assert chain_user.count("Wikipedia Title: Xawery Zulawski") == 1  # documents accumulate without repeats
+    thoughts = model.calls[:3]
+    assert all(c.params.stop == list(SENTENCE_ENDS) for c in thoughts)
+    assert all(c.messages[0].content == IRCOT_SYSTEM for c in thoughts)
+    assert "So the answer is: no." in IRCOT_SYSTEM and "Wikipedia Title: Trojkrsti" in IRCOT_SYSTEM  # the demonstration
+    # the first sentence answers the question turn; later ones continue the chain as the assistant's turn
+    assert [m.role for m in thoughts[0].messages] == ["system", "user"] and not thoughts[0].continue_final
+    assert thoughts[0].messages[1].content.endswith(f"Question: {MOTHER_Q}\nThought:")
+    assert thoughts[2].continue_final and thoughts[2].messages[-1] == Message(
+        role="assistant",
+        content="The film was directed by Xawery Zulawski. Xawery Zulawski is the son of Malgorzata Braunek.")
+    assert thoughts[2].messages[1].content.count("Wikipedia Title: Xawery Zulawski") == 1  # documents accumulate once
+    assert [s.reasoning for s in trace.steps[1:3]] == sources["passage"].queries[1:]
     reader_system = model.calls[3].messages[0].content  # the reader sees every gathered document once
-    assert reader_system.count("Xawery Zulawski") >= 1 and model.calls[3].messages[1].content.startswith("Question: ")
+    assert reader_system.count("Xawery Zulawski)") == 1 and model.calls[3].messages[1].content == f"Question: {MOTHER_Q}"
+
+
+def test_ircot_respects_its_step_limit_and_document_cap():
+    """A chain that never gives the answer: max_steps sentences, a search after each, then a forced
+    reader over at most max_docs documents."""
+    thoughts = ["Paris is a city.", "Berlin is a city.", "Berlin is a city."]
+    ctx, model, sources = make_context(lambda messages, params, cont: (thoughts + ["Paris"])[len(model.calls) - 1],
+                                       names=("passage",))
+    trace = IRCoT(ctx, IRCoTParams(k=2, max_steps=3, max_docs=3)).run(MOTHER_Q)
+    assert trace.error is None and len(model.calls) == 3 + 1
+    assert [c.purpose for c in trace.model_calls] == ["policy"] * 3 + ["answer"]
+    assert sources["passage"].queries == [MOTHER_Q, *thoughts]
+    assert trace.retrieval_turns == 4 and [s.kind for s in trace.steps] == ["search"] * 4 + ["answer"]
+    assert model.calls[2].messages[-1].content == "Paris is a city. Berlin is a city."
+    final = trace.steps[-1]
+    assert final.format_error == "no_answer_within_budget" and final.forced == ForcedAnswer(reader="policy")
+    assert len({h.doc_id for s in trace.steps for h in s.hits}) == 4
+    assert model.calls[-1].messages[0].content.count("Doc ") == 3  # the cap, though the searches found 4 documents
+
+
+def test_ircot_a_stop_after_an_abbreviation_continues_the_sentence():
+    ctx, model, sources = make_context(
+        ["Teutberga was born in St. Maurice. Then", " Maurice. Later", "So the answer is: St. Maurice.", " Maurice."],
+        names=("passage",),
+    )
+    trace = IRCoT(ctx, IRCoTParams(k=1, reader="chain")).run("Where was Teutberga born?")
+    assert sources["passage"].queries[1] == "Teutberga was born in St. Maurice."
+    assert model.calls[1].continue_final and model.calls[1].messages[-1].content == "Teutberga was born in St."
+    assert len(trace.steps[1].model_calls) == 2  # one sentence, two calls
+    # the answer sentence, cut at "St.", is continued too: the chain's own answer is whole
+    assert trace.answer == "St. Maurice" and len(model.calls) == 4 and trace.steps[-1].reasoning.endswith("St. Maurice.")
+
+
+def test_ircot_reads_the_answer_mark_as_ircot_does():
+    assert chain_answer("So the answer is: Paris.") == "Paris"
+    assert chain_answer("So the answer is Paris.") == "Paris"  # the colon is optional
+    assert chain_answer("Thus the answer is: the U.S.") == "the U.S."
+    assert chain_answer("So the answer is: St. Maurice.") == "St. Maurice"
+    assert chain_answer("The answer isn't in the documents.") is None
+    assert chain_answer("Paris is the capital.") is None
+    text = "Paris is the capital. So the answer is: Paris."
+    for end in range(len(text) + 1):  # what streams is always a prefix of the answer
+        assert "Paris".startswith(settled_chain_answer(text[:end]))
+
+
+def test_ircot_a_repeated_thought_cue_is_not_part_of_the_sentence():
+    ctx, model, sources = make_context(["Thought: Paris is in France.", "So the answer is: Paris.", "Paris"], names=("passage",))
+    trace = IRCoT(ctx, IRCoTParams()).run(Q)
+    assert sources["passage"].queries == [Q, "Paris is in France."] and trace.answer == "Paris"
+    assert model.calls[1].messages[-1].content == "Paris is in France."
+
+
+def test_ircot_an_empty_sentence_ends_the_chain():
+    ctx, model, _ = make_context(["The film was directed by Xawery Zulawski.", "", "Malgorzata Braunek"], names=("passage",))
+    trace = IRCoT(ctx, IRCoTParams()).run(MOTHER_Q)
+    assert trace.answer == "Malgorzata Braunek" and len(model.calls) == 3 and trace.retrieval_turns == 2
+    assert [s.kind for s in trace.steps] == ["search", "search", "think", "answer"]
+    assert trace.steps[-1].format_error == "empty_thought" and trace.steps[-1].forced is not None
 
 
 def test_ircot_chain_reader_takes_the_words_after_the_mark():
@@ -139,15 +229,41 @@ def test_ircot_without_answer_mark_forces_a_final_answer():
     assert trace.steps[-1].model_calls[0].purpose == "answer"
 
 
-def test_iter_retgen_queries_with_the_previous_generation():
+def test_iter_retgen_short_answers_query_with_the_previous_answer():
     ctx, model, sources = make_context(["Berlin", "Paris", "Paris"], names=("passage",))
-    trace = IterRetGen(ctx, IterRetGenParams(iterations=3, k=1)).run(Q)
+    trace = IterRetGen(ctx, IterRetGenParams(iterations=3, k=1, round_output="answer")).run(Q)
     assert trace.answer == "Paris"
     assert sources["passage"].queries == [Q, f"{Q} Berlin", f"{Q} Paris"]
     assert [s.kind for s in trace.steps] == ["search", "answer"] * 3
     assert trace.retrieval_turns == 3 and len(trace.model_calls) == 3
     assert [s.intermediate for s in trace.steps if s.kind == "answer"] == [True, True, False]
     assert [s.iteration for s in trace.steps] == [0, 0, 1, 1, 2, 2]
+    assert model.calls[0].messages[0].content.startswith(RAG_SYSTEM.split("{reference}")[0])
+
+
+def test_iter_retgen_chains_of_thought_join_the_next_query():
+    """The paper's rounds: each generation is a chain of thought, the next query is the question
+    plus it, and the answer is read after the last round's mark."""
+    first = "Berlin is the capital of Germany. So the answer is: Berlin."
+    ctx, model, sources = make_context([first, "Paris is the capital of France. So the answer is: Paris."], names=("passage",))
+    sent: list[str] = []
+    ctx.on_answer = sent.append
+    trace = IterRetGen(ctx, IterRetGenParams(iterations=2, k=1)).run(Q)
+    assert trace.answer == "Paris" and trace.error is None
+    assert sources["passage"].queries == [Q, f"{Q} {first}"]
+    assert "So the answer is:" in model.calls[0].messages[0].content and model.calls[0].params.stop == ["\n\n"]
+    answers = [s for s in trace.steps if s.kind == "answer"]
+    assert [(s.answer, s.intermediate) for s in answers] == [("Berlin", True), ("Paris", False)]
+    assert answers[0].reasoning == first
+    assert "".join(sent) == "Paris"  # the last round's answer streamed, none of its reasoning
+
+
+def test_iter_retgen_without_a_mark_in_the_last_round_asks_the_reader():
+    ctx, model, _ = make_context(["Paris is the capital of France.", "Paris"], names=("passage",))
+    trace = IterRetGen(ctx, IterRetGenParams(iterations=1)).run(Q)
+    assert trace.answer == "Paris" and len(model.calls) == 2
+    assert trace.steps[-1].format_error == "no_answer_mark" and trace.steps[-1].forced is not None
+    assert model.calls[1].messages[0].content.startswith(RAG_SYSTEM.split("{reference}")[0])
 
 
 def test_failures_are_recorded_not_raised():

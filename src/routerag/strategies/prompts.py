@@ -6,6 +6,7 @@ is ours. Renderers turn hits into exactly the text the model is shown.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 # GraphRAG-R1's texts and the RouteRAG protocol's renderers and grammar live in the protocol modules
@@ -239,25 +240,70 @@ def may_become_echo(answer: str, question: str) -> bool:
                for _, example in DIRECT_SHORT_EXAMPLES if example not in ("yes", "no"))
 
 
+# FlashRAG's standard RAG prompt (PromptTemplate.base_system_prompt in flashrag/prompt/base_prompt.py),
+# in the system role as FlashRAG sends it, with the reference block in its format (format_docs); the space
+# FlashRAG's string concatenation drops ("document.Only") is kept, and a blank line, not one newline,
+# comes before the documents' heading.
 RAG_SYSTEM = (
     "Answer the question based on the given document. Only give me the answer and do not output any other words."
     "\n\nThe following are given documents.\n\n{reference}"
 )
 
-# IRCoT's instruction as in FlashRAG's IRCoT pipeline (Trivedi et al., 2023).
-IRCOT_SYSTEM = (
+# IRCoT (Trivedi et al., 2023). The instruction as FlashRAG's IRCoT pipeline words it for chat models
+# (flashrag/pipeline/active_pipeline.py); the demonstration is the first one of IRCoT's released
+# 2WikiMultihopQA prompts (github.com/StonyBrookNLP/ircot, prompts/2wikimultihopqa/, the one FlashRAG
+# shows too), abridged to its two gold paragraphs and one distractor, in the format of the question turn.
+# Without a demonstration the 0.5B writes "So the answer is:" as its first thought (99 of 100 2Wiki
+# questions under revision 1): the paper's method is few-shot, and the example shows fact sentences first.
+IRCOT_INSTRUCTION = (
     "You serve as an intelligent assistant, adept at facilitating users through complex, multi-hop "
-    "reasoning across multiple documents. Your task is to generate one thought for current step, "
-    "DON'T generate the whole thoughts at once! If you reach what you believe to be the final step, "
-    'start with "So the answer is:".'
+    "reasoning across multiple documents. This task is illustrated through demonstrations, each consisting "
+    "of a document set paired with a relevant question and its multi-hop reasoning thoughts. Your task is "
+    "to generate one thought for current step, DON'T generate the whole thoughts at once! If you reach what "
+    'you believe to be the final step, start with "So the answer is:".'
 )
+IRCOT_DEMONSTRATION = (
+    "Wikipedia Title: Satellite tournament\n"
+    "A satellite tournament is either a minor tournament or event on a competitive sporting tour or one of a "
+    "group of such tournaments that form a series played in the same country or region.\n\n"
+    "Wikipedia Title: Kurram Garhi\n"
+    "Kurram Garhi is a small village located near the city of Bannu, which is the part of Khyber Pakhtunkhwa "
+    "province of Pakistan. Its population is approximately 35000.\n\n"
+    "Wikipedia Title: Trojkrsti\n"
+    "Trojkrsti is a village in Municipality of Prilep, Republic of Macedonia.\n\n"
+    "Question: Are both Kurram Garhi and Trojkrsti located in the same country?\n"
+    "Thought: Kurram Garhi is located in the country of Pakistan. Trojkrsti is located in the country of "
+    "Republic of Macedonia. Thus, they are not in the same country. So the answer is: no."
+)
+IRCOT_SYSTEM = f"{IRCOT_INSTRUCTION}\n\n{IRCOT_DEMONSTRATION}"
 IRCOT_ANSWER_MARK = "So the answer is:"
+# A sentence that gives the answer: IRCoT's answer extractor (".* answer is:? (.*)") reads what
+# follows "answer is", with or without the colon; "isn't" is not a mark.
+ANSWER_MARK = re.compile(r"\banswer is\b\s*:?\s*(.*)", re.IGNORECASE | re.DOTALL)
+# Where a generated sentence ends: one thought per step. Four strings, the most OpenAI's API takes.
+SENTENCE_ENDS = (". ", ".\n", "? ", "! ")
+
+# Iter-RetGen (Shao et al., 2023) generates a chain of thought each round (its Figure 1: "... So
+# the answer is ..."), and that generation joins the next round's query. Ours: FlashRAG's reference
+# block and short-answer wording, asked for reasoning sentences before the mark, with IRCoT's
+# demonstration as the example of the format.
+ITER_RETGEN_COT_SYSTEM = (
+    "Answer the question based on the given documents. Reason step by step in a few short sentences, "
+    'then write "So the answer is:" followed by the answer alone.'
+    "\n\nAn example of the format:\n"
+    "Question: Are both Kurram Garhi and Trojkrsti located in the same country?\n"
+    "Answer: Kurram Garhi is located in the country of Pakistan. Trojkrsti is located in the country of "
+    "Republic of Macedonia. Thus, they are not in the same country. So the answer is: no."
+    "\n\nThe following are given documents.\n\n{reference}"
+)
 
 
 def question_user(question: str) -> str:
     return f"Question: {question}"
 
 
-def ircot_user(question: str, hits: Sequence[Hit], thoughts: Sequence[str]) -> str:
-    cot = " ".join(thoughts)
-    return f"{wikipedia_docs(hits)}Question: {question}\nThought: {cot}".rstrip()
+def ircot_user(question: str, hits: Sequence[Hit]) -> str:
+    """IRCoT's question turn: the gathered documents, the question and the cue; the chain so far
+    is the assistant's own turn, which the model continues (as FlashRAG sends it to chat models,
+    and as IRCoT's prompt ends in ``A: <the chain so far>``)."""
+    return f"{wikipedia_docs(hits)}Question: {question}\nThought:"
