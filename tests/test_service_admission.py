@@ -251,7 +251,7 @@ def test_a_cancelled_queued_run_drops_its_questions(tmp_path):
                                 ticket=admission.admit(units=500))
         status = manager.cancel(queued.run_id)
         assert (status.state, status.skipped, status.done) == ("cancelled", 500, 0)
-        run = manager._get(queued.run_id)
+        run = manager.store.get(queued.run_id)
         assert len(run.questions) == 0 and run.records == [] and run.configs == () and run.stored
         assert admission.in_use() == 1  # only the answer in the model
         assert manager.report(queued.run_id).status.n_questions == 500  # read back from disk

@@ -12,7 +12,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from routerag.errors import RouteragError
-from routerag.server.jobs import RunNotResumableError, UnknownRunError
+from routerag.server.run_records import RunNotResumableError, UnknownRunError
 from routerag.server.run_space import RunStoreFullError, RunStoreUnreadableError
 from routerag.strategies.prepare import StrategyRequestError
 from routerag.strategies.resolve import StrategyParamsError
