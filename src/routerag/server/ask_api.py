@@ -42,7 +42,7 @@ class AskRequest(BaseModel):
     qid: str | None = Field(None, description="an id carried into the trace")
 
 
-async def asked(body: AskRequest, service: Service = Depends(get_service)) -> Ask:
+async def ask_of(body: AskRequest, service: Service = Depends(get_service)) -> Ask:
     """The request's question checked and its configuration prepared (off the event loop)."""
     service.check_question(body.question)
     prepared = await service.prepare(StrategyConfig(strategy=body.strategy, params=body.params, sources=body.sources))
@@ -76,14 +76,14 @@ async def _events(ask: Ask, items: AsyncIterator[StreamItem]) -> AsyncIterator[s
 
 @router.post("/v1/ask", response_model=Trace, responses={**ERRORS, **OVER_BOUND}, dependencies=ADMITTED,
              summary="answer one question with a strategy; returns its trace")
-async def ask(request: Request, prepared: Ask = Depends(asked), service: Service = Depends(get_service)) -> Trace | Response:
-    trace = await service.run(prepared, request.receive)
+async def ask(request: Request, asked: Ask = Depends(ask_of), service: Service = Depends(get_service)) -> Trace | Response:
+    trace = await service.run(asked, request.receive)
     return trace if trace is not None else Response(status_code=499)  # the client left: nobody reads it
 
 
 @router.post("/v1/ask/stream", response_model=None, dependencies=ADMITTED, responses={**STREAM_REPLY, **ERRORS, **OVER_BOUND},
              summary="the same as /v1/ask, streamed as server-sent events")
-async def ask_stream(request: Request, prepared: Ask = Depends(asked),
+async def ask_stream(request: Request, asked: Ask = Depends(ask_of),
                      service: Service = Depends(get_service)) -> StreamingResponse:
-    items = service.stream(prepared, request.receive, Watch(calls=True))
-    return StreamingResponse(_events(prepared, items), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    items = service.stream(asked, request.receive, Watch(calls=True))
+    return StreamingResponse(_events(asked, items), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})

@@ -102,9 +102,6 @@ class RunManager:
     def status(self, run_id: str) -> RunStatus:
         return self.store.status(run_id)
 
-    def list(self) -> list[RunStatus]:
-        return self.store.statuses()
-
     def traces(self, run_id: str, offset: int = 0, limit: int = 100, config: int | None = None) -> list[Trace]:
         """Finished traces, configuration by configuration, in question order (unanswered left out)."""
         _, _, records = self.store.contents(run_id)
@@ -137,3 +134,7 @@ class RunManager:
     def shutdown(self) -> None:
         """Cancel the runs in flight (stored as cancelled once their running answers finish) and stop the workers."""
         self.queue.shutdown()
+
+    def list(self) -> list[RunStatus]:  # last: the name would hide the builtin in the annotations below it
+        """Every run's status, newest first."""
+        return self.store.statuses()

@@ -3,6 +3,8 @@ read one, delete one."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 from fastapi import APIRouter, Depends, File, Form, UploadFile
 from fastapi.responses import JSONResponse
@@ -21,7 +23,7 @@ class UploadErrorReply(ErrorReply):
     errors: list[RowError] = Field(default_factory=list)
 
 
-UPLOAD_ERRORS = {
+UPLOAD_ERRORS: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorReply, "description": "the name is taken"},
     413: {"model": ErrorReply, "description": "the file is larger than the limit"},
     415: {"model": ErrorReply, "description": "not a JSON or CSV file"},
