@@ -25,7 +25,8 @@ from routerag.llm.scripted import ScriptedModel
 from routerag.runtime.loop import run_safely
 from routerag.server.app import create_app
 from routerag.server.chat_messages import ChatMessage, ConversationRefused, read_messages
-from routerag.server.openai_api import ChatCompletionRequest, larger_policy_model
+from routerag.server.chat_models import larger_policy_model
+from routerag.server.openai_api import ChatCompletionRequest
 from routerag.server.openai_errors import is_openai_path, refusal_body, run_failure
 from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServiceSettings

@@ -97,7 +97,7 @@ def post(url: str, path: str = "/v1/ask", body: object = ASK, **headers: str) ->
 
 def test_over_the_bound_an_ask_gets_429_and_health_still_answers(served):
     server, gate, app = served(ask_threads=2, admission=AdmissionSettings(max_asks=3, retry_after_s=7))
-    asks = app.state.asks
+    asks = app.state.service.asks
     waiting = [in_background(lambda: post(server.url)) for _ in range(3)]
     gate.wait_entered(2)  # two asks in the model, the third waits for a thread
     until(lambda: asks.in_use() == 3, "three asks admitted")
@@ -131,13 +131,13 @@ def test_asks_are_given_back_after_errors(served):
     gate.open()
     failed = post(server.url)  # the model raises: the trace carries the error
     assert failed.status_code == 200 and failed.json()["error"], failed.text
-    until(lambda: app.state.asks.in_use() == 0, "the failed ask given back")
+    until(lambda: app.state.service.asks.in_use() == 0, "the failed ask given back")
     bad = post(server.url, body={**ASK, "strategy": "no-such-strategy"})  # refused after it was admitted
     assert bad.status_code == 422, bad.text
-    until(lambda: app.state.asks.in_use() == 0, "the refused ask given back")
+    until(lambda: app.state.service.asks.in_use() == 0, "the refused ask given back")
     streamed = post(server.url, "/v1/ask/stream")
     assert streamed.status_code == 200 and "event: done" in streamed.text
-    until(lambda: app.state.asks.in_use() == 0, "the streamed ask given back")
+    until(lambda: app.state.service.asks.in_use() == 0, "the streamed ask given back")
 
 
 @pytest.mark.parametrize("path", ["/v1/ask", "/v1/ask/stream"])
@@ -148,10 +148,10 @@ def test_asks_are_given_back_when_the_client_disconnects(served, path):
         sock.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                      f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
         gate.wait_entered(1)
-        assert app.state.asks.in_use() == 1
+        assert app.state.service.asks.in_use() == 1
         assert post(server.url).status_code == 429
     # the client has gone while its run is still blocked in the model: the slot is free again
-    until(lambda: app.state.asks.in_use() == 0, "the abandoned ask given back")
+    until(lambda: app.state.service.asks.in_use() == 0, "the abandoned ask given back")
     assert not gate.opened.is_set()
     thread, out = in_background(lambda: post(server.url))
     gate.open()
@@ -171,7 +171,7 @@ def test_chat_completions_are_asks_too(served):
     gate.open()
     thread.join(WAIT_S)
     assert out[0].status_code == 200, out[0].text
-    until(lambda: app.state.asks.in_use() == 0, "the completion given back")
+    until(lambda: app.state.service.asks.in_use() == 0, "the completion given back")
 
 
 def test_the_per_key_bound_counts_a_hash_of_the_key(served):
@@ -181,12 +181,12 @@ def test_the_per_key_bound_counts_a_hash_of_the_key(served):
     refused = post(server.url, **{"Authorization": "Bearer k3y"})  # the same key, sent the other way
     assert refused.status_code == 429 and refused.json()["bound"] == "asks_per_key", refused.text
     assert post(server.url).status_code == 401  # the key is checked first
-    identities = list(app.state.asks._by_identity)
+    identities = list(app.state.service.asks._by_identity)
     assert len(identities) == 1 and "k3y" not in identities[0] and identities[0].startswith("key:")
     gate.open()
     thread.join(WAIT_S)
     assert out[0].status_code == 200
-    until(lambda: app.state.asks.in_use() == 0, "the ask given back")
+    until(lambda: app.state.service.asks.in_use() == 0, "the ask given back")
 
 
 # ------------------------------------------------------------------ the bound on run answers
@@ -202,7 +202,7 @@ def wait_run(url: str, run_id: str) -> dict:
 
 def test_run_answers_are_bounded_and_given_back_on_cancel(served):
     server, gate, app = served(admission=AdmissionSettings(max_run_answers=5))
-    answers = app.state.run_answers
+    answers = app.state.service.run_answers
     questions = [{"question": f"Question {i}?"} for i in range(3)]
     too_large = post(server.url, "/v1/runs", {"questions": questions * 2, "strategy": "direct"})
     assert too_large.status_code == 422 and "max_run_answers" not in too_large.text  # never fits: not a retry
@@ -251,7 +251,7 @@ def test_a_cancelled_queued_run_drops_its_questions(tmp_path):
                                 ticket=admission.admit(units=500))
         status = manager.cancel(queued.run_id)
         assert (status.state, status.skipped, status.done) == ("cancelled", 500, 0)
-        run = manager._get(queued.run_id)
+        run = manager.store.get(queued.run_id)
         assert len(run.questions) == 0 and run.records == [] and run.configs == () and run.stored
         assert admission.in_use() == 1  # only the answer in the model
         assert manager.report(queued.run_id).status.n_questions == 500  # read back from disk

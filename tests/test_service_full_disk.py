@@ -17,7 +17,7 @@ from routerag.corpus.schema import Question
 from routerag.eval import runs as eval_runs
 from routerag.llm.scripted import ScriptedModel
 from routerag.runtime.base import Strategy
-from routerag.server import jobs
+from routerag.server import run_files
 from routerag.server.app import create_app
 from routerag.server.jobs import ConfigInfo, RunConfig, RunManager
 from routerag.server.run_space import RunStoreFullError
@@ -52,7 +52,7 @@ def questions(n: int = N_QUESTIONS) -> list[Question]:
 def fill_the_disk(monkeypatch: pytest.MonkeyPatch, after: int) -> None:
     """Every write fails with ENOSPC once ``after`` answers have been appended."""
     appended = {"n": 0}
-    append, atomic = eval_runs.RecordLog.append, jobs.atomic_write_text
+    append, atomic = eval_runs.RecordLog.append, run_files.atomic_write_text
 
     def full() -> OSError:
         return OSError(errno.ENOSPC, "No space left on device")
@@ -69,7 +69,7 @@ def fill_the_disk(monkeypatch: pytest.MonkeyPatch, after: int) -> None:
         atomic(path, text)
 
     monkeypatch.setattr(eval_runs.RecordLog, "append", limited_append)
-    monkeypatch.setattr(jobs, "atomic_write_text", limited_write)
+    monkeypatch.setattr(run_files, "atomic_write_text", limited_write)
 
 
 def wait_ended(manager: RunManager, run_id: str, timeout_s: float = 60):

@@ -86,13 +86,14 @@ def test_a_restarted_service_reads_its_stored_runs_back(sources, data_dir) -> No
 
 def test_runs_stored_before_the_run_folders_still_load(sources, data_dir, tmp_path) -> None:
     """An older service stored the answers inside ``<run_id>.json``; those files still load."""
-    from routerag.server.jobs import RunManager, _Persisted
+    from routerag.server.jobs import RunManager
+    from routerag.server.run_files import StoredRun
 
     run_id, served = _finished_run(sources, data_dir)
     manager = RunManager(store_dir=data_dir / "runs")
     try:
-        status, questions, records = manager._contents(run_id)
-        legacy = _Persisted(status=status, questions=questions, records=records)
+        status, questions, records = manager.store.contents(run_id)
+        legacy = StoredRun(status=status, questions=questions, records=records)
     finally:
         manager.shutdown()
     old_store = tmp_path / "old-runs"

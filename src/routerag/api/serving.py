@@ -148,8 +148,7 @@ def service_openapi() -> dict[str, Any]:
         try:
             return app.openapi()
         finally:
-            app.state.runs.shutdown()
-            app.state.sources.shutdown()
+            app.state.service.close()
 
 
 def retrieval_openapi() -> dict[str, Any]:

@@ -7,15 +7,11 @@ body naming the bound (:func:`install_admission_handler`). A ticket gives its un
 :meth:`Ticket.release` (idempotent, thread-safe: a background run gives back one answer at a
 time from its worker thread).
 
-An ask route takes a ticket with the dependency :meth:`Admission.dependency`; the ticket is
-given back when the response has been sent, whether the ask completed, failed or its client
-disconnected (FastAPI exits a ``yield`` dependency after the response, a streamed one included:
-from FastAPI 0.118, the floor the ``server`` extra sets)::
-
-    asks = Admission("asks", settings.admission.max_asks, settings.admission.max_asks_per_key, ...)
-    @app.post("/v1/ask", dependencies=[Depends(asks.dependency(settings.api_key))])
-
-The ask routes and the chat endpoint share one admission (``app.state.asks``).
+An ask route takes a ticket with the dependency :func:`routerag.server.deps.admit_ask`; the
+ticket is given back when the response has been sent, whether the ask completed, failed or its
+client disconnected (FastAPI exits a ``yield`` dependency after the response, a streamed one
+included: from FastAPI 0.118, the floor the ``server`` extra sets). The ask routes and the chat
+endpoint share one admission (the service's ``asks``).
 
 A client's identity is a hash of the API key it presented (the key itself is never kept); with
 no key configured every client is the same anonymous one and only the service bound applies.
@@ -25,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -149,19 +144,6 @@ class Admission:
             in_use = self._in_use
         return AdmissionState(name=self.name, in_use=in_use, limit=self.limit, per_key_limit=self.per_key,
                               saturated=in_use >= self.limit)
-
-    def dependency(self, api_key: SecretStr | None) -> Callable[[Request], AsyncIterator[Ticket]]:
-        """A FastAPI dependency admitting one unit per request (429 over a bound), given back when
-        the response has been sent: completed, failed or abandoned by its client."""
-
-        async def admitted(request: Request) -> AsyncIterator[Ticket]:
-            ticket = self.admit(client_identity(request.headers, api_key))
-            try:
-                yield ticket
-            finally:
-                ticket.release()
-
-        return admitted
 
 
 def install_admission_handler(app: FastAPI) -> None:

@@ -19,48 +19,28 @@ The events, in order:
 6. ``data: [DONE]``.
 
 A run that fails sends ``data: {"error": {...}, "routerag": trace}`` instead of 3–5. A client that
-leaves stops the run at its next model call or retrieval.
+leaves stops the run at its next model call or retrieval (the service's stream,
+:meth:`~routerag.server.service.Service.stream`, runs it; this module writes its chunks).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
 from collections.abc import AsyncIterator
-from typing import Any, Literal, Protocol
+from typing import Any
 
-import anyio
-from fastapi import Request
-from pydantic import BaseModel
-
-from routerag.runtime.base import AnswerSink
-from routerag.server.cancel import wait_for_disconnect
 from routerag.server.chat_schema import ChatCompletionChunk, ChunkChoice, Delta, Usage
-from routerag.server.events import StepEvent
+from routerag.server.events import AnswerPiece, StepEvent
+from routerag.server.live import Finished, KeepAlive, Live, StreamItem
 from routerag.server.openai_errors import ErrorChunk, error_event, run_failure
 from routerag.server.step_lines import step_line
-from routerag.trace import StepObserver, Trace
+from routerag.trace import Trace
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AnswerPiece", "ChunkWriter", "ObservedRun", "stream_completion"]
+__all__ = ["ChunkWriter", "stream_completion"]
 
 DONE = "data: [DONE]\n\n"
-
-
-class ObservedRun(Protocol):
-    """The run of a completion, reporting its steps and its answer's pieces as they happen."""
-
-    def __call__(self, *, on_step: StepObserver | None = None, on_answer: AnswerSink | None = None) -> Trace: ...
-
-
-class AnswerPiece(BaseModel):
-    kind: Literal["answer"] = "answer"
-    text: str
-
-
-Live = StepEvent | AnswerPiece
 
 
 class ChunkWriter:
@@ -88,7 +68,7 @@ class ChunkWriter:
         if isinstance(item, AnswerPiece):
             self.sent += item.text
             return self.delta(content=item.text)
-        if self.sent:
+        if self.sent or not isinstance(item, StepEvent):
             return None  # the answer has begun: the step is in the trace only
         line = step_line(item.step)
         return self.delta(reasoning_content=line + "\n") if line is not None else None
@@ -109,69 +89,22 @@ class ChunkWriter:
         return events
 
 
-def _forget(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()  # retrieved: nobody waits for an abandoned run
-
-
-def _start(run: ObservedRun, limiter: anyio.CapacityLimiter, queue: asyncio.Queue[Live | None]) -> asyncio.Future[Trace]:
-    """The run in a worker thread, its steps and answer pieces put on ``queue``, then None."""
-    loop = asyncio.get_running_loop()
-
-    def put(item: Live) -> None:  # called from the worker thread
-        loop.call_soon_threadsafe(queue.put_nowait, item)
-
-    def observed() -> Trace:
-        return run(on_step=lambda step: put(StepEvent(step=step.model_copy(deep=True))),
-                   on_answer=lambda text: put(AnswerPiece(text=text)))
-
-    task = asyncio.ensure_future(anyio.to_thread.run_sync(observed, limiter=limiter))
-    task.add_done_callback(lambda _: loop.call_soon(queue.put_nowait, None))  # after the items it put
-    return task
-
-
-async def _live(queue: asyncio.Queue[Live | None], writer: ChunkWriter, keep_alive_s: float) -> AsyncIterator[str]:
-    """The events of the items on ``queue`` until None, keep-alive comments in the silences."""
-    while True:
-        try:
-            item = await asyncio.wait_for(queue.get(), keep_alive_s)
-        except TimeoutError:
-            yield ": keep-alive\n\n"
-            continue
-        if item is None:
-            return
-        event = writer.live(item)
-        if event is not None:
-            yield event
-
-
-async def stream_completion(request: Request, run: ObservedRun, cancelled: threading.Event,
-                            limiter: anyio.CapacityLimiter, writer: ChunkWriter,
-                            keep_alive_s: float) -> AsyncIterator[str]:
-    """The events of a streamed completion (see the module notes)."""
+async def stream_completion(items: AsyncIterator[StreamItem], writer: ChunkWriter) -> AsyncIterator[str]:
+    """The events of a streamed completion (see the module notes) from what its run reports."""
     yield writer.role()
-    queue: asyncio.Queue[Live | None] = asyncio.Queue()
-    task = _start(run, limiter, queue)
-    watcher = asyncio.ensure_future(wait_for_disconnect(request.receive))
-
-    def client_left(w: asyncio.Future[None]) -> None:
-        if not w.cancelled():
-            cancelled.set()  # the run stops at its next call
-            queue.put_nowait(None)
-
-    watcher.add_done_callback(client_left)
+    ended = False
     try:
-        async for event in _live(queue, writer, keep_alive_s):
-            yield event
-        if cancelled.is_set():
+        async for item in items:
+            if isinstance(item, KeepAlive):
+                yield ": keep-alive\n\n"
+            elif isinstance(item, Finished):
+                ended = True
+                for event in writer.finish(item.trace):
+                    yield event
+            elif (live := writer.live(item)) is not None:
+                yield live
+        if not ended:
             return  # the client has gone
-        for event in writer.finish(await task):
-            yield event
     except Exception as exc:  # noqa: BLE001 — the stream still ends with its error and [DONE]
         yield error_event(exc)  # bad params found while building a strategy it runs (adaptive's choices), or a bug
-    finally:  # also when the client left mid-stream (the generator is closed)
-        watcher.cancel()
-        if not task.done():
-            cancelled.set()  # the run stops at its next call and frees its thread
-            task.add_done_callback(_forget)
     yield DONE

@@ -12,7 +12,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from routerag.errors import RouteragError
-from routerag.server.jobs import RunNotResumableError, UnknownRunError
+from routerag.server.refusals import RequestRefused
+from routerag.server.run_records import RunNotResumableError, UnknownRunError
 from routerag.server.run_space import RunStoreFullError, RunStoreUnreadableError
 from routerag.strategies.prepare import StrategyRequestError
 from routerag.strategies.resolve import StrategyParamsError
@@ -22,6 +23,7 @@ __all__ = ["NATIVE_STATUS", "by_kind", "install_domain_errors"]
 V = TypeVar("V")
 
 NATIVE_STATUS: dict[type[RouteragError], int] = {
+    RequestRefused: 422,  # over one of the service's limits: an empty or too long question, too many questions
     StrategyRequestError: 422,  # the request's strategy, params or the sources they name
     StrategyParamsError: 422,  # found while building a strategy a strategy runs (adaptive's choices)
     UnknownRunError: 404,

@@ -1,10 +1,12 @@
-"""Live progress events of a strategy run, for the streaming ``/v1/ask/stream`` endpoint.
+"""Live progress events of a strategy run, for the streamed routes (``/v1/ask/stream``, a streamed
+chat completion).
 
 Strategies return their ``Trace`` at the end. To show progress as it happens, the run's context
 gets a step observer (``StrategyContext.on_step``: every :class:`~routerag.trace.Step` as it is
 appended, a :class:`StepEvent`), an observed model and an observed ``SourceSet`` (every model call
 and every retrieval as it returns, before the step that uses it is complete), all reporting to one
-sink; the strategy code stays unchanged.
+sink; the strategy code stays unchanged. The answer's pieces, as its model call generates them
+(``StrategyContext.on_answer``), are :class:`AnswerPiece` events.
 """
 
 from __future__ import annotations
@@ -52,6 +54,11 @@ class ModelEvent(BaseModel):
 class StepEvent(BaseModel):
     kind: Literal["step"] = "step"
     step: Step  # the step as it was appended to the trace
+
+
+class AnswerPiece(BaseModel):
+    kind: Literal["answer"] = "answer"
+    text: str
 
 
 ProgressEvent = RetrievalEvent | ModelEvent | StepEvent

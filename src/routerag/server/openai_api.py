@@ -54,46 +54,27 @@ event before ``[DONE]``; the SDK raises it as an ``APIError``.
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any, Literal
 
 import anyio
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from routerag.llm.base import ChatModel
-from routerag.llm.config import BUNDLED_POLICIES, DEFAULT_MODEL, MissingPolicyError, ModelConfig, bundled_policy_path
-from routerag.llm.conversation import ConversationModel
-from routerag.runtime.base import AnswerSink
-from routerag.server.cancel import CancellableModel, CancellableSourceSet, unless_disconnected
 from routerag.server.chat_messages import ChatMessage, read_messages
 from routerag.server.chat_schema import AssistantMessage, ChatCompletion, ChatCompletionChunk, Choice, Usage
 from routerag.server.chat_stream import ChunkWriter, stream_completion
-from routerag.server.errors import ApiError
-from routerag.server.openai_errors import (
-    OPENAI_ERRORS,
-    ChatRequestError,
-    OpenAIRoute,
-    failed_run_reply,
-)
-from routerag.server.prepare import PreparedStrategy, StrategyConfig
-from routerag.server.settings import ServiceSettings
-from routerag.server.upload_parse import UploadRejected
-from routerag.sources.sourceset import SourceSet
-from routerag.strategies import STRATEGIES
-from routerag.strategies.prepare import StrategyRequestError, token_limits
-from routerag.strategies.resolve import StrategyParamsError, answer
-from routerag.trace import StepObserver, Trace
+from routerag.server.deps import admit_ask, get_service
+from routerag.server.live import Watch
+from routerag.server.openai_errors import OPENAI_ERRORS, ChatRequestError, OpenAIRoute, failed_run_reply
+from routerag.server.prepare import Prepared, StrategyConfig
+from routerag.server.refusals import RequestRefused
+from routerag.server.service import Ask, Service
 
-__all__ = ["ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ModelList", "build_chat_router"]
+__all__ = ["ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ModelList", "router"]
 
-LARGER_MODEL = "routerag-1.5b"
-LARGER_BASE = "bundled:qwen2.5-coder-1.5b"
 OWNER = "routerag"
 KEEP_ALIVE_S = 10.0  # a comment line when a streamed run has sent nothing else for this long
 
@@ -167,138 +148,69 @@ def unknown_model(name: str) -> ChatRequestError:
                             param="model", code="model_not_found")
 
 
-# ------------------------------------------------------------------ models
+# ------------------------------------------------------------------ the routes
+
+router = APIRouter(tags=["openai"], route_class=OpenAIRoute)
+COMPLETION_REPLY: dict[int | str, dict[str, Any]] = {200: {
+    "content": {"text/event-stream": {}},
+    "description": "a chat completion; with `stream: true`, chat.completion.chunk events then [DONE]"}}
 
 
-def larger_policy_model(model_config: ModelConfig | None) -> ModelConfig | None:
-    """The configuration that answers ``routerag-1.5b``: the service's own with the bundled 1.5B as
-    its base, when the service runs the bundled 0.5B through llama.cpp without an adapter of its
-    own and the 1.5B's packages and shipped policy are installed; else None."""
-    if model_config is None or model_config.lora_path is not None:
-        return None
+async def _prepared(service: Service, body: ChatCompletionRequest) -> Prepared:
+    """The strategy the model name picks, with the routerag extension's params and sources and the
+    request's token cap, prepared in a worker thread (uploads mounted, an adapter unpacked)."""
+    options = body.routerag or RouteragOptions()
+    config = StrategyConfig(params=options.params, sources=options.sources)
+    prepared = await anyio.to_thread.run_sync(service.chat_models.prepare, body.model, config, body.token_cap)
+    if prepared is None:
+        raise unknown_model(body.model)
+    return prepared
+
+
+def _check(service: Service, body: ChatCompletionRequest) -> None:
+    cap, limit = body.token_cap, service.settings.max_new_tokens
+    if cap is not None and cap > limit:
+        raise ChatRequestError(422, f"max_tokens: {cap} is above this service's limit of {limit} tokens",
+                               param="max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens")
+
+
+@router.get("/v1/models", response_model=ModelList, responses={401: OPENAI_ERRORS[401]},
+            summary="the models (strategies) this service answers with, in OpenAI's shape")
+async def list_models(service: Service = Depends(get_service)) -> ModelList:
+    names = await anyio.to_thread.run_sync(service.chat_models.names)
+    return ModelList(data=[ModelCard(id=name, created=service.chat_models.started) for name in names])
+
+
+@router.get("/v1/models/{model}", response_model=ModelCard, responses={k: OPENAI_ERRORS[k] for k in (401, 404, 422)},
+            summary="one model (strategy) in OpenAI's shape")
+async def get_model(model: str, service: Service = Depends(get_service)) -> ModelCard:
+    if model not in await anyio.to_thread.run_sync(service.chat_models.names):
+        raise unknown_model(model)
+    return ModelCard(id=model, created=service.chat_models.started)
+
+
+@router.post("/v1/chat/completions", response_model=ChatCompletion, responses={**COMPLETION_REPLY, **OPENAI_ERRORS},
+             dependencies=[Depends(admit_ask)],
+             summary="answer the last user message with the strategy the model name picks (OpenAI-compatible)")
+async def chat_completions(request: Request, body: ChatCompletionRequest,
+                           service: Service = Depends(get_service)) -> ChatCompletion | Response:
+    asked = read_messages(body.messages)  # the one rule for system messages and earlier turns
     try:
-        resolved = model_config.resolved()
-    except ValueError:
-        return None
-    if resolved.backend != "llamacpp" or resolved.model != DEFAULT_MODEL:
-        return None
-    from routerag.llm.bundled import BundledModelError, bundled_spec, find_parts
-
-    try:
-        find_parts(bundled_spec(LARGER_BASE))
-        bundled_policy_path(BUNDLED_POLICIES[LARGER_BASE])
-    except (BundledModelError, MissingPolicyError):
-        return None
-    return model_config.model_copy(update={"model": LARGER_BASE})
-
-
-def strategy_available(name: str) -> bool:
-    try:
-        STRATEGIES.get(name)
-    except ImportError:  # an optional dependency is missing
-        return False
-    return True
-
-
-# ------------------------------------------------------------------ the router
-
-Prepare = Callable[[StrategyConfig], tuple[PreparedStrategy, SourceSet]]
-
-
-# Over 80 lines: the two routes are closures over the service's state (model pool, preparation,
-# limits), kept together with the steps they share (the model name's strategy, the question).
-def build_chat_router(model_for: Callable[[PreparedStrategy], ChatModel], prepare: Prepare,
-                      check_question: Callable[[str, str], None], limiter: Callable[[], anyio.CapacityLimiter],
-                      settings: ServiceSettings, model_config: ModelConfig | None,
-                      admitted: Sequence[Any] = ()) -> APIRouter:
-    """The OpenAI-compatible routes over the ask service's own steps: ``prepare`` mounts the
-    sources and validates a strategy's params (``/v1/ask``'s), ``model_for`` gives the model of a
-    prepared strategy (the service's model pool), ``limiter`` bounds the runs at once, ``admitted``
-    (dependencies) admits each completion (the service's admission of asks)."""
-    router = APIRouter(tags=["openai"], route_class=OpenAIRoute)
-    started = int(time.time())
-    larger = larger_policy_model(model_config)
-
-    def strategy_for(name: str, options: RouteragOptions, token_cap: int | None) -> tuple[PreparedStrategy, SourceSet]:
-        strategy = "routerag" if name == LARGER_MODEL and larger is not None else name
-        if strategy not in STRATEGIES.names() or not strategy_available(strategy):
-            raise unknown_model(name)
-        config = StrategyConfig(strategy=strategy, params=options.params, sources=options.sources)
-        # a refusal of the routerag extension's params or sources: StrategyRequestError or UploadRejected
-        prepared, sourceset = prepare(config)
-        lowered = {key: token_cap for key, value in token_limits(prepared.params).items()
-                   if token_cap is not None and value > token_cap}
-        if lowered:  # validated again with the lower limits
-            prepared, sourceset = prepare(config.model_copy(update={"params": {**options.params, **lowered}}))
-        if strategy != name:  # the larger base with its own shipped policy, from the service's model pool
-            assert larger is not None
-            from routerag.llm.config import with_default_policy
-
-            prepared = replace(prepared, model=with_default_policy(larger, strategy))
-        return prepared, sourceset
-
-    def listed(name: str) -> bool:
-        try:
-            prepare(StrategyConfig(strategy=name))
-        except (StrategyRequestError, UploadRejected, StrategyParamsError):
-            return False  # its defaults need something this service lacks
-        return True
-
-    def model_names() -> list[str]:
-        names = [name for name in STRATEGIES.names() if strategy_available(name) and listed(name)]
-        return names + ([LARGER_MODEL] if larger is not None else [])
-
-    @router.get("/v1/models", response_model=ModelList, responses={401: OPENAI_ERRORS[401]},
-                summary="the models (strategies) this service answers with, in OpenAI's shape")
-    async def list_models() -> ModelList:
-        names = await anyio.to_thread.run_sync(model_names)
-        return ModelList(data=[ModelCard(id=name, created=started) for name in names])
-
-    @router.get("/v1/models/{model}", response_model=ModelCard, responses={k: OPENAI_ERRORS[k] for k in (401, 404, 422)},
-                summary="one model (strategy) in OpenAI's shape")
-    async def get_model(model: str) -> ModelCard:
-        if model not in await anyio.to_thread.run_sync(model_names):
-            raise unknown_model(model)
-        return ModelCard(id=model, created=started)
-
-    @router.post("/v1/chat/completions", response_model=ChatCompletion, responses={
-                     200: {"content": {"text/event-stream": {}},
-                           "description": "a chat completion; with `stream: true`, chat.completion.chunk events then [DONE]"},
-                     **OPENAI_ERRORS},
-                 dependencies=list(admitted),
-                 summary="answer the last user message with the strategy the model name picks (OpenAI-compatible)")
-    async def chat_completions(request: Request, body: ChatCompletionRequest) -> ChatCompletion | Response:
-        asked = read_messages(body.messages)  # the one rule for system messages and earlier turns
-        try:
-            check_question(asked.question, f"messages[{asked.index}] (the last user message)")
-        except ApiError as exc:
-            raise ChatRequestError(422, exc.detail, param="messages") from None
-        cap = body.token_cap
-        if cap is not None and cap > settings.max_new_tokens:
-            raise ChatRequestError(422, f"max_tokens: {cap} is above this service's limit of {settings.max_new_tokens} tokens",
-                                   param="max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens")
-        # in a worker thread: mounting uploads and resolving the strategy (an adapter unpacked) read files
-        strategy, sourceset = await anyio.to_thread.run_sync(strategy_for, body.model, body.routerag or RouteragOptions(), cap)
-        cancelled = threading.Event()  # set when the client leaves: the run stops at its next call
-
-        def run(*, on_step: StepObserver | None = None, on_answer: AnswerSink | None = None) -> Trace:
-            # the model is looked up in the worker thread: building it never blocks the event loop
-            model = ConversationModel(CancellableModel(model_for(strategy), cancelled), asked.conversation)
-            return answer(strategy, model, CancellableSourceSet(sourceset, cancelled), asked.question,
-                          on_step=on_step, on_answer=on_answer)
-
-        meta = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body.model}
-        if body.stream:
-            writer = ChunkWriter(meta, include_usage=bool(body.stream_options and body.stream_options.include_usage))
-            return StreamingResponse(stream_completion(request, run, cancelled, limiter(), writer, KEEP_ALIVE_S),
-                                     media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-        finished, trace = await unless_disconnected(request.receive, cancelled,
-                                                    anyio.to_thread.run_sync(run, limiter=limiter()))
-        if not finished or trace is None:
-            return Response(status_code=499)  # nobody reads it
-        if trace.error is not None:
-            return failed_run_reply(trace)
-        return ChatCompletion(**meta, choices=[Choice(message=AssistantMessage(content=trace.answer or ""))],
-                              usage=Usage.of(trace), routerag=trace)
-
-    return router
+        service.check_question(asked.question, f"messages[{asked.index}] (the last user message)")
+    except RequestRefused as exc:
+        raise ChatRequestError(422, str(exc), param="messages") from None
+    _check(service, body)
+    ask = Ask(await _prepared(service, body), asked.question, asked.conversation)
+    meta = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body.model}
+    if body.stream:
+        writer = ChunkWriter(meta, include_usage=bool(body.stream_options and body.stream_options.include_usage))
+        items = service.stream(ask, request.receive, Watch(answer=True, keep_alive_s=KEEP_ALIVE_S))
+        return StreamingResponse(stream_completion(items, writer), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
+    trace = await service.run(ask, request.receive)
+    if trace is None:
+        return Response(status_code=499)  # the client left: nobody reads it
+    if trace.error is not None:
+        return failed_run_reply(trace)
+    return ChatCompletion(**meta, choices=[Choice(message=AssistantMessage(content=trace.answer or ""))],
+                          usage=Usage.of(trace), routerag=trace)

@@ -4,7 +4,7 @@ the ``SourceSet`` its run sees. The uploads are mounted from the service's store
 :class:`~routerag.server.upload_parse.UploadRejected`); the strategy is prepared with the
 service's limits by :func:`~routerag.strategies.prepare.prepare_strategy` (a refusal:
 :class:`~routerag.strategies.prepare.StrategyRequestError`). Preparing reads files (the uploads'
-indexes, an adapter unpacked): the routes call it in a worker thread."""
+indexes, an adapter unpacked): it runs in a worker thread (``Service.prepare``)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from routerag.sources.sourceset import SourceSet
 from routerag.strategies import prepare as strategy_prepare
 from routerag.strategies.prepare import PreparedStrategy
 
-__all__ = ["PreparedStrategy", "Preparation", "StrategyConfig"]
+__all__ = ["Prepared", "PreparedStrategy", "Preparation", "StrategyConfig"]
 
 
 class StrategyConfig(BaseModel):
@@ -36,6 +36,14 @@ class StrategyConfig(BaseModel):
 
 
 @dataclass(frozen=True)
+class Prepared:
+    """A configuration made runnable: the strategy prepared and the sources its run sees."""
+
+    strategy: PreparedStrategy
+    sources: SourceSet
+
+
+@dataclass(frozen=True)
 class Preparation:
     """How the service prepares a configuration: ``base`` (its own sources) plus the uploads from
     ``store``; its token limit, model configuration and what a request may name (``request``)."""
@@ -46,9 +54,9 @@ class Preparation:
     model: ModelConfig | None
     request: FromRequest
 
-    def __call__(self, config: StrategyConfig) -> tuple[PreparedStrategy, SourceSet]:
+    def __call__(self, config: StrategyConfig) -> Prepared:
         sourceset = self.store.mount(self.base, config.sources)
         prepared = strategy_prepare.prepare_strategy(config.strategy, config.params, sources=sourceset,
                                                      max_new_tokens=self.max_new_tokens, model=self.model,
                                                      request=self.request)
-        return prepared, sourceset
+        return Prepared(prepared, sourceset)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from routerag.llm.base import ChatModel
-from routerag.server.prepare import Preparation, PreparedStrategy, StrategyConfig
+from routerag.server.prepare import Preparation, Prepared, PreparedStrategy, StrategyConfig
 from routerag.server.upload_parse import UploadRejected
 from routerag.server.warmup import Plan, WarmUpPart, WarmUpSkipped
 from routerag.sources.sourceset import SourceSet
@@ -21,7 +21,7 @@ __all__ = ["WARM_UP_QUERY", "strategy_plan"]
 WARM_UP_QUERY = "warm-up"
 
 
-def _prepared(name: str, prepare: Preparation) -> tuple[PreparedStrategy, SourceSet]:
+def _prepared(name: str, prepare: Preparation) -> Prepared:
     if name not in STRATEGIES.names():
         raise StrategyRequestError(f"unknown strategy {name!r}")  # a misconfiguration: the warm-up fails
     try:
@@ -42,7 +42,8 @@ def strategy_plan(name: str, prepare: Preparation, model_for: Callable[[Prepared
     """The warm-up plan of strategy ``name`` on this service: its model, then its mounted sources."""
 
     def plan() -> list[WarmUpPart]:
-        strategy, sourceset = _prepared(name, prepare)
+        prepared = _prepared(name, prepare)
+        strategy, sourceset = prepared.strategy, prepared.sources
         mounted = set(sourceset.names())
         label = strategy.adapter or "the base model"
         parts = [WarmUpPart(f"model ({label})", lambda: model_for(strategy))]
