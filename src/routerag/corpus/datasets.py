@@ -24,6 +24,11 @@ multi-source (RealRoute / DeepSieve) sets, named sources each with documents and
 ``tables``             bundled: a small table knowledge base of public facts, with a few questions
 ``demo-tables``        bundled: two sources, ``text`` (the ``demo`` passages) and ``tables`` (the ``tables``
                        rows), with the questions of both, each with its gold source (text / table routing)
+``wtq``                WikiTableQuestions: the 4,344 test questions over tables unseen in training, over all
+                       2,108 tables (answers: one list, scored by its evaluator's rules; ``answer_scheme="wtq"``)
+``wtq-train``          its 14,152 ``training.tsv`` questions over the same tables (training side)
+``2wiki-wtq``          text + tables: ``2wiki:100`` (gold ``text``) and 100 ``wtq`` questions (gold ``tables``)
+                       over sources ``text`` and ``tables`` (:mod:`routerag.corpus.wtq_datasets`)
 ``file:<path>``        a user file (any format of :mod:`routerag.corpus.loaders`) or a folder in
                        HippoRAG layout (``X_corpus.json`` + ``X.json``/``X_questions.jsonl``
                        [+ ``openie_X*.json``]) or RealRoute layout (``X_corpus_local.json``, ...)
@@ -422,6 +427,12 @@ for _name, _loader in {
     "demo-tables": _demo_tables,
 }.items():
     DATASETS.register(_name, _loader)
+for _name, _path in {  # WikiTableQuestions: routerag.corpus.wtq_datasets, imported on first use
+    "wtq": "routerag.corpus.wtq_datasets:wtq_test",
+    "wtq-train": "routerag.corpus.wtq_datasets:wtq_train",
+    "2wiki-wtq": "routerag.corpus.wtq_datasets:text_tables_mix",
+}.items():
+    DATASETS.register(_name, _path)
 
 
 def register_dataset(name: str, loader: Callable[[], Dataset], *, replace: bool = False) -> None:

@@ -56,11 +56,14 @@ class Question(BaseModel):
 
     qid: str
     question: str
-    answers: list[str]  # first entry is the canonical answer, the rest are aliases
+    answers: list[str]  # first entry is the canonical answer, the rest are aliases (unless answer_scheme says otherwise)
     dataset: str = ""
     decomposition: list[SubQuestion] = Field(default_factory=list)
     supporting_doc_ids: list[str] = Field(default_factory=list)
     gold_source: str | None = None  # e.g. RealRoute law-med: which source holds the answer
+    # how ``answers`` are read and scored: None, aliases (any one is the answer); else a registered
+    # answer scheme (``routerag.eval.metrics.ANSWER_SCHEMES``), e.g. "wtq": the items of one list answer
+    answer_scheme: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @property

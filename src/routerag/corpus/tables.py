@@ -10,11 +10,17 @@ JSON table format — one table object, a list of them, or ``{"tables": [...]}``
 kept as their text. A CSV table is a header row plus data rows; its title is the file name
 (``olympic_hosts.csv`` -> "Olympic hosts") unless given.
 
-Two linearisations:
+Three linearisations:
 
 * ``rows`` (default; one document per row or per group of ``rows_per_doc`` rows)::
 
       Title: Summer Olympic Games | Year: 1896 | City: Athens
+
+* ``grid`` (a group of ``rows_per_doc`` rows, or the whole table, under its header once)::
+
+      Title: Summer Olympic Games
+      Year | City
+      1896 | Athens
 
 * ``r1router`` (the whole table in one document, as R1-Router's table retriever returns it)::
 
@@ -33,7 +39,7 @@ from routerag.corpus.loaders import CorpusFormat, RawPassage
 from routerag.corpus.readers import CorpusFormatError, Where, iter_csv, iter_json, json_top_kind, open_checked
 from routerag.corpus.schema import Document
 
-Style = Literal["rows", "r1router"]
+Style = Literal["rows", "grid", "r1router"]
 
 
 class Table(BaseModel):
@@ -80,6 +86,18 @@ def linearize_row(table: Table, row: Sequence[str]) -> str:
     return " | ".join([f"Title: {table.name}", *cells])
 
 
+def _cell(text: str) -> str:
+    return " ".join(text.split())
+
+
+def linearize_grid(table: Table, rows: Sequence[Sequence[str]]) -> str:
+    """``Title: <title>``, the header and one line per row, cells joined by `` | `` (whitespace
+    inside a cell collapsed)."""
+    lines = [f"Title: {table.name}", " | ".join(_cell(c) for c in table.header)]
+    lines += [" | ".join(_cell(c) for c in row) for row in rows]
+    return "\n".join(lines)
+
+
 def linearize_r1router(table: Table) -> str:
     """The whole table in R1-Router's bracketed form."""
     parts = [f"[Title]{table.title}"]
@@ -94,24 +112,54 @@ def linearize_r1router(table: Table) -> str:
     return "".join(parts)
 
 
+def _row_line(table: Table, row: Sequence[str], style: Style) -> str:
+    return " | ".join(_cell(c) for c in row) if style == "grid" else linearize_row(table, row)
+
+
+def row_groups(table: Table, *, rows_per_doc: int | None = 1, max_chars: int | None = None,
+               style: Style = "rows") -> list[tuple[int, int]]:
+    """``(start, end)`` row ranges of a table's documents: ``rows_per_doc`` rows each (``None``:
+    all), a group closed early when its text would pass ``max_chars`` (a row longer than that is
+    a document of its own)."""
+    step = rows_per_doc or max(1, len(table.rows))
+    base = len(linearize_grid(table, [])) if style == "grid" else 0
+    groups: list[tuple[int, int]] = []
+    start, size = 0, base
+    for i, row in enumerate(table.rows):
+        line = len(_row_line(table, row, style)) + 1
+        if i > start and (i - start >= step or (max_chars is not None and size + line > max_chars)):
+            groups.append((start, i))
+            start, size = i, base
+        size += line
+    if start < len(table.rows):
+        groups.append((start, len(table.rows)))
+    return groups
+
+
 def table_documents(
-    table: Table, *, rows_per_doc: int = 1, style: Style = "rows", source: str = "default"
+    table: Table, *, rows_per_doc: int | None = 1, style: Style = "rows", source: str = "default",
+    max_chars: int | None = None,
 ) -> list[Document]:
-    """Retrievable documents for a table: one per ``rows_per_doc`` rows (style ``rows``, one
-    linearised row per line) or one for the whole table (style ``r1router``)."""
-    if rows_per_doc < 1:
-        raise ValueError("rows_per_doc must be at least 1")
+    """Retrievable documents for a table: one per ``rows_per_doc`` rows (``None``: all rows in
+    one document; ``max_chars``: a group is closed before its text passes that length) — style
+    ``rows`` one linearised row per line, style ``grid`` the header once above the rows — or one
+    for the whole table (style ``r1router``)."""
+    if rows_per_doc is not None and rows_per_doc < 1:
+        raise ValueError("rows_per_doc must be at least 1 (or None: the whole table)")
     base = {"kind": "table", "table_id": table.table_id or table.name, "header": list(table.header)}
     if style == "r1router":
         meta = {**base, "row_start": 0, "row_end": len(table.rows)}
         return [Document.make(table.name, linearize_r1router(table), source=source, metadata=meta)]
     docs = []
-    for start in range(0, len(table.rows), rows_per_doc):
-        group = table.rows[start : start + rows_per_doc]
-        text = "\n".join(linearize_row(table, row) for row in group)
+    for start, end in row_groups(table, rows_per_doc=rows_per_doc, max_chars=max_chars, style=style):
+        group = table.rows[start:end]
+        if style == "grid":
+            text = linearize_grid(table, group) if any(c.strip() for row in group for c in row) else ""
+        else:
+            text = "\n".join(linearize_row(table, row) for row in group)
         if not text.strip():
             continue
-        meta = {**base, "row_start": start, "row_end": start + len(group)}
+        meta = {**base, "row_start": start, "row_end": end}
         docs.append(Document.make(table.name, text, source=source, metadata=meta))
     return docs
 

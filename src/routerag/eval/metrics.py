@@ -6,6 +6,10 @@ similarity (GraphRAG-R1's SBERT score) has the same signature and loads the bund
 embedder on first use. The LLM judge needs a model and the question, so it is a class
 (:class:`LLMJudge`) rather than a registry entry.
 
+A question whose answers are not aliases names an **answer scheme** (``Question.answer_scheme``,
+registered in :data:`ANSWER_SCHEMES`): ``wtq``, WikiTableQuestions' list answers, scores ``em``
+as its official evaluator does (:mod:`routerag.eval.wtq`). :func:`score_answer` applies it.
+
 Choices where the reference scripts disagree (details and hand-checked cases in
 ``docs/concepts/metrics.md``):
 
@@ -24,7 +28,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,7 +37,7 @@ from pydantic import BaseModel
 
 from routerag.corpus.normalize import normalize_answer
 from routerag.llm.base import ChatModel, GenerationParams, Message
-from routerag.registry import Registry, callables_taking
+from routerag.registry import Registry, callables_taking, instances_of
 from routerag.trace import ModelCall
 
 if TYPE_CHECKING:
@@ -142,9 +147,46 @@ METRICS.register("semantic", semantic_similarity)
 DEFAULT_METRICS: tuple[str, ...] = ("em", "f1", "cover_em", "f1_recall")
 
 
-def score_answer(prediction: str, golds: Golds, names: Sequence[str] = DEFAULT_METRICS) -> dict[str, float]:
-    """Every named metric for one prediction."""
-    return {name: METRICS.get(name)(prediction, golds) for name in names}
+# ---------------------------------------------------------------- answer schemes
+
+
+@dataclass(frozen=True)
+class AnswerScheme:
+    """How the gold ``answers`` of a question are read when they are not aliases
+    (``Question.answer_scheme`` names one): the metrics it scores its own way, by metric name,
+    and the golds every other metric is given (``other_golds(answers)``)."""
+
+    description: str
+    metrics: Mapping[str, AnswerMetric]
+    other_golds: Callable[[list[str]], list[str]]
+
+
+ANSWER_SCHEMES: Registry[AnswerScheme] = Registry("answer scheme", instances_of(AnswerScheme))
+ANSWER_SCHEMES.register("wtq", "routerag.eval.wtq:WTQ_SCHEME")
+
+
+def check_schemes(schemes: Iterable[str | None]) -> None:
+    """Every answer scheme named is registered (:class:`~routerag.registry.UnknownNameError`
+    listing the valid ones); ``None`` is the aliases rule."""
+    for name in {s for s in schemes if s is not None}:
+        ANSWER_SCHEMES.get(name)
+
+
+def metric_score(name: str, prediction: str, golds: Golds, scheme: str | None = None) -> float:
+    """Metric ``name`` of one prediction; with ``scheme``, as that answer scheme scores it."""
+    if scheme is None:
+        return METRICS.get(name)(prediction, golds)
+    entry = ANSWER_SCHEMES.get(scheme)
+    own = entry.metrics.get(name)
+    if own is not None:
+        return own(prediction, golds)
+    return METRICS.get(name)(prediction, entry.other_golds(_golds(golds)))
+
+
+def score_answer(prediction: str, golds: Golds, names: Sequence[str] = DEFAULT_METRICS,
+                 scheme: str | None = None) -> dict[str, float]:
+    """Every named metric for one prediction (``scheme``: the question's answer scheme)."""
+    return {name: metric_score(name, prediction, golds, scheme) for name in names}
 
 
 # ---------------------------------------------------------------- LLM as judge

@@ -37,7 +37,7 @@ from routerag.corpus.question_types import dataset_type
 from routerag.corpus.sampling import spread_order
 from routerag.corpus.schema import Question
 from routerag.eval.cost import trace_cost
-from routerag.eval.metrics import DEFAULT_METRICS, METRICS, LLMJudge, score_answer
+from routerag.eval.metrics import DEFAULT_METRICS, METRICS, LLMJudge, check_schemes, score_answer
 from routerag.eval.provenance import collect_versions
 from routerag.eval.routing import routing_outcome
 from routerag.eval.runs import QuestionRecord, RecoveryReport, RunDir, RunError, RunHeader, Versions
@@ -109,7 +109,7 @@ def record_question(trace: Trace, question: Question, position: int, *, metrics:
     scores: dict[str, float | None]
     judge_raw = None
     if question.answers:
-        scores = dict(score_answer(prediction, question.answers, metrics))
+        scores = dict(score_answer(prediction, question.answers, metrics, question.answer_scheme))
         if judge is not None:
             result = judge.judge(question.question, prediction, question.answers)
             scores["judge"] = result.score
@@ -122,6 +122,7 @@ def record_question(trace: Trace, question: Question, position: int, *, metrics:
         question=question.question,
         dataset=question.dataset,
         golds=list(question.answers),
+        answer_scheme=question.answer_scheme,
         gold_source=question.gold_source,
         question_type=dataset_type(question.qid, question.metadata),
         prediction=prediction,
@@ -274,6 +275,7 @@ def run_evaluation(
     :mod:`routerag.eval.ray_runner`)."""
     for name in spec.metrics:
         METRICS.get(name)  # unknown names fail here, listing the valid ones
+    check_schemes(q.answer_scheme for q in questions)
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     if engine not in ENGINES:

@@ -90,6 +90,7 @@ class QuestionRecord(BaseModel):
     question: str
     dataset: str = ""
     golds: list[str]
+    answer_scheme: str | None = None  # how the golds were scored (None: as aliases; "wtq": one list's items)
     gold_source: str | None = None
     question_type: str | None = None  # the dataset's own type (HotpotQA ``type``), if it has one
     prediction: str
