@@ -16,12 +16,13 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
+from routerag.edge.admission import Admission, OverBound
+from routerag.edge.serving import BackgroundServer
+from routerag.edge.settings import AdmissionSettings, SecuritySettings
 from routerag.llm.scripted import ScriptedModel
-from routerag.server.admission import Admission, OverBound
 from routerag.server.app import create_app
 from routerag.server.jobs import ConfigInfo, RunConfig, RunManager
-from routerag.server.serving import BackgroundServer
-from routerag.server.settings import AdmissionSettings, SecuritySettings, ServiceSettings
+from routerag.server.settings import ServiceSettings
 from routerag.sources.sourceset import SourceSet
 
 pytestmark = pytest.mark.service

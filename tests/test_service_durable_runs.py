@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from conftest import wait_until_serving
-from routerag.server.serving import bind_socket
+from routerag.edge.serving import bind_socket
 
 pytestmark = pytest.mark.service
 CORPUS = Path("2wikimultihopqa") / "2wikimultihopqa_corpus.json"  # in the benchmark data folder
@@ -29,7 +29,7 @@ import sys, time
 from routerag.index.bundle import load_index
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
-from routerag.server.serving import serve
+from routerag.edge.serving import serve
 from routerag.server.settings import ServiceSettings
 from routerag.sources.registry import bundle_sources
 

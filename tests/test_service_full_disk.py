@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from routerag.corpus.schema import Question
+from routerag.edge.serving import BackgroundServer
 from routerag.eval import runs as eval_runs
 from routerag.llm.scripted import ScriptedModel
 from routerag.runtime.base import Strategy
@@ -21,7 +22,6 @@ from routerag.server import jobs
 from routerag.server.app import create_app
 from routerag.server.jobs import ConfigInfo, RunConfig, RunManager
 from routerag.server.run_space import RunStoreFullError
-from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServiceSettings
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import StrategyContext

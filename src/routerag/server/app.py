@@ -18,7 +18,7 @@
 * Preparing a request (mounting its uploads, resolving its strategy, which may unpack an adapter)
   runs in a worker thread of the default pool on every route (asks, chat completions, runs and
   their resumption), never on the event loop and never behind the runs the ask limiter holds.
-* Admission (:mod:`routerag.server.admission`): asks queued or running and run answers not yet
+* Admission (:mod:`routerag.edge.admission`): asks queued or running and run answers not yet
   answered are bounded per service and per API key; over a bound, 429 with ``Retry-After``.
 * The retrieval API (``/retrieve``, ``/sources``, ...) is mounted under ``/retrieval``; the web UI at ``/``.
 
@@ -44,16 +44,16 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from routerag.corpus.schema import Question
+from routerag.edge.admission import OVER_BOUND, Admission, AdmissionState, install_admission_handler
+from routerag.edge.cancel import CancellableModel, CancellableSourceSet, unless_disconnected, wait_for_disconnect
+from routerag.edge.guard import RequestGuard
 from routerag.llm.base import ChatModel
 from routerag.llm.config import ModelConfig
 from routerag.llm.factory import adapter_label
 from routerag.llm.pool import ModelPool
 from routerag.paths import cache_dir
-from routerag.server.admission import OVER_BOUND, Admission, AdmissionState, install_admission_handler
-from routerag.server.cancel import CancellableModel, CancellableSourceSet, unless_disconnected, wait_for_disconnect
 from routerag.server.domain_errors import install_domain_errors
 from routerag.server.events import ObservedModel, ObservedSourceSet, ProgressEvent, StepEvent
-from routerag.server.guard import RequestGuard
 from routerag.server.jobs import RunManager
 from routerag.server.openai_api import build_chat_router
 from routerag.server.openai_errors import refusal_body

@@ -34,8 +34,8 @@ import anyio
 from fastapi import Request
 from pydantic import BaseModel
 
+from routerag.edge.cancel import wait_for_disconnect
 from routerag.runtime.base import AnswerSink
-from routerag.server.cancel import wait_for_disconnect
 from routerag.server.chat_schema import ChatCompletionChunk, ChunkChoice, Delta, Usage
 from routerag.server.events import StepEvent
 from routerag.server.openai_errors import ErrorChunk, error_event, run_failure

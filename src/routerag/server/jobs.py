@@ -50,13 +50,13 @@ from routerag import __version__
 from routerag.config import atomic_write_text
 from routerag.corpus.normalize import normalize_answer
 from routerag.corpus.schema import Question
+from routerag.edge.admission import Ticket
 from routerag.errors import RouteragError
 from routerag.eval.metrics import DEFAULT_METRICS
 from routerag.eval.runner import evaluate_question, failed_trace, open_results, record_question
 from routerag.eval.runs import QuestionRecord, RunDir, RunError, RunHeader, Versions
 from routerag.eval.summary import RunSummary, summarize
 from routerag.runtime.base import Strategy
-from routerag.server.admission import Ticket
 from routerag.server.packed import PackedQuestions, give_back_freed_memory
 from routerag.server.run_space import RunStoreFullError, RunStoreUnreadableError, check_free_space, store_failure
 from routerag.trace import Trace

@@ -66,11 +66,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from routerag.edge.cancel import CancellableModel, CancellableSourceSet, unless_disconnected
 from routerag.llm.base import ChatModel
 from routerag.llm.config import BUNDLED_POLICIES, DEFAULT_MODEL, MissingPolicyError, ModelConfig, bundled_policy_path
 from routerag.llm.conversation import ConversationModel
 from routerag.runtime.base import AnswerSink
-from routerag.server.cancel import CancellableModel, CancellableSourceSet, unless_disconnected
 from routerag.server.chat_messages import ChatMessage, read_messages
 from routerag.server.chat_schema import AssistantMessage, ChatCompletion, ChatCompletionChunk, Choice, Usage
 from routerag.server.chat_stream import ChunkWriter, stream_completion

@@ -27,8 +27,8 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
+from routerag.edge.admission import OverBound
 from routerag.errors import RouteragError
-from routerag.server.admission import OverBound
 from routerag.server.chat_messages import ConversationRefused
 from routerag.server.domain_errors import by_kind
 from routerag.server.errors import ApiError, validation_detail

@@ -11,9 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from routerag.corpus.sampling import evenly_spaced
 from routerag.corpus.schema import Question
+from routerag.edge.admission import OVER_BOUND, Admission, Ticket, client_identity
 from routerag.llm.base import ChatModel
 from routerag.runtime.base import Strategy
-from routerag.server.admission import OVER_BOUND, Admission, Ticket, client_identity
 from routerag.server.errors import ERRORS, ApiError, ErrorReply
 from routerag.server.jobs import (
     RESUMABLE,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from starlette.types import Receive
 
@@ -80,6 +80,6 @@ async def unless_disconnected(receive: Receive, cancelled: threading.Event, work
     return False, None
 
 
-def _forget(job: asyncio.Future[object]) -> None:
+def _forget(job: asyncio.Future[Any]) -> None:
     if not job.cancelled():
         job.exception()  # retrieved: nobody waits for an abandoned run

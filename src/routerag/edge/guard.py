@@ -32,7 +32,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from routerag.server.settings import SecuritySettings
+from routerag.edge.settings import SecuritySettings
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 _GUARDED = "routerag.guarded"

@@ -33,7 +33,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, SecretStr
 from starlette.datastructures import Headers
 
-from routerag.server.guard import presented_key
+from routerag.edge.guard import presented_key
 
 __all__ = ["Admission", "AdmissionState", "OverBound", "OverBoundReply", "Ticket", "client_identity", "install_admission_handler"]
 
