@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from starlette.types import Receive
 
+from routerag.errors import RouteragError
 from routerag.llm.base import ChatModel, ChatResponse, GenerationParams, Message
 from routerag.sources.base import RetrievalRequest, RetrievalResponse
 from routerag.sources.sourceset import SourceSet
@@ -22,7 +23,7 @@ from routerag.sources.sourceset import SourceSet
 T = TypeVar("T")
 
 
-class RunCancelled(Exception):
+class RunCancelled(RouteragError):
     """The client that asked for this run has gone."""
 
 

@@ -31,6 +31,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from routerag.corpus.normalize import normalize_answer
+from routerag.errors import RouteragError
 from routerag.llm.base import ChatModel, GenerationParams, Message
 from routerag.registry import Registry, callables_taking
 from routerag.trace import ModelCall
@@ -44,7 +45,7 @@ AnswerMetric = Callable[[str, Golds], float]
 SPECIAL_ANSWERS = frozenset({"yes", "no", "noanswer"})
 
 
-class NoGoldAnswerError(ValueError):
+class NoGoldAnswerError(RouteragError, ValueError):
     """A metric was asked to score against an empty list of gold answers."""
 
 

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, ValidationError
 
-from routerag.edge.admission import OverBound
 from routerag.errors import RouteragError
 from routerag.integrations.mcp_asks import AskGate
 from routerag.integrations.mcp_errors import OneLineRefusals, readable_validation
@@ -169,7 +168,7 @@ def _ask_tool(sdk: Any, tools: McpTools) -> Callable[..., Any]:
         try:
             return await gate.run(lambda cancelled: tools.ask(question, strategy, params, cancelled=cancelled),
                                   ctx.headers)
-        except (RouteragError, OverBound) as exc:
+        except RouteragError as exc:  # a refusal, an admission bound (OverBound) included
             raise refused(str(exc)) from None
 
     return ask

@@ -8,8 +8,16 @@ from fastapi import APIRouter, File, Form, UploadFile
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
+from routerag.server.domain_errors import native_reply
 from routerag.server.errors import ErrorReply
-from routerag.server.upload_parse import RowError, UploadRejected, check_name, parse_upload
+from routerag.server.upload_parse import (
+    RowError,
+    UploadConflictError,
+    UploadRejected,
+    UploadTooLargeError,
+    check_name,
+    parse_upload,
+)
 from routerag.server.uploads import CustomSource, SourceEntry, SourceStore
 from routerag.sources.sourceset import SourceSet
 
@@ -27,10 +35,8 @@ UPLOAD_ERRORS = {
 
 
 def rejected_reply(exc: UploadRejected) -> JSONResponse:
-    body: dict[str, object] = {"detail": exc.detail}
-    if exc.errors:
-        body["errors"] = [e.model_dump() for e in exc.errors]
-    return JSONResponse(body, status_code=exc.status)
+    """A refused upload: its status by kind (:mod:`routerag.server.domain_errors`), its message and bad rows."""
+    return native_reply(exc)
 
 
 def build_sources_router(base: SourceSet, store: SourceStore) -> APIRouter:
@@ -55,7 +61,7 @@ def build_sources_router(base: SourceSet, store: SourceStore) -> APIRouter:
         limit = store.settings.max_bytes
         data = await file.read(limit + 1)
         if len(data) > limit:
-            raise UploadRejected(413, f"the file is more than {limit} bytes; the limit is {limit}")
+            raise UploadTooLargeError(f"the file is more than {limit} bytes; the limit is {limit}")
         parsed = await anyio.to_thread.run_sync(
             parse_upload, data, file.filename or "", file.content_type or "", store.settings)
         return store.submit(name, profile, parsed)
@@ -67,7 +73,7 @@ def build_sources_router(base: SourceSet, store: SourceStore) -> APIRouter:
     @router.delete("/{name}", response_model=CustomSource, responses={404: {"model": ErrorReply}, 409: {"model": ErrorReply}})
     async def delete_source(name: str) -> CustomSource:
         if name in base.names():
-            raise UploadRejected(409, f"{name!r} is one of the service's own sources; only uploads can be deleted")
+            raise UploadConflictError(f"{name!r} is one of the service's own sources; only uploads can be deleted")
         return store.delete(check_name(name))
 
     return router

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from routerag.errors import RouteragError
 from routerag.sources.base import QueryResult, RetrievalError, RetrievalRequest, RetrievalResponse
 
 
@@ -39,7 +40,7 @@ class SourcesReply(BaseModel):
     limits: Limits
 
 
-class RemoteSourceError(RuntimeError):
+class RemoteSourceError(RouteragError, RuntimeError):
     """The retrieval server could not be reached, rejected our credentials, or failed (5xx)."""
 
 
