@@ -97,14 +97,14 @@ class RouteRequest(BaseModel):
     router_model: RouterModel | None = None
 
 
-class SourceInfo(BaseModel):
+class McpSourceInfo(BaseModel):
     name: str = Field(description="what `search` takes as `source`")
     mode: str = Field(description="the kind of retrieval: passage (dense), bm25, graph, hybrid, triples")
     profile: str = Field(description="what it holds")
 
 
 class SourcesResult(BaseModel):
-    sources: list[SourceInfo]
+    sources: list[McpSourceInfo]
     default: str = Field(description="the source `search` uses when none is named")
     documents: int = Field(description="documents in the index")
     index: str = Field(description="the index directory")
@@ -227,7 +227,7 @@ class McpTools:
             return self.routers[name, model]
 
     def list_sources(self) -> SourcesResult:
-        infos = [SourceInfo(name=name, mode=self.sources.get(name).mode, profile=self.sources.get(name).profile)
+        infos = [McpSourceInfo(name=name, mode=self.sources.get(name).mode, profile=self.sources.get(name).profile)
                  for name in self.sources.names()]
         return SourcesResult(sources=infos, default=self.default_source, documents=self.documents,
                              index=str(self.index_dir))

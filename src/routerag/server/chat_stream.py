@@ -36,7 +36,7 @@ from pydantic import BaseModel
 
 from routerag.edge.cancel import wait_for_disconnect
 from routerag.runtime.base import AnswerSink
-from routerag.server.chat_schema import ChatCompletionChunk, ChunkChoice, Delta, Usage
+from routerag.server.chat_schema import ChatCompletionChunk, ChunkChoice, CompletionUsage, Delta
 from routerag.server.events import StepEvent
 from routerag.server.openai_errors import ErrorChunk, error_event, run_failure
 from routerag.server.step_lines import step_line
@@ -105,7 +105,7 @@ class ChunkWriter:
             log.warning("the streamed answer %r is not a prefix of the run's answer %r", self.sent, answer)
         events.append(self.chunk(choices=[ChunkChoice(delta=Delta(), finish_reason="stop")], routerag=trace))
         if self.include_usage:
-            events.append(self.chunk(choices=[], usage=Usage.of(trace)))
+            events.append(self.chunk(choices=[], usage=CompletionUsage.of(trace)))
         return events
 
 

@@ -72,7 +72,7 @@ from routerag.llm.config import BUNDLED_POLICIES, DEFAULT_MODEL, MissingPolicyEr
 from routerag.llm.conversation import ConversationModel
 from routerag.runtime.base import AnswerSink
 from routerag.server.chat_messages import ChatMessage, read_messages
-from routerag.server.chat_schema import AssistantMessage, ChatCompletion, ChatCompletionChunk, Choice, Usage
+from routerag.server.chat_schema import AssistantMessage, ChatCompletion, ChatCompletionChunk, Choice, CompletionUsage
 from routerag.server.chat_stream import ChunkWriter, stream_completion
 from routerag.server.errors import ApiError
 from routerag.server.openai_errors import (
@@ -299,6 +299,6 @@ def build_chat_router(model_for: Callable[[PreparedStrategy], ChatModel], prepar
         if trace.error is not None:
             return failed_run_reply(trace)
         return ChatCompletion(**meta, choices=[Choice(message=AssistantMessage(content=trace.answer or ""))],
-                              usage=Usage.of(trace), routerag=trace)
+                              usage=CompletionUsage.of(trace), routerag=trace)
 
     return router

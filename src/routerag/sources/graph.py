@@ -137,9 +137,9 @@ class GraphSource(SourceIdentity):
         self.prior_topk = settings.prior_topk if prior_topk is None else prior_topk
         self.recognition = None
         if recognition_model is not None:
-            from routerag.sources.recognition import RecognitionFilter
+            from routerag.sources.recognition import FactRecognizer
 
-            self.recognition = RecognitionFilter(recognition_model)
+            self.recognition = FactRecognizer(recognition_model)
 
     @classmethod
     def from_bundle(cls, bundle: "IndexBundle", *, name: str | None = None, profile: str | None = None) -> "GraphSource":
