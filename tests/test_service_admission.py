@@ -21,7 +21,7 @@ from routerag.edge.serving import BackgroundServer
 from routerag.edge.settings import AdmissionSettings, SecuritySettings
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
-from routerag.server.jobs import ConfigInfo, RunConfig, RunManager
+from routerag.server.jobs import ConfigInfo, PreparedConfig, RunManager
 from routerag.server.settings import ServiceSettings
 from routerag.sources.sourceset import SourceSet
 
@@ -242,7 +242,7 @@ def test_a_cancelled_queued_run_drops_its_questions(tmp_path):
     def make() -> Strategy:
         return prepared.build(StrategyContext(model=ScriptedModel(gate), sources=SourceSet()))
 
-    config = RunConfig(info=ConfigInfo(label="direct", strategy="direct", params={}), make=make)
+    config = PreparedConfig(info=ConfigInfo(label="direct", strategy="direct", params={}), make=make)
     manager = RunManager(store_dir=tmp_path)
     admission = Admission("run_answers", 1000)
     try:

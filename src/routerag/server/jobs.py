@@ -158,7 +158,7 @@ class RunNotResumableError(RouteragError, ValueError):
 
 
 @dataclass
-class RunConfig:
+class PreparedConfig:
     """A validated configuration; ``make()`` builds a fresh strategy (one per answer)."""
 
     info: ConfigInfo
@@ -171,13 +171,13 @@ class _Run:
     status: RunStatus
     questions: PackedQuestions  # packed: a queued run of 5,000 questions is two allocations, freed when it ends
     records: list[list[QuestionRecord | None]]  # [config][question]
-    requests: list[dict[str, Any]] = field(default_factory=list)  # RunConfig.request of each configuration
+    requests: list[dict[str, Any]] = field(default_factory=list)  # PreparedConfig.request of each configuration
     cancel: threading.Event = field(default_factory=threading.Event)
     write_lock: threading.Lock = field(default_factory=threading.Lock)  # one appender per run's logs
     store_error: str | None = None  # the store could not take the run or an answer: the run ends "failed"
     halted: bool = False  # an answer could not be appended: the rest is not run, what is saved is kept
     ticket: Ticket | None = None  # its answers' admission: one unit given back per answer answered or skipped
-    configs: tuple[RunConfig, ...] = ()  # while it runs: the configurations answering
+    configs: tuple[PreparedConfig, ...] = ()  # while it runs: the configurations answering
     next_answer: int = 0  # while it runs: the next answer (position x configurations + configuration) to look at
     in_flight: int = 0  # answers being worked on now
     stored: bool = False  # ended: its questions and answers are on disk only (read back when asked for)
@@ -231,7 +231,7 @@ class RunManager:
             self._load()
 
     # ------------------------------------------------------------------ submit & work
-    def submit(self, configs: list[RunConfig], questions: list[Question], dataset: str | None = None,
+    def submit(self, configs: list[PreparedConfig], questions: list[Question], dataset: str | None = None,
                ticket: Ticket | None = None) -> RunStatus:
         """Queue a run. ``ticket`` holds its answers' admission: one unit is given back as each
         answer is answered or skipped."""
@@ -272,7 +272,7 @@ class RunManager:
             log.exception("cannot store run %s", run.status.run_id)
             run.store_error = f"{type(exc).__name__}: {exc}"
 
-    def _schedule(self, run: _Run, configs: Sequence[RunConfig]) -> None:
+    def _schedule(self, run: _Run, configs: Sequence[PreparedConfig]) -> None:
         """Queue the run for every answer it does not have yet (all of them for a new run). The
         queue holds runs, not answers: a worker takes a run's next answer when it is free, so a
         cancelled run leaves nothing behind in it."""
@@ -665,7 +665,7 @@ class RunManager:
             run = self._get(run_id)
             return tuple(run.status.configs), tuple(run.requests)
 
-    def resume(self, run_id: str, configs: Sequence[RunConfig], ticket: Ticket | None = None) -> RunStatus:
+    def resume(self, run_id: str, configs: Sequence[PreparedConfig], ticket: Ticket | None = None) -> RunStatus:
         """Answer what an interrupted or cancelled run has not answered, with ``configs`` rebuilt
         from its stored requests; its logs are recovered first (a line cut by the crash is dropped).
         ``ticket`` holds the admission of what is left (the rest of it is given back here)."""

@@ -18,7 +18,7 @@ from routerag.server.errors import ERRORS, ApiError, ErrorReply
 from routerag.server.jobs import (
     RESUMABLE,
     ConfigInfo,
-    RunConfig,
+    PreparedConfig,
     RunManager,
     RunQuestion,
     RunReport,
@@ -93,7 +93,7 @@ def build_runs_router(
             raise ApiError(422, f"the run is too large for this service: {never}")
         return admission.admit(client_identity(request.headers, settings.api_key), answers)
 
-    def build(config: StrategyConfig, label: str) -> RunConfig:
+    def build(config: StrategyConfig, label: str) -> PreparedConfig:
         strategy, sourceset = prepare(config)
 
         def make() -> Strategy:
@@ -101,9 +101,9 @@ def build_runs_router(
 
         info = ConfigInfo(label=label, strategy=strategy.name, params=strategy.params.model_dump(mode="json"),
                           sources=list(config.sources), adapter=strategy.adapter)
-        return RunConfig(info=info, make=make, request=config.model_dump(mode="json"))
+        return PreparedConfig(info=info, make=make, request=config.model_dump(mode="json"))
 
-    def build_all(configs: list[StrategyConfig], labels: list[str]) -> list[RunConfig]:
+    def build_all(configs: list[StrategyConfig], labels: list[str]) -> list[PreparedConfig]:
         """Every configuration prepared (in a worker thread: preparing mounts uploads and may unpack an adapter)."""
         return [build(config, label) for config, label in zip(configs, labels)]
 
