@@ -130,9 +130,9 @@ def main() -> None:
     report: dict = {"index": str(index), "load": shape, "runs": {}}
 
     if not args.skip_baseline:  # serve-retrieval without --ray: one uvicorn process
+        from routerag.edge.serving import BackgroundServer
         from routerag.index.bundle import load_index
         from routerag.server.retrieval_app import create_retrieval_app
-        from routerag.server.serving import BackgroundServer
         from routerag.server.settings import SearchR1Settings, ServerSettings
 
         settings = ServerSettings(searchr1=SearchR1Settings(default_source="passage"), micro_batching=True)

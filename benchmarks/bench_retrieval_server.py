@@ -25,8 +25,8 @@ from pathlib import Path
 import httpx
 
 from routerag.corpus.datasets import data_root
+from routerag.edge.serving import BackgroundServer
 from routerag.server.retrieval_app import create_retrieval_app
-from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServerSettings
 from routerag.sources.base import RetrievalRequest
 from routerag.sources.registry import bundle_sources

@@ -60,9 +60,9 @@ def _serve(settings: dict[str, Any], model_ms: float, guarded: bool, ready: Any)
 
     import uvicorn
 
+    from routerag.edge.serving import bind_socket
     from routerag.llm.scripted import ScriptedModel
     from routerag.server.app import create_app
-    from routerag.server.serving import bind_socket
     from routerag.server.settings import ServiceSettings
     from routerag.sources.sourceset import SourceSet
 
@@ -76,7 +76,7 @@ def _serve(settings: dict[str, Any], model_ms: float, guarded: bool, ready: Any)
         sock = bind_socket()
         options: dict[str, Any] = {}
         if guarded:
-            from routerag.server.connections import uvicorn_options
+            from routerag.edge.connections import uvicorn_options
 
             options = uvicorn_options(service.security)
         config = uvicorn.Config(app, log_level="error", access_log=False, lifespan="on", **options)

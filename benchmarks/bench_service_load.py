@@ -35,10 +35,10 @@ def percentile(values: list[float], q: float) -> float:
 
 def build_server(args: argparse.Namespace, workdir: Path):
     from routerag.corpus.schema import Document
+    from routerag.edge.serving import BackgroundServer
     from routerag.index.bundle import build_index, load_index
     from routerag.llm.scripted import ScriptedModel
     from routerag.server.app import create_app
-    from routerag.server.serving import BackgroundServer
     from routerag.server.settings import ServiceSettings
 
     rows = json.loads(args.corpus.read_text(encoding="utf-8"))[: args.passages]

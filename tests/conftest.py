@@ -191,8 +191,8 @@ def sources(tmp_path_factory, shared):
 @pytest.fixture(scope="module")
 def retrieval(sources):
     """The retrieval server over ``sources`` on loopback (Search-R1 endpoint answering from bm25)."""
+    from routerag.edge.serving import BackgroundServer
     from routerag.server.retrieval_app import create_retrieval_app
-    from routerag.server.serving import BackgroundServer
     from routerag.server.settings import SearchR1Settings, ServerSettings
 
     settings = ServerSettings(searchr1=SearchR1Settings(default_source="bm25"))

@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 from conftest import wait_until_serving
+from routerag.edge.serving import BackgroundServer, bind_socket
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
-from routerag.server.serving import BackgroundServer, bind_socket
 from routerag.server.settings import ServiceSettings
 from routerag.sources.registry import bundle_sources
 from routerag.trace import Trace

@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from routerag.edge.serving import BackgroundServer
 from routerag.llm.base import Message, ModelError
 from routerag.llm.bundled import BundledModelError
 from routerag.llm.config import ModelConfig
@@ -28,7 +29,6 @@ from routerag.server.chat_messages import ChatMessage, ConversationRefused, read
 from routerag.server.chat_models import larger_policy_model
 from routerag.server.openai_api import ChatCompletionRequest
 from routerag.server.openai_errors import is_openai_path, refusal_body, run_failure
-from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServiceSettings
 from routerag.sources.base import RetrievalError
 from routerag.sources.remote import RemoteSourceError

@@ -14,12 +14,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from routerag.edge.serving import BackgroundServer
+from routerag.edge.settings import AdmissionSettings
 from routerag.llm.base import GenerationParams, Message
 from routerag.llm.conversation import INSTRUCTIONS_HEADING
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
-from routerag.server.serving import BackgroundServer
-from routerag.server.settings import AdmissionSettings, ServiceSettings
+from routerag.server.settings import ServiceSettings
 from routerag.sources.sourceset import SourceSet
 from routerag.trace import Trace
 from test_strategies_support import KeywordSource

@@ -18,13 +18,13 @@ import threading
 import httpx
 import pytest
 
+from routerag.edge.serving import BackgroundServer
 from routerag.llm.base import ChatResponse, GenerationParams, Message, Usage
 from routerag.llm.scripted import ScriptedModel, token_pieces
 from routerag.llm.streaming import StopSafeText, token_sink, tokens_to
 from routerag.runtime.answer_stream import AnswerDeltas
 from routerag.runtime.parsing import clean_answer, settled_clean_answer
 from routerag.server.app import create_app
-from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServiceSettings
 from routerag.server.step_lines import step_line
 from routerag.trace import Hit, Route, Step, Trace

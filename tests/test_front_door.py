@@ -89,7 +89,7 @@ def test_the_service_answers_routerag_with_the_policy_the_cli_applies(recorder: 
                                                                        monkeypatch) -> None:
     """The disagreement seen in the browser: the web UI's routerag ran the untrained model."""
     apps = []
-    monkeypatch.setattr("routerag.server.serving.serve", lambda app, host, port, **_: apps.append(app))
+    monkeypatch.setattr("routerag.edge.serving.serve", lambda app, host, port, **_: apps.append(app))
     result = CliRunner().invoke(_cli(), ["serve", str(index_dir)])
     assert result.exit_code == 0, result.output
     with TestClient(apps[0], base_url="http://127.0.0.1") as client:
@@ -111,7 +111,7 @@ def test_the_service_keeps_an_adapter_its_model_names(recorder: Recorder, index_
     own = tmp_path / "own.gguf"
     own.write_bytes(b"GGUF")
     apps = []
-    monkeypatch.setattr("routerag.server.serving.serve", lambda app, host, port, **_: apps.append(app))
+    monkeypatch.setattr("routerag.edge.serving.serve", lambda app, host, port, **_: apps.append(app))
     result = CliRunner().invoke(_cli(), ["serve", str(index_dir), "--model-set", f"lora_path={own}"])
     assert result.exit_code == 0, result.output
     with TestClient(apps[0], base_url="http://127.0.0.1") as client:

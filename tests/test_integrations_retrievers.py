@@ -39,7 +39,7 @@ def index_dir(tmp_path_factory) -> Path:
 def server_url(index_dir):
     """``routerag serve-retrieval``'s app (api.serving.retrieval_app) over the index, on loopback."""
     from routerag.api.serving import ServeParams, retrieval_app
-    from routerag.server.serving import BackgroundServer
+    from routerag.edge.serving import BackgroundServer
     from routerag.server.settings import ServerSettings
 
     app, _ = retrieval_app(ServeParams(index_dir=index_dir), ServerSettings(max_k=8))

@@ -15,10 +15,10 @@ import pytest
 
 pytest.importorskip("langchain_openai")
 
+from routerag.edge.serving import BackgroundServer  # noqa: E402
 from routerag.integrations.langchain_chat import TRACE_KEY, RouteragChatModel, trace_documents, trace_of  # noqa: E402
 from routerag.llm.scripted import ScriptedModel  # noqa: E402
 from routerag.server.app import create_app  # noqa: E402
-from routerag.server.serving import BackgroundServer  # noqa: E402
 from routerag.server.settings import ServiceSettings  # noqa: E402
 from routerag.sources.sourceset import SourceSet  # noqa: E402
 

@@ -62,7 +62,7 @@ class VllmDouble:
 
 @pytest.fixture(scope="module")
 def vllm() -> Iterator[tuple[str, VllmDouble]]:
-    from routerag.server.serving import BackgroundServer
+    from routerag.edge.serving import BackgroundServer
 
     double = VllmDouble()
     with BackgroundServer(double.app) as running:

@@ -36,7 +36,7 @@ WRITES = {
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[str, list[dict]]]:
-    from routerag.server.serving import BackgroundServer
+    from routerag.edge.serving import BackgroundServer
 
     bodies: list[dict] = []
     app = fastapi.FastAPI()

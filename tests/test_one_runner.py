@@ -17,7 +17,7 @@ from routerag.llm.base import GenerationParams, Message
 from routerag.llm.scripted import ScriptedModel
 from routerag.runtime.base import StrategyContext
 from routerag.runtime.loop import LoopStrategy, add_step, call_model, retrieve_step
-from routerag.server.jobs import ConfigInfo, RunConfig, RunManager
+from routerag.server.jobs import ConfigInfo, PreparedConfig, RunManager
 from routerag.sources.base import QueryResult
 from routerag.sources.sourceset import SourceSet
 from routerag.trace import Hit, Trace
@@ -86,7 +86,7 @@ def test_routerag_eval_and_a_service_run_write_identical_records(tmp_path) -> No
 
     manager = RunManager(workers=2, store_dir=tmp_path / "service")
     try:
-        status = manager.submit([RunConfig(info=ConfigInfo(label="lookup", strategy="lookup", params={"k": 1}), make=make)],
+        status = manager.submit([PreparedConfig(info=ConfigInfo(label="lookup", strategy="lookup", params={"k": 1}), make=make)],
                                 QUESTIONS, dataset="toy")
         deadline = time.monotonic() + 60
         while manager.status(status.run_id).finished_at is None:

@@ -15,8 +15,8 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from conftest import wait_until_serving
+from routerag.edge.serving import BackgroundServer, bind_socket
 from routerag.server.retrieval_app import create_retrieval_app
-from routerag.server.serving import BackgroundServer, bind_socket
 from routerag.server.settings import ServerSettings
 from routerag.sources.base import RetrievalError, Source
 from routerag.sources.registry import bundle_sources

@@ -35,12 +35,13 @@ from fastapi.testclient import TestClient
 from pydantic import BaseModel
 
 from routerag.corpus.schema import Document
+from routerag.edge.settings import SecuritySettings
 from routerag.llm.config import ModelConfig
 from routerag.llm.scripted import ScriptedModel
 from routerag.provenance import NameOrPath, OperatorOnly
 from routerag.registry import RegisteredName
 from routerag.server.app import create_app
-from routerag.server.settings import SecuritySettings, ServiceSettings
+from routerag.server.settings import ServiceSettings
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from routerag.edge.serving import BackgroundServer
 from routerag.server.retrieval_app import create_retrieval_app
 from routerag.server.searchr1_adapter import TagRouter, parse_mode_tags
-from routerag.server.serving import BackgroundServer
 from routerag.server.settings import SearchR1Settings, ServerSettings
 from routerag.sources.base import MAX_BATCH, MAX_K, MAX_QUERY_CHARS, QueryResult, RetrievalResponse, rank_hits
 from routerag.sources.registry import bundle_sources

@@ -16,12 +16,13 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
+from routerag.edge.admission import Admission, OverBound
+from routerag.edge.serving import BackgroundServer
+from routerag.edge.settings import AdmissionSettings, SecuritySettings
 from routerag.llm.scripted import ScriptedModel
-from routerag.server.admission import Admission, OverBound
 from routerag.server.app import create_app
-from routerag.server.jobs import ConfigInfo, RunConfig, RunManager
-from routerag.server.serving import BackgroundServer
-from routerag.server.settings import AdmissionSettings, SecuritySettings, ServiceSettings
+from routerag.server.jobs import ConfigInfo, PreparedConfig, RunManager
+from routerag.server.settings import ServiceSettings
 from routerag.sources.sourceset import SourceSet
 
 pytestmark = pytest.mark.service
@@ -241,7 +242,7 @@ def test_a_cancelled_queued_run_drops_its_questions(tmp_path):
     def make() -> Strategy:
         return prepared.build(StrategyContext(model=ScriptedModel(gate), sources=SourceSet()))
 
-    config = RunConfig(info=ConfigInfo(label="direct", strategy="direct", params={}), make=make)
+    config = PreparedConfig(info=ConfigInfo(label="direct", strategy="direct", params={}), make=make)
     manager = RunManager(store_dir=tmp_path)
     admission = Admission("run_answers", 1000)
     try:

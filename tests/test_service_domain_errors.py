@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from routerag.errors import RouteragError
-from routerag.server.domain_errors import NATIVE_STATUS, by_kind
+from routerag.server.chat_messages import ConversationRefused
+from routerag.server.domain_errors import DOMAIN_ERRORS, by_kind, reply_for
 from routerag.server.jobs import RunNotResumableError, UnknownRunError
-from routerag.server.openai_errors import DOMAIN_REPLIES, openai_error
+from routerag.server.openai_errors import openai_error
+from routerag.server.upload_parse import UnknownUploadError, UploadConflictError, UploadRejected
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies.prepare import StrategyRequestError, prepare_strategy
 from routerag.strategies.resolve import StrategyParamsError
@@ -36,12 +38,21 @@ def test_a_refused_strategy_request_is_a_routerag_error(name, params, kwargs, re
     assert reason in str(refused.value)
 
 
-def test_the_tables_name_routerag_kinds_and_keep_the_statuses():
-    assert all(issubclass(kind, RouteragError) for kind in [*NATIVE_STATUS, *DOMAIN_REPLIES])
-    assert NATIVE_STATUS[StrategyRequestError] == NATIVE_STATUS[StrategyParamsError] == 422
-    assert NATIVE_STATUS[UnknownRunError] == 404 and NATIVE_STATUS[RunNotResumableError] == 409
-    assert DOMAIN_REPLIES[StrategyRequestError] == (422, "routerag")
-    assert DOMAIN_REPLIES[StrategyParamsError] == (422, "routerag.params")
+def test_the_table_names_routerag_kinds_and_keeps_the_statuses():
+    assert all(issubclass(kind, RouteragError) for kind in DOMAIN_ERRORS)
+    assert DOMAIN_ERRORS[StrategyRequestError].status == DOMAIN_ERRORS[StrategyParamsError].status == 422
+    assert DOMAIN_ERRORS[UnknownRunError].status == 404 and DOMAIN_ERRORS[RunNotResumableError].status == 409
+    assert (DOMAIN_ERRORS[StrategyRequestError].param, DOMAIN_ERRORS[StrategyParamsError].param) == ("routerag", "routerag.params")
+    assert [DOMAIN_ERRORS[k].status for k in (UploadRejected, UnknownUploadError, UploadConflictError)] == [422, 404, 409]
+
+
+def test_each_family_answers_only_the_kinds_its_routes_raise():
+    assert reply_for(ConversationRefused("messages[0]: x"), "native") is None
+    assert reply_for(ConversationRefused("messages[0]: x"), "openai").status == 400
+    assert reply_for(UnknownRunError("no run 'x'"), "openai") is None
+    assert reply_for(UnknownRunError("no run 'x'"), "native").status == 404
+    mapped = openai_error(UploadConflictError("'notes' is reserved"))
+    assert mapped is not None and (mapped[0], mapped[1].param) == (409, "routerag.sources")
 
 
 def test_a_kind_gets_its_most_specific_entry():

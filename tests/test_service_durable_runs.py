@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from conftest import wait_until_serving
-from routerag.server.serving import bind_socket
+from routerag.edge.serving import bind_socket
 
 pytestmark = pytest.mark.service
 CORPUS = Path("2wikimultihopqa") / "2wikimultihopqa_corpus.json"  # in the benchmark data folder
@@ -29,7 +29,7 @@ import sys, time
 from routerag.index.bundle import load_index
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
-from routerag.server.serving import serve
+from routerag.edge.serving import serve
 from routerag.server.settings import ServiceSettings
 from routerag.sources.registry import bundle_sources
 
@@ -176,14 +176,14 @@ def test_stored_runs_stay_bounded_on_disk(index_dir, tmp_path) -> None:
     from routerag.corpus.schema import Question
     from routerag.index.bundle import load_index
     from routerag.llm.scripted import ScriptedModel
-    from routerag.server.jobs import ConfigInfo, RunConfig, RunManager
+    from routerag.server.jobs import ConfigInfo, PreparedConfig, RunManager
     from routerag.sources.registry import bundle_sources
     from routerag.strategies import StrategyContext
     from routerag.strategies.prepare import prepare_strategy
 
     sources = bundle_sources(load_index(index_dir))
     prepared = prepare_strategy("vanilla", {"source": "bm25", "k": 1})
-    config = RunConfig(info=ConfigInfo(label="vanilla", strategy="vanilla", params={}),
+    config = PreparedConfig(info=ConfigInfo(label="vanilla", strategy="vanilla", params={}),
                        make=lambda: prepared.build(StrategyContext(model=ScriptedModel(["Lothair II"], cycle=True),
                                                                    sources=sources)))
     manager = RunManager(keep=5, store_dir=tmp_path)

@@ -14,14 +14,14 @@ import httpx
 import pytest
 
 from routerag.corpus.schema import Question
+from routerag.edge.serving import BackgroundServer
 from routerag.eval import runs as eval_runs
 from routerag.llm.scripted import ScriptedModel
 from routerag.runtime.base import Strategy
 from routerag.server import run_files
 from routerag.server.app import create_app
-from routerag.server.jobs import ConfigInfo, RunConfig, RunManager
+from routerag.server.jobs import ConfigInfo, PreparedConfig, RunManager
 from routerag.server.run_space import RunStoreFullError
-from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServiceSettings
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import StrategyContext
@@ -35,13 +35,13 @@ def reply(messages, params, continue_final) -> str:
     return "Lothair II"
 
 
-def direct() -> RunConfig:
+def direct() -> PreparedConfig:
     prepared = prepare_strategy("direct", {})
 
     def make() -> Strategy:
         return prepared.build(StrategyContext(model=ScriptedModel(reply), sources=SourceSet()))
 
-    return RunConfig(info=ConfigInfo(label="direct", strategy="direct", params={}), make=make)
+    return PreparedConfig(info=ConfigInfo(label="direct", strategy="direct", params={}), make=make)
 
 
 def questions(n: int = N_QUESTIONS) -> list[Question]:

@@ -37,10 +37,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
+from routerag.edge.serving import BackgroundServer
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
 from routerag.server.retrieval_app import create_retrieval_app
-from routerag.server.serving import BackgroundServer
 from routerag.server.settings import SearchR1Settings, ServerSettings, ServiceSettings
 from routerag.server.upload_parse import NAME_PATTERN
 from routerag.strategies import STRATEGIES

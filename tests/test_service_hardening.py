@@ -10,9 +10,9 @@ import time
 import httpx
 import pytest
 
+from routerag.edge.serving import BackgroundServer
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
-from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServiceSettings
 
 pytestmark = pytest.mark.service
@@ -110,12 +110,12 @@ def test_a_run_that_cannot_be_saved_ends_failed_and_is_stored(sources, tmp_path)
     """Text that cannot be written as UTF-8 JSON (it can no longer arrive over HTTP, see 1.) used
     to leave the run ``running`` for ever, unsaved, with 500 on /traces and /report."""
     from routerag.corpus.schema import Question
-    from routerag.server.jobs import ConfigInfo, RunConfig, RunManager
+    from routerag.server.jobs import ConfigInfo, PreparedConfig, RunManager
     from routerag.strategies import StrategyContext
     from routerag.strategies.prepare import prepare_strategy
 
     prepared = prepare_strategy("vanilla", {"source": "bm25", "k": 2})
-    config = RunConfig(info=ConfigInfo(label="vanilla", strategy="vanilla", params={}),
+    config = PreparedConfig(info=ConfigInfo(label="vanilla", strategy="vanilla", params={}),
                        make=lambda: prepared.build(StrategyContext(model=ScriptedModel(answer), sources=sources)))
     manager = RunManager(store_dir=tmp_path)
     status = manager.submit([config], [Question(qid=f"q{LONE}", question="Who was Teutberga married to?",
@@ -252,7 +252,7 @@ def test_same_origin_and_non_browser_writes_are_served(svc, service):
 
 
 def test_configured_origin_is_allowed(sources, tmp_path):
-    from routerag.server.settings import SecuritySettings
+    from routerag.edge.settings import SecuritySettings
 
     settings = ServiceSettings(data_dir=tmp_path, security=SecuritySettings(allowed_origins=["https://ui.example.org"]))
     with BackgroundServer(create_app(ScriptedModel(answer), sources, settings)) as running, \
@@ -277,7 +277,7 @@ def test_foreign_host_names_are_refused_by_the_retrieval_server(ret, retrieval):
 
 
 def test_allowed_hosts_is_configurable():
-    from routerag.server.guard import allowed_host_names
+    from routerag.edge.guard import allowed_host_names
 
     assert allowed_host_names("127.0.0.1", None) == {"localhost", "127.0.0.1", "::1"}
     assert allowed_host_names("0.0.0.0", ["api.example.org"]) == {"api.example.org"}
@@ -435,7 +435,7 @@ def test_the_key_is_checked_before_the_body_is_read(sources, tmp_path):
 def test_a_body_that_does_not_arrive_gets_408(sources, tmp_path):
     import socket
 
-    from routerag.server.settings import SecuritySettings
+    from routerag.edge.settings import SecuritySettings
 
     settings = ServiceSettings(data_dir=tmp_path, security=SecuritySettings(body_timeout_s=0.5))
     with BackgroundServer(create_app(ScriptedModel(answer), sources, settings)) as running:
@@ -461,7 +461,7 @@ def test_background_servers_answer_keep_alive_requests_without_nagle_delay():
     connections inherit TCP_NODELAY from the listening socket."""
     import socket
 
-    from routerag.server.serving import bind_socket
+    from routerag.edge.serving import bind_socket
 
     sock = bind_socket("127.0.0.1", 0)
     try:

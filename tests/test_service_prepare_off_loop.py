@@ -16,9 +16,9 @@ import httpx
 import pytest
 
 import routerag.strategies.prepare as strategy_prepare
+from routerag.edge.serving import BackgroundServer
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
-from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServiceSettings
 from routerag.sources.sourceset import SourceSet
 

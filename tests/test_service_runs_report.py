@@ -11,9 +11,9 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from routerag.edge.serving import BackgroundServer
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
-from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServiceSettings
 
 pytestmark = pytest.mark.service

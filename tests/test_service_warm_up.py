@@ -14,10 +14,10 @@ from collections.abc import Iterator, Sequence
 import httpx
 import pytest
 
+from routerag.edge.serving import BackgroundServer
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
 from routerag.server.prepare import Preparation
-from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServiceSettings
 from routerag.server.upload_parse import UploadSettings
 from routerag.server.uploads import SourceStore

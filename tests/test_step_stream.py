@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 from conftest import FirstChoice
+from routerag.edge.serving import BackgroundServer
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
-from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServiceSettings
 from routerag.trace import Step, Trace
 

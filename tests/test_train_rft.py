@@ -6,16 +6,16 @@ from __future__ import annotations
 from routerag.corpus.question_types import question_form
 from routerag.trace import Route, Step, Trace
 from routerag.train.rewards import two_stage_schedule
-from routerag.train.rft import Episode, QuestionSamples, round_stats, score_round
+from routerag.train.rft import QuestionSamples, SampledEpisode, round_stats, score_round
 
 
-def _episode(answer: str, modes: list[str], tokens: int = 10) -> Episode:
+def _episode(answer: str, modes: list[str], tokens: int = 10) -> SampledEpisode:
     cost = {"passage": 1.0, "graph": 3.0, "hybrid": 4.0}
     steps = [Step(index=i, kind="search", query="q", sources=[m], route=Route(choice=m, mode=m), retrieval_cost=cost[m])
              for i, m in enumerate(modes)]
     steps.append(Step(index=len(modes), kind="answer", answer=answer))
     trace = Trace(question="q", strategy="routerag", steps=steps, answer=answer)
-    return Episode(prompt_ids=[1, 2, 3], completion_ids=list(range(10, 10 + tokens)) + [7, 8],
+    return SampledEpisode(prompt_ids=[1, 2, 3], completion_ids=list(range(10, 10 + tokens)) + [7, 8],
                    env_mask=[1] * tokens + [0, 0], trace=trace, mode_cost=sum(cost[m] for m in modes),
                    retrieval_turns=len(modes), model_tokens=tokens)
 

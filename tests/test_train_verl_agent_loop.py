@@ -39,8 +39,8 @@ Q = Question(qid="q1", question="Who is the mother of the director of film Polis
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
+    from routerag.edge.serving import BackgroundServer
     from routerag.server.retrieval_app import create_retrieval_app
-    from routerag.server.serving import BackgroundServer
 
     sources = bm25_sourceset({"passage": DOCS, "graph": DOCS[:2], "hybrid": DOCS}, tmp_path_factory.mktemp("verl-src"))
     with BackgroundServer(create_retrieval_app(sources)) as running:

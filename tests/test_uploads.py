@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from conftest import NOTES_CSV
+from routerag.edge.serving import BackgroundServer
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
-from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServiceSettings
 from routerag.server.upload_parse import UploadSettings
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from routerag.edge.serving import BackgroundServer
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
-from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServiceSettings
 
 CHROMIUM = Path("/usr/bin/chromium")

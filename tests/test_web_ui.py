@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from conftest import NOTES_CSV
+from routerag.edge.serving import BackgroundServer
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
-from routerag.server.serving import BackgroundServer
 from routerag.server.settings import ServiceSettings
 
 CHROMIUM = Path("/usr/bin/chromium")

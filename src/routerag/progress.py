@@ -9,16 +9,22 @@ Library code marks a step and, when it knows its size, advances it::
 Without a listener (tests, the server, library callers) this costs nothing and shows nothing; the
 CLI installs one that draws rich progress bars (:mod:`routerag.cli.progress`). The listener lives
 in a context variable, so a step reported from another thread (a pool worker) is not shown.
+
+A one-off line for the user (where a server listens, what it mounted) goes to an
+:data:`Announce` callback the caller passes in (the CLI prints it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Literal, Protocol
 
 Unit = Literal["", "bytes", "items"]
+
+Announce = Callable[[str], None]
+"""Told one line for the user: ``announce(f"listening on {url}")``."""
 
 
 class Task(Protocol):

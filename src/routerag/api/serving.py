@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,14 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from routerag.errors import RouteragError
 from routerag.llm.base import ModelError
 from routerag.llm.config import ModelConfig
+from routerag.progress import Announce
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
     from routerag.server.settings import ServerSettings, ServiceSettings
     from routerag.sources.sourceset import SourceSet
-
-Announce = Callable[[str], None]
 
 
 class ServeRequestError(RouteragError, ValueError):
@@ -90,7 +89,7 @@ def ask_app(params: ServeParams, settings: ServiceSettings, announce: Announce =
 def serve(params: ServeParams, settings: ServiceSettings, *, announce: Announce = lambda _: None) -> None:
     """Serve ``POST /v1/ask``, ``/v1/ask/stream``, ``/v1/runs``, the retrieval API under
     ``/retrieval`` and the web UI, in the foreground."""
-    from routerag.server.serving import serve as run_server
+    from routerag.edge.serving import serve as run_server
 
     app, line = ask_app(params, settings, announce)
     announce(line)
@@ -108,7 +107,7 @@ def retrieval_app(params: ServeParams, settings: ServerSettings, announce: Annou
 
 def serve_retrieval(params: ServeParams, settings: ServerSettings, *, announce: Announce = lambda _: None) -> None:
     """Serve ``POST /retrieve``, ``GET /sources``, ``GET /health`` and the Search-R1 endpoint."""
-    from routerag.server.serving import serve as run_server
+    from routerag.edge.serving import serve as run_server
 
     app, line = retrieval_app(params, settings, announce)
     announce(line)

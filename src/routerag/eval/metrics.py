@@ -36,6 +36,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from routerag.corpus.normalize import normalize_answer
+from routerag.errors import RouteragError
 from routerag.llm.base import ChatModel, GenerationParams, Message
 from routerag.registry import Registry, callables_taking, instances_of
 from routerag.trace import ModelCall
@@ -49,7 +50,7 @@ AnswerMetric = Callable[[str, Golds], float]
 SPECIAL_ANSWERS = frozenset({"yes", "no", "noanswer"})
 
 
-class NoGoldAnswerError(ValueError):
+class NoGoldAnswerError(RouteragError, ValueError):
     """A metric was asked to score against an empty list of gold answers."""
 
 

@@ -1,15 +1,15 @@
 """How the MCP server runs an ``ask``: admitted, on its own worker threads, and stopped when its
 client no longer waits for it.
 
-* Admission: the same :class:`~routerag.server.admission.Admission` as the service's ``/v1/ask``,
+* Admission: the same :class:`~routerag.edge.admission.Admission` as the service's ``/v1/ask``,
   with the same settings (``admission.max_asks``, ``admission.max_asks_per_key`` by API key over
-  HTTP). An ask beyond a bound is refused at once (:class:`~routerag.server.admission.OverBound`,
+  HTTP). An ask beyond a bound is refused at once (:class:`~routerag.edge.admission.OverBound`,
   the tool's error result saying which bound), never queued.
 * Threads: asks run on a limiter of their own (``ask_threads``), so ``search``, ``route`` and
   ``list_sources`` keep the SDK's worker threads however many asks are waiting.
 * Cancellation: when the call's scope is cancelled (the client sent ``notifications/cancelled``,
   or its session ended) a flag is set and the run stops at its next model call or search
-  (:mod:`routerag.server.cancel`). The ticket is given back only once the run's thread has
+  (:mod:`routerag.edge.cancel`). The ticket is given back only once the run's thread has
   ended, so the bound counts every run really under way.
 """
 
@@ -23,8 +23,8 @@ import anyio
 from pydantic import SecretStr
 from starlette.datastructures import Headers
 
-from routerag.server.admission import Admission, client_identity
-from routerag.server.settings import AdmissionSettings
+from routerag.edge.admission import Admission, client_identity
+from routerag.edge.settings import AdmissionSettings
 
 T = TypeVar("T")
 
@@ -91,7 +91,7 @@ class AskGate:
         return client_identity(Headers(headers=dict(headers)), self.api_key)
 
     async def run(self, work: Work[T], headers: Mapping[str, str] | None = None) -> T:
-        """Admit one ask (:class:`~routerag.server.admission.OverBound` beyond a bound), run it, give it back."""
+        """Admit one ask (:class:`~routerag.edge.admission.OverBound` beyond a bound), run it, give it back."""
         ticket = self.admission.admit(self.identity(headers))
         try:
             return await run_until_cancelled(work, self.limiter())

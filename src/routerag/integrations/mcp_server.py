@@ -16,9 +16,9 @@ stops at its next model call once its client cancels it or goes away
 
 Transports: stdio (the client starts this command; stdout is the protocol's, everything else goes
 to stderr) and streamable HTTP (``POST``/``GET`` at ``/mcp``) behind the front door of
-``routerag serve`` (:class:`~routerag.server.guard.RequestGuard`: Host and Origin checks, body
+``routerag serve`` (:class:`~routerag.edge.guard.RequestGuard`: Host and Origin checks, body
 limits) and with its connection limits (header timeout and size, keep-alive timeout:
-:mod:`routerag.server.connections`), bound to loopback unless an API key is set; with a key every
+:mod:`routerag.edge.connections`), bound to loopback unless an API key is set; with a key every
 request needs it. Over stdio a line that cannot be parsed is answered with a JSON-RPC error
 (:mod:`~routerag.integrations.mcp_stdio`).
 
@@ -44,8 +44,8 @@ from routerag.integrations.mcp_tools import (
     SourcesResult,
 )
 from routerag.integrations.routed import RoutedSearch
+from routerag.progress import Announce
 from routerag.routing import ROUTERS, shipped_router_names
-from routerag.server.admission import OverBound
 from routerag.sources.base import MAX_K, MAX_QUERY_CHARS
 
 if TYPE_CHECKING:
@@ -55,8 +55,6 @@ if TYPE_CHECKING:
 INSTALL_HINT = "pip install 'routerag[integrations]'"
 SERVER_NAME = "routerag"
 TOOLS = ("search", "route", "ask", "list_sources")
-
-Announce = Callable[[str], None]
 
 
 class McpUnavailableError(RouteragError, ImportError):
@@ -170,7 +168,7 @@ def _ask_tool(sdk: Any, tools: McpTools) -> Callable[..., Any]:
         try:
             return await gate.run(lambda cancelled: tools.ask(question, strategy, params, cancelled=cancelled),
                                   ctx.headers)
-        except (RouteragError, OverBound) as exc:
+        except RouteragError as exc:  # a refusal, an admission bound (OverBound) included
             raise refused(str(exc)) from None
 
     return ask
@@ -187,7 +185,7 @@ class _KeyRequired:
         from starlette.datastructures import Headers
         from starlette.responses import JSONResponse
 
-        from routerag.server.guard import key_problem
+        from routerag.edge.guard import key_problem
 
         problem = key_problem(Headers(scope=scope), self.api_key) if scope["type"] == "http" else None
         if problem:
@@ -199,7 +197,7 @@ class _KeyRequired:
 
 def http_app(server: "MCPServer", settings: McpSettings) -> "ASGIApp":
     """The streamable-HTTP app at ``settings.path`` behind routerag's front door."""
-    from routerag.server.guard import RequestGuard
+    from routerag.edge.guard import RequestGuard
 
     app = server.streamable_http_app(streamable_http_path=settings.path, host=settings.host)
     guarded: ASGIApp = RequestGuard(app, bind_host=settings.host, api_key=settings.api_key,
@@ -229,8 +227,8 @@ def serve_mcp(index_dir: Path, settings: McpSettings, modes: list[str] | None = 
 def _serve_http(app: "ASGIApp", settings: McpSettings, what: str, announce: Announce) -> None:
     import uvicorn
 
-    from routerag.server.connections import uvicorn_config
-    from routerag.server.serving import bind_socket
+    from routerag.edge.connections import uvicorn_config
+    from routerag.edge.serving import bind_socket
 
     sock = bind_socket(settings.host, settings.port)  # port 0: the free port it got is announced
     port = sock.getsockname()[1]

@@ -15,23 +15,21 @@ why; the server (``mcp_server``) hands it back as the tool's error result."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
+from routerag.edge.settings import AdmissionSettings, ListenSettings, Port
 from routerag.errors import RouteragError
 from routerag.integrations.routed import RoutedSearch
 from routerag.llm.config import ModelConfig
+from routerag.progress import Announce
 from routerag.registry import RegisteredName
 from routerag.routing import ROUTERS, Router, RouterModel
 from routerag.routing.keyword import RouterRules
-from routerag.server.settings import AdmissionSettings, SecuritySettings, is_loopback
 from routerag.sources.sourceset import SourceSet
 from routerag.trace import Hit, Route, Trace
-
-Announce = Callable[[str], None]
 
 DEFAULT_K = 5
 DEFAULT_STRATEGY = "routerag"
@@ -44,22 +42,16 @@ class McpRequestError(RouteragError, ValueError):
     """A tool call the server refuses (an unknown source or strategy, bad params, an empty question)."""
 
 
-class McpSettings(BaseModel):
-    """The MCP server (``routerag mcp``): its transport, what its tools accept and the model ``ask`` runs."""
-
-    model_config = ConfigDict(extra="forbid")
+class McpSettings(ListenSettings):
+    """The MCP server (``routerag mcp``): its transport, what its tools accept and the model ``ask`` runs.
+    ``host``, ``port``, ``api_key``, ``max_body_bytes`` and ``security``'s Host/Origin checks and limits
+    are the http transport's (with an API key set, every request needs it); ``security``'s
+    ``allowed_plugins`` apply to both transports."""
 
     transport: Literal["stdio", "http"] = Field(
         "stdio", description="stdio: the client starts `routerag mcp` itself; http: streamable HTTP at `path`")
-    host: str = Field("127.0.0.1", description="http: bind address; loopback unless you mean to expose it")
-    port: int = Field(8710, ge=0, le=65535, description="http: TCP port (0 = any free port)")
+    port: Port = 8710
     path: str = Field("/mcp", pattern=r"^/", description="http: the endpoint's path")
-    api_key: SecretStr | None = Field(
-        None, description="http: when set, every request needs `X-API-Key: KEY` or `Authorization: Bearer KEY`; "
-                          "required to bind a non-loopback address")
-    max_body_bytes: int = Field(2_000_000, ge=1_024, description="http: larger request bodies get 413")
-    security: SecuritySettings = Field(default_factory=SecuritySettings,
-                                       description="http: Host/Origin checks, body limits; both: the plugins a tool call may name")
     default_source: str | None = Field(
         None, description="the source `search` uses when the call names none; None: passage if mounted, else the first")
     router: RouterName = Field(
@@ -83,11 +75,9 @@ class McpSettings(BaseModel):
                     "per API key (http); an ask beyond a bound is the tool's error result naming it (the run_answers "
                     "bounds do not apply here)")
 
-    @model_validator(mode="after")
-    def _check_exposure(self) -> McpSettings:
-        if self.transport == "http" and not is_loopback(self.host) and self.api_key is None:
-            raise ValueError(f"binding {self.host!r} exposes the server beyond this machine; set an API key to do that")
-        return self
+    def binds(self) -> bool:
+        """Only the http transport listens on an address."""
+        return self.transport == "http"
 
 
 class SearchResult(BaseModel):
@@ -107,14 +97,14 @@ class RouteRequest(BaseModel):
     router_model: RouterModel | None = None
 
 
-class SourceInfo(BaseModel):
+class McpSourceInfo(BaseModel):
     name: str = Field(description="what `search` takes as `source`")
     mode: str = Field(description="the kind of retrieval: passage (dense), bm25, graph, hybrid, triples")
     profile: str = Field(description="what it holds")
 
 
 class SourcesResult(BaseModel):
-    sources: list[SourceInfo]
+    sources: list[McpSourceInfo]
     default: str = Field(description="the source `search` uses when none is named")
     documents: int = Field(description="documents in the index")
     index: str = Field(description="the index directory")
@@ -237,7 +227,7 @@ class McpTools:
             return self.routers[name, model]
 
     def list_sources(self) -> SourcesResult:
-        infos = [SourceInfo(name=name, mode=self.sources.get(name).mode, profile=self.sources.get(name).profile)
+        infos = [McpSourceInfo(name=name, mode=self.sources.get(name).mode, profile=self.sources.get(name).profile)
                  for name in self.sources.names()]
         return SourcesResult(sources=infos, default=self.default_source, documents=self.documents,
                              index=str(self.index_dir))
@@ -246,7 +236,7 @@ class McpTools:
             cancelled: threading.Event | None = None) -> AskResult:
         """Answer ``question``; once ``cancelled`` is set the run stops at its next model call or search."""
         from routerag.api import answer
-        from routerag.server.cancel import CancellableModel, CancellableSourceSet
+        from routerag.edge.cancel import CancellableModel, CancellableSourceSet
         from routerag.strategies.prepare import prepare_strategy
 
         if not question.strip():

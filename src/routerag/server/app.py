@@ -18,7 +18,7 @@
 * Preparing a request (mounting its uploads, resolving its strategy, which may unpack an adapter)
   runs in a worker thread of the default pool on every route (asks, chat completions, runs and
   their resumption), never on the event loop and never behind the runs the ask limiter holds.
-* Admission (:mod:`routerag.server.admission`): asks queued or running and run answers not yet
+* Admission (:mod:`routerag.edge.admission`): asks queued or running and run answers not yet
   answered are bounded per service and per API key; over a bound, 429 with ``Retry-After``.
 * The retrieval API (``/retrieve``, ``/sources``, ...) is mounted under ``/retrieval``; the web UI at ``/``.
 
@@ -45,13 +45,13 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from routerag.edge.admission import install_admission_handler
+from routerag.edge.guard import RequestGuard
 from routerag.llm.base import ChatModel
 from routerag.llm.config import ModelConfig
 from routerag.server import ask_api, health_api, info_api, openai_api, runs_api, sources_api
-from routerag.server.admission import install_admission_handler
 from routerag.server.deps import install_service, require_key
 from routerag.server.domain_errors import install_domain_errors
-from routerag.server.guard import RequestGuard
 from routerag.server.openai_errors import refusal_body
 from routerag.server.retrieval_app import create_retrieval_app, install_error_handlers
 from routerag.server.service import Service

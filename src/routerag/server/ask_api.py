@@ -15,7 +15,7 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from routerag.corpus.schema import Question
-from routerag.server.admission import OVER_BOUND
+from routerag.edge.admission import OVER_BOUND
 from routerag.server.deps import admit_ask, get_service, require_key
 from routerag.server.errors import ERRORS
 from routerag.server.live import Finished, KeepAlive, StreamItem, Watch

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 from routerag.trace import Trace
 
-__all__ = ["AssistantMessage", "ChatCompletion", "ChatCompletionChunk", "Choice", "ChunkChoice", "Delta", "Usage"]
+__all__ = ["AssistantMessage", "ChatCompletion", "ChatCompletionChunk", "Choice", "ChunkChoice", "Delta", "CompletionUsage"]
 
 
 class AssistantMessage(BaseModel):
@@ -29,13 +29,13 @@ class Choice(BaseModel):
     logprobs: None = None
 
 
-class Usage(BaseModel):
+class CompletionUsage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
 
     @classmethod
-    def of(cls, trace: Trace) -> Usage:
+    def of(cls, trace: Trace) -> CompletionUsage:
         return cls(prompt_tokens=trace.prompt_tokens, completion_tokens=trace.completion_tokens,
                    total_tokens=trace.prompt_tokens + trace.completion_tokens)
 
@@ -46,7 +46,7 @@ class ChatCompletion(BaseModel):
     created: int
     model: str
     choices: list[Choice]
-    usage: Usage
+    usage: CompletionUsage
     routerag: Trace = Field(description="the run's full trace")
 
 
@@ -77,5 +77,5 @@ class ChatCompletionChunk(BaseModel):
     created: int
     model: str
     choices: list[ChunkChoice]
-    usage: Usage | None = None
+    usage: CompletionUsage | None = None
     routerag: Trace | None = Field(None, description="the run's full trace: on the finishing chunk only")

@@ -29,7 +29,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from routerag.server.chat_schema import ChatCompletionChunk, ChunkChoice, Delta, Usage
+from routerag.server.chat_schema import ChatCompletionChunk, ChunkChoice, CompletionUsage, Delta
 from routerag.server.events import AnswerPiece, StepEvent
 from routerag.server.live import Finished, KeepAlive, Live, StreamItem
 from routerag.server.openai_errors import ErrorChunk, error_event, run_failure
@@ -85,7 +85,7 @@ class ChunkWriter:
             log.warning("the streamed answer %r is not a prefix of the run's answer %r", self.sent, answer)
         events.append(self.chunk(choices=[ChunkChoice(delta=Delta(), finish_reason="stop")], routerag=trace))
         if self.include_usage:
-            events.append(self.chunk(choices=[], usage=Usage.of(trace)))
+            events.append(self.chunk(choices=[], usage=CompletionUsage.of(trace)))
         return events
 
 

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 
 from fastapi import Depends, FastAPI, Request
 
-from routerag.server.admission import Ticket, client_identity
+from routerag.edge.admission import Ticket, client_identity
+from routerag.edge.guard import key_problem
 from routerag.server.errors import ApiError
-from routerag.server.guard import key_problem
 from routerag.server.service import Service
 
 __all__ = ["admit_ask", "get_service", "install_service", "require_key"]

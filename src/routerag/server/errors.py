@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from routerag.errors import RouteragError
+
 if TYPE_CHECKING:
     from fastapi.exceptions import RequestValidationError
 
@@ -15,8 +17,10 @@ class ErrorReply(BaseModel):
     detail: str
 
 
-class ApiError(Exception):
-    """An error with an HTTP status and a human-readable reason."""
+class ApiError(RouteragError):
+    """An error with an HTTP status and a human-readable reason: raised by the routes in ``server/``
+    only (code below the edge raises a :class:`~routerag.errors.RouteragError` kind, answered by
+    :mod:`routerag.server.domain_errors`)."""
 
     def __init__(self, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(detail)

@@ -43,14 +43,14 @@ from pathlib import Path
 from typing import Any
 
 from routerag.corpus.schema import Question
-from routerag.server.admission import Ticket
+from routerag.edge.admission import Ticket
 from routerag.server.packed import PackedQuestions
 from routerag.server.run_files import RunFiles
 from routerag.server.run_queue import RunQueue
 from routerag.server.run_records import (
     RESUMABLE,
     ConfigInfo,
-    RunConfig,
+    PreparedConfig,
     RunEntry,
     RunNotResumableError,
     RunQuestion,
@@ -64,7 +64,7 @@ from routerag.server.run_report import finished_traces, run_report
 from routerag.server.run_store import RunStore
 from routerag.trace import Trace
 
-__all__ = ["RESUMABLE", "ConfigInfo", "RunConfig", "RunManager", "RunNotResumableError", "RunQuestion", "RunReport",
+__all__ = ["RESUMABLE", "ConfigInfo", "PreparedConfig", "RunManager", "RunNotResumableError", "RunQuestion", "RunReport",
            "RunState", "RunStatus", "UnknownRunError", "to_question"]
 
 
@@ -77,7 +77,7 @@ class RunManager:
         self.store = RunStore(lock, keep, RunFiles(store_dir, min_free_bytes) if store_dir is not None else None)
         self.queue = RunQueue(self.store, lock, workers)
 
-    def submit(self, configs: list[RunConfig], questions: list[Question], dataset: str | None = None,
+    def submit(self, configs: list[PreparedConfig], questions: list[Question], dataset: str | None = None,
                ticket: Ticket | None = None) -> RunStatus:
         """Queue a run. ``ticket`` holds its answers' admission: one unit is given back as each
         answer is answered or skipped."""
@@ -117,7 +117,7 @@ class RunManager:
         """A run's configurations, resolved and as requested (to rebuild them for :meth:`resume`)."""
         return self.store.requests(run_id)
 
-    def resume(self, run_id: str, configs: Sequence[RunConfig], ticket: Ticket | None = None) -> RunStatus:
+    def resume(self, run_id: str, configs: Sequence[PreparedConfig], ticket: Ticket | None = None) -> RunStatus:
         """Answer what an interrupted or cancelled run has not answered, with ``configs`` rebuilt
         from its stored requests; its logs are recovered first (a line cut by the crash is dropped).
         ``ticket`` holds the admission of what is left (the rest of it is given back here)."""

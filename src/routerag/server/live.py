@@ -5,7 +5,7 @@
 :class:`Watch`, its model calls and retrievals, its answer's pieces, a :class:`KeepAlive` in the
 silences), then :class:`Finished` with its trace. Either way a client that leaves sets the run's
 ``cancelled`` flag, so the run stops at its next model call or retrieval
-(:mod:`routerag.server.cancel`) and frees its thread; a run still waiting for a thread of the
+(:mod:`routerag.edge.cancel`) and frees its thread; a run still waiting for a thread of the
 ``limiter`` stops at its first call.
 """
 
@@ -22,8 +22,8 @@ import anyio
 from pydantic import BaseModel
 from starlette.types import Receive
 
+from routerag.edge.cancel import unless_disconnected, wait_for_disconnect
 from routerag.runtime.base import AnswerSink
-from routerag.server.cancel import unless_disconnected, wait_for_disconnect
 from routerag.server.events import AnswerPiece, ProgressEvent, Sink, StepEvent
 from routerag.trace import StepObserver, Trace
 

@@ -64,7 +64,7 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from routerag.server.chat_messages import ChatMessage, read_messages
-from routerag.server.chat_schema import AssistantMessage, ChatCompletion, ChatCompletionChunk, Choice, Usage
+from routerag.server.chat_schema import AssistantMessage, ChatCompletion, ChatCompletionChunk, Choice, CompletionUsage
 from routerag.server.chat_stream import ChunkWriter, stream_completion
 from routerag.server.deps import admit_ask, get_service
 from routerag.server.live import Watch
@@ -213,4 +213,4 @@ async def chat_completions(request: Request, body: ChatCompletionRequest,
     if trace.error is not None:
         return failed_run_reply(trace)
     return ChatCompletion(**meta, choices=[Choice(message=AssistantMessage(content=trace.answer or ""))],
-                          usage=Usage.of(trace), routerag=trace)
+                          usage=CompletionUsage.of(trace), routerag=trace)

@@ -5,8 +5,9 @@ raises its typed errors (``AuthenticationError``, ``BadRequestError``, ``RateLim
 Every refusal is mapped here, in one place:
 
 * :func:`openai_error` turns what a route raises (a bad body, an :class:`ApiError`, routerag's own
-  refusals by their kind in :data:`DOMAIN_REPLIES` — a refused conversation, a refused strategy
-  request, bad params —, a refused upload, an admission bound) into a status and an :class:`OpenAIError`;
+  refusals by their kind in the service's one table, :data:`~routerag.server.domain_errors.DOMAIN_ERRORS`
+  — a refused conversation, a refused strategy request, bad params, a refused upload —, an
+  admission bound) into a status and an :class:`OpenAIError`;
   :class:`OpenAIRoute` answers with it, and a stream that has already answered 200 sends it as an
   event (:func:`error_event`);
 * :func:`refusal_body` gives the front door's own refusals (wrong API key, Host or Origin, a body
@@ -27,14 +28,9 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
-from routerag.errors import RouteragError
-from routerag.server.admission import OverBound
-from routerag.server.chat_messages import ConversationRefused
-from routerag.server.domain_errors import by_kind
+from routerag.edge.admission import OVER_BOUND_STATUS, OverBound
+from routerag.server.domain_errors import reply_for
 from routerag.server.errors import ApiError, validation_detail
-from routerag.server.upload_parse import UploadRejected
-from routerag.strategies.prepare import StrategyRequestError
-from routerag.strategies.resolve import StrategyParamsError
 from routerag.trace import RunErrorKind, Trace
 
 log = logging.getLogger(__name__)
@@ -104,15 +100,6 @@ def error_reply(status: int, message: str, *, code: str | None = None, param: st
     return JSONResponse(error_body(status, message, code=code, param=param), status_code=status, headers=headers)
 
 
-DOMAIN_REPLIES: dict[type[RouteragError], tuple[int, str]] = {
-    ConversationRefused: (400, "messages"),  # messages the endpoint does not answer
-    StrategyRequestError: (422, "routerag"),  # the routerag extension's params, or the sources they name
-    StrategyParamsError: (422, "routerag.params"),  # found while building a strategy a strategy runs (adaptive's choices)
-}
-"""The status and ``param`` of each kind of routerag's own refusals on the OpenAI routes (the
-native routes' table: :mod:`routerag.server.domain_errors`)."""
-
-
 def openai_error(exc: Exception) -> tuple[int, OpenAIError, dict[str, str] | None] | None:
     """The status, OpenAI error and headers of what an OpenAI route raised; None for an
     exception that is not a refusal (a bug: answered 500)."""
@@ -127,12 +114,10 @@ def openai_error(exc: Exception) -> tuple[int, OpenAIError, dict[str, str] | Non
     elif isinstance(exc, ApiError):
         status, message, headers = exc.status, exc.detail, exc.headers
         param, code = getattr(exc, "param", None), getattr(exc, "code", None)
-    elif (known := by_kind(exc, DOMAIN_REPLIES)) is not None:
-        (status, param), message = known, str(exc)
-    elif isinstance(exc, UploadRejected):
-        status, message, param = exc.status, exc.detail, "routerag.sources"
     elif isinstance(exc, OverBound):  # the service's admission of asks (the message names the bound)
-        status, message, headers = 429, str(exc), {"Retry-After": str(exc.retry_after_s)}
+        status, message, headers = OVER_BOUND_STATUS, str(exc), exc.headers()
+    elif (row := reply_for(exc, "openai")) is not None:
+        status, param, message = row.status, row.param, str(exc)
     else:
         return None
     return status, refusal(status, message, param=param, code=code), headers

@@ -19,9 +19,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictInt
 
+from routerag.edge.guard import RequestGuard, key_problem
 from routerag.server.batching import RequestBatcher
 from routerag.server.errors import ERRORS, ApiError, validation_detail
-from routerag.server.guard import RequestGuard, key_problem
 from routerag.server.searchr1_adapter import build_searchr1_router
 from routerag.server.settings import ServerSettings
 from routerag.sources.base import MAX_K, RetrievalError, RetrievalRequest, RetrievalResponse
@@ -96,7 +96,7 @@ class RetrievalRunner:
 def api_key_dependency(api_key: SecretStr | None) -> Callable[[Request], Awaitable[None]]:
     """A dependency that accepts ``X-API-Key: KEY`` or ``Authorization: Bearer KEY`` (or nothing,
     when no key is configured). State-changing requests are also checked by the front door
-    (:class:`~routerag.server.guard.RequestGuard`) before their body is read."""
+    (:class:`~routerag.edge.guard.RequestGuard`) before their body is read."""
 
     async def require_key(request: Request) -> None:
         problem = key_problem(request.headers, api_key)

@@ -19,13 +19,13 @@ from routerag.corpus.schema import Question
 from routerag.eval.metrics import DEFAULT_METRICS
 from routerag.eval.runner import evaluate_question, failed_trace, record_question
 from routerag.eval.runs import QuestionRecord
-from routerag.server.run_records import RunConfig, RunEntry, RunStatus, UnknownRunError
+from routerag.server.run_records import PreparedConfig, RunEntry, RunStatus, UnknownRunError
 from routerag.server.run_store import RunStore
 
 __all__ = ["RunQueue"]
 
 
-def answer_one(config: RunConfig, question: Question, position: int) -> QuestionRecord:
+def answer_one(config: PreparedConfig, question: Question, position: int) -> QuestionRecord:
     """One answer of a run, scored; a strategy that raises gives a failed trace (the run goes on)."""
     try:
         strategy = config.make()
@@ -60,7 +60,7 @@ class RunQueue:
         self._drainers = 0  # workers taking answers from the queue now
         self._queue: deque[RunEntry] = deque()  # runs with answers not yet taken, oldest first
 
-    def schedule(self, run: RunEntry, configs: Sequence[RunConfig]) -> None:
+    def schedule(self, run: RunEntry, configs: Sequence[PreparedConfig]) -> None:
         """Queue the run for every answer it does not have yet (all of them for a new run)."""
         with self._lock:
             run.configs, run.next_answer = tuple(configs), 0

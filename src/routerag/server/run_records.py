@@ -1,6 +1,6 @@
 """The records of a background run (:mod:`routerag.server.jobs`): what a client sends
 (:class:`RunQuestion`), what it reads back (:class:`RunStatus`, :class:`RunReport`), a
-configuration ready to answer (:class:`RunConfig`), the state the run queue and the run store
+configuration ready to answer (:class:`PreparedConfig`), the state the run queue and the run store
 share while a run lives (:class:`RunEntry`), and the run's domain errors."""
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from routerag import __version__
 from routerag.corpus.schema import Question
+from routerag.edge.admission import Ticket
 from routerag.errors import RouteragError
 from routerag.eval.metrics import DEFAULT_METRICS
 from routerag.eval.runs import QuestionRecord, RunHeader, Versions
 from routerag.eval.summary import RunSummary
 from routerag.runtime.base import Strategy
-from routerag.server.admission import Ticket
 from routerag.server.packed import PackedQuestions
 
 RunState = Literal["queued", "running", "done", "cancelled", "failed", "interrupted"]
@@ -116,7 +116,7 @@ class RunNotResumableError(RouteragError, ValueError):
 
 
 @dataclass
-class RunConfig:
+class PreparedConfig:
     """A validated configuration; ``make()`` builds a fresh strategy (one per answer)."""
 
     info: ConfigInfo
@@ -131,13 +131,13 @@ class RunEntry:
     status: RunStatus
     questions: PackedQuestions  # packed: a queued run of 5,000 questions is two allocations, freed when it ends
     records: list[list[QuestionRecord | None]]  # [config][question]
-    requests: list[dict[str, Any]] = field(default_factory=list)  # RunConfig.request of each configuration
+    requests: list[dict[str, Any]] = field(default_factory=list)  # PreparedConfig.request of each configuration
     cancel: threading.Event = field(default_factory=threading.Event)
     write_lock: threading.Lock = field(default_factory=threading.Lock)  # one appender per run's logs
     store_error: str | None = None  # the store could not take the run or an answer: the run ends "failed"
     halted: bool = False  # an answer could not be appended: the rest is not run, what is saved is kept
     ticket: Ticket | None = None  # its answers' admission: one unit given back per answer answered or skipped
-    configs: tuple[RunConfig, ...] = ()  # while it runs: the configurations answering
+    configs: tuple[PreparedConfig, ...] = ()  # while it runs: the configurations answering
     next_answer: int = 0  # while it runs: the next answer (position x configurations + configuration) to look at
     in_flight: int = 0  # answers being worked on now
     stored: bool = False  # ended: its questions and answers are on disk only (read back when asked for)

@@ -14,9 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from routerag.corpus.sampling import evenly_spaced
 from routerag.corpus.schema import Question
+from routerag.edge.admission import Ticket
 from routerag.runtime.base import Strategy
-from routerag.server.admission import Ticket
-from routerag.server.jobs import RESUMABLE, ConfigInfo, RunConfig, RunNotResumableError, RunQuestion, RunStatus, to_question
+from routerag.server.jobs import RESUMABLE, ConfigInfo, PreparedConfig, RunNotResumableError, RunQuestion, RunStatus, to_question
 from routerag.server.prepare import Prepared, StrategyConfig
 from routerag.server.refusals import RequestRefused
 from routerag.server.run_space import RunStoreUnreadableError
@@ -61,7 +61,7 @@ def _labels(configs: list[StrategyConfig]) -> list[str]:
     return labels
 
 
-def _run_config(service: Service, prepared: Prepared, config: StrategyConfig, label: str) -> RunConfig:
+def _run_config(service: Service, prepared: Prepared, config: StrategyConfig, label: str) -> PreparedConfig:
     strategy, sourceset = prepared.strategy, prepared.sources
 
     def make() -> Strategy:
@@ -69,10 +69,10 @@ def _run_config(service: Service, prepared: Prepared, config: StrategyConfig, la
 
     info = ConfigInfo(label=label, strategy=strategy.name, params=strategy.params.model_dump(mode="json"),
                       sources=list(config.sources), adapter=strategy.adapter)
-    return RunConfig(info=info, make=make, request=config.model_dump(mode="json"))
+    return PreparedConfig(info=info, make=make, request=config.model_dump(mode="json"))
 
 
-async def _run_configs(service: Service, configs: list[StrategyConfig], labels: list[str]) -> list[RunConfig]:
+async def _run_configs(service: Service, configs: list[StrategyConfig], labels: list[str]) -> list[PreparedConfig]:
     """Every configuration prepared (off the event loop: preparing mounts uploads and may unpack an adapter)."""
     return [_run_config(service, await service.prepare(config), config, label) for config, label in zip(configs, labels)]
 

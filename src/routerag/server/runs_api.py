@@ -9,8 +9,8 @@ import anyio
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel
 
+from routerag.edge.admission import OVER_BOUND, client_identity
 from routerag.server import run_requests
-from routerag.server.admission import OVER_BOUND, client_identity
 from routerag.server.deps import get_service
 from routerag.server.errors import ERRORS, ErrorReply
 from routerag.server.jobs import RunReport, RunStatus

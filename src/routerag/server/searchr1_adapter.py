@@ -30,6 +30,7 @@ from typing import Protocol
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
+from routerag.errors import RouteragError
 from routerag.protocol.routerag_tags import leading_mode_tags as parse_mode_tags
 from routerag.protocol.routerag_tags import render_tags
 from routerag.server.errors import ERRORS, ApiError
@@ -74,7 +75,7 @@ TRUNCATED_HEADER = "X-Truncated-Queries"
 UNROUTED_HEADER = "X-Unrouted-Queries"
 
 
-class RoutingError(ValueError):
+class UnknownModeTagError(RouteragError, ValueError):
     """A query whose tags name no mounted source."""
 
 
@@ -90,7 +91,7 @@ class TagRouter:
             return s.default_source
         unknown = [t for t in tags if t not in s.tag_sources]
         if unknown:
-            raise RoutingError(
+            raise UnknownModeTagError(
                 f"unknown mode tag {render_tags(unknown[:1])}; known tags: {', '.join(render_tags([t]) for t in sorted(s.tag_sources))}"
             )
         if len(tags) == 1:

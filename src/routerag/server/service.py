@@ -27,14 +27,14 @@ from pydantic import BaseModel, Field
 from starlette.types import Receive
 
 from routerag.corpus.schema import Question
+from routerag.edge.admission import Admission, AdmissionState
+from routerag.edge.cancel import CancellableModel, CancellableSourceSet
 from routerag.llm.base import ChatModel
 from routerag.llm.config import ModelConfig
 from routerag.llm.conversation import Conversation, ConversationModel
 from routerag.llm.factory import adapter_label
 from routerag.llm.pool import ModelPool
 from routerag.paths import cache_dir
-from routerag.server.admission import Admission, AdmissionState
-from routerag.server.cancel import CancellableModel, CancellableSourceSet
 from routerag.server.chat_models import ChatModels
 from routerag.server.events import ObservedModel, ObservedSourceSet
 from routerag.server.jobs import RunManager

@@ -11,9 +11,17 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from routerag.server.deps import get_service
+from routerag.server.domain_errors import native_reply
 from routerag.server.errors import ErrorReply
 from routerag.server.service import Service
-from routerag.server.upload_parse import RowError, UploadRejected, check_name, parse_upload
+from routerag.server.upload_parse import (
+    RowError,
+    UploadConflictError,
+    UploadRejected,
+    UploadTooLargeError,
+    check_name,
+    parse_upload,
+)
 from routerag.server.uploads import CustomSource, SourceEntry
 
 __all__ = ["UPLOAD_ERRORS", "UploadErrorReply", "rejected_reply", "router"]
@@ -32,10 +40,8 @@ UPLOAD_ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def rejected_reply(exc: UploadRejected) -> JSONResponse:
-    body: dict[str, object] = {"detail": exc.detail}
-    if exc.errors:
-        body["errors"] = [e.model_dump() for e in exc.errors]
-    return JSONResponse(body, status_code=exc.status)
+    """A refused upload: its status by kind (:mod:`routerag.server.domain_errors`), its message and bad rows."""
+    return native_reply(exc)
 
 
 router = APIRouter(prefix="/v1/sources", tags=["sources"])
@@ -64,7 +70,7 @@ async def upload(
     limit = store.settings.max_bytes
     data = await file.read(limit + 1)
     if len(data) > limit:
-        raise UploadRejected(413, f"the file is more than {limit} bytes; the limit is {limit}")
+        raise UploadTooLargeError(f"the file is more than {limit} bytes; the limit is {limit}")
     parsed = await anyio.to_thread.run_sync(
         parse_upload, data, file.filename or "", file.content_type or "", store.settings)
     return store.submit(name, profile, parsed)
@@ -78,5 +84,5 @@ async def get_source(name: str, service: Service = Depends(get_service)) -> Cust
 @router.delete("/{name}", response_model=CustomSource, responses={404: {"model": ErrorReply}, 409: {"model": ErrorReply}})
 async def delete_source(name: str, service: Service = Depends(get_service)) -> CustomSource:
     if name in service.sources.names():
-        raise UploadRejected(409, f"{name!r} is one of the service's own sources; only uploads can be deleted")
+        raise UploadConflictError(f"{name!r} is one of the service's own sources; only uploads can be deleted")
     return service.uploads.delete(check_name(name))

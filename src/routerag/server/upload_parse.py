@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pydantic import BaseModel, ConfigDict, Field
 
 from routerag.corpus.schema import Document
+from routerag.errors import RouteragError
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,40}$"
 _NAME = re.compile(NAME_PATTERN)
@@ -60,14 +61,32 @@ class RowError(BaseModel):
         return f"{where}{field}: {self.message}"
 
 
-class UploadRejected(Exception):
-    """The upload cannot be used; ``status`` is the HTTP status, ``errors`` the bad rows."""
+class UploadRejected(RouteragError, ValueError):
+    """An upload, or a request naming one, that cannot be used (a bad name, not UTF-8, invalid rows,
+    too many sources, a source not ready); ``errors`` lists the bad rows. The narrower kinds below
+    say why; each kind's HTTP status is in :mod:`routerag.server.domain_errors`."""
 
-    def __init__(self, status: int, detail: str, errors: list[RowError] | None = None) -> None:
+    def __init__(self, detail: str, errors: list[RowError] | None = None) -> None:
         super().__init__(detail)
-        self.status = status
         self.detail = detail
         self.errors = errors or []
+
+
+class UnknownUploadError(UploadRejected):
+    """No uploaded source has this name."""
+
+
+class UploadConflictError(UploadRejected):
+    """The name is taken (an uploaded source, one of the service's own, a retrieval mode), or the
+    source is still being indexed."""
+
+
+class UploadTooLargeError(UploadRejected):
+    """The file is larger than the limit."""
+
+
+class UnsupportedUploadError(UploadRejected):
+    """Not a JSON or CSV file."""
 
 
 class ParsedUpload(BaseModel):
@@ -80,7 +99,7 @@ class ParsedUpload(BaseModel):
 def check_name(name: str) -> str:
     if not _NAME.fullmatch(name):  # fullmatch: "$" alone lets a trailing newline through
         raise UploadRejected(
-            422, f"invalid source name {name!r}: use 1-41 characters a-z, 0-9, '_' or '-', starting with a letter or digit"
+            f"invalid source name {name!r}: use 1-41 characters a-z, 0-9, '_' or '-', starting with a letter or digit"
         )
     return name
 
@@ -94,8 +113,7 @@ def detect_format(filename: str, content_type: str) -> str:
         return "csv"
     if media in GENERIC_TYPES and suffix in {"json", "csv"}:
         return suffix
-    raise UploadRejected(
-        415,
+    raise UnsupportedUploadError(
         f"unsupported file type {media or '(none)'!r} for {filename!r}: upload a JSON list (application/json, .json) "
         "or a CSV with a 'text' column (text/csv, .csv)",
     )
@@ -107,7 +125,7 @@ def decode_utf8(data: bytes) -> str:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise UploadRejected(
-            422, f"the file is not UTF-8: invalid byte 0x{data[exc.start]:02x} at offset {exc.start} (line {line})",
+            f"the file is not UTF-8: invalid byte 0x{data[exc.start]:02x} at offset {exc.start} (line {line})",
             [RowError(line=line, message="not UTF-8")],
         ) from None
     return text.removeprefix("\ufeff")
@@ -130,7 +148,7 @@ class _Collector:
     def count_row(self) -> None:
         self.rows += 1
         if self.rows > self.settings.max_rows:
-            raise UploadRejected(422, f"too many rows: more than {self.settings.max_rows} passages (the limit)")
+            raise UploadRejected(f"too many rows: more than {self.settings.max_rows} passages (the limit)")
 
     def add(self, line: int, record: int, title: str, text: str) -> None:
         s = self.settings
@@ -159,12 +177,12 @@ class _Collector:
         if self.error_count:
             first = self.errors[0].text()
             raise UploadRejected(
-                422, f"{self.error_count} invalid row(s); the first: {first}", self.errors,
+                f"{self.error_count} invalid row(s); the first: {first}", self.errors,
             )
         if not self.docs:
-            raise UploadRejected(422, "the file holds no passages")
+            raise UploadRejected("the file holds no passages")
         if not _searchable(self.docs.values()):
-            raise UploadRejected(422, "no passage has a searchable word: every word is a stop word, a number "
+            raise UploadRejected("no passage has a searchable word: every word is a stop word, a number "
                                       "sign or punctuation, so nothing could ever be retrieved from this source")
         return ParsedUpload(format=fmt, docs=list(self.docs.values()), rows=self.rows, duplicates=self.duplicates)
 
@@ -204,7 +222,7 @@ def _parse_json(text: str, out: _Collector) -> None:
 
     def syntax(pos: int, message: str) -> UploadRejected:
         at = line_at(pos)
-        return UploadRejected(422, f"invalid JSON at line {at}: {message}", [RowError(line=at, message=message)])
+        return UploadRejected(f"invalid JSON at line {at}: {message}", [RowError(line=at, message=message)])
 
     i = skip(0)
     if i >= n or text[i] != "[":
@@ -258,12 +276,12 @@ def _parse_csv(text: str, out: _Collector) -> None:
     try:
         header = next(reader, None)
         if header is None or not any(h.strip() for h in header):
-            raise UploadRejected(422, "empty CSV: a header row with a 'text' column is required",
+            raise UploadRejected("empty CSV: a header row with a 'text' column is required",
                                  [RowError(line=1, message="no header")])
         columns = {h.strip().lower(): i for i, h in enumerate(header)}
         if "text" not in columns:
             raise UploadRejected(
-                422, f"missing 'text' column: the header (line 1) has {', '.join(map(repr, header))}",
+                f"missing 'text' column: the header (line 1) has {', '.join(map(repr, header))}",
                 [RowError(line=1, field="text", message="missing column")],
             )
         text_at, title_at = columns["text"], columns.get("title")
@@ -281,14 +299,14 @@ def _parse_csv(text: str, out: _Collector) -> None:
                 out.add(at, record, row[title_at] if title_at is not None else "", row[text_at])
             record += 1
     except csv.Error as exc:
-        raise UploadRejected(422, f"malformed CSV at line {reader.line_num}: {exc}",
+        raise UploadRejected(f"malformed CSV at line {reader.line_num}: {exc}",
                              [RowError(line=reader.line_num, message=str(exc))]) from None
 
 
 def parse_upload(data: bytes, filename: str, content_type: str, settings: UploadSettings) -> ParsedUpload:
     """Validate an upload completely; raises :class:`UploadRejected` with the reason."""
     if len(data) > settings.max_bytes:
-        raise UploadRejected(413, f"the file is {len(data)} bytes; the limit is {settings.max_bytes}")
+        raise UploadTooLargeError(f"the file is {len(data)} bytes; the limit is {settings.max_bytes}")
     fmt = detect_format(filename, content_type)
     text = decode_utf8(data)
     out = _Collector(settings)

@@ -20,7 +20,15 @@ from typing import Literal
 from pydantic import BaseModel, ValidationError
 
 from routerag.config import atomic_write_text
-from routerag.server.upload_parse import RESERVED_NAMES, ParsedUpload, UploadRejected, UploadSettings, check_name
+from routerag.server.upload_parse import (
+    RESERVED_NAMES,
+    ParsedUpload,
+    UnknownUploadError,
+    UploadConflictError,
+    UploadRejected,
+    UploadSettings,
+    check_name,
+)
 from routerag.sources.base import Source
 from routerag.sources.sourceset import SourceSet
 
@@ -74,7 +82,7 @@ class SourceStore:
     def _dir(self, name: str) -> Path:
         path = (self.root / check_name(name)).resolve()
         if path.parent != self.root:  # belt and braces: the name pattern already forbids this
-            raise UploadRejected(422, f"invalid source name {name!r}")
+            raise UploadRejected(f"invalid source name {name!r}")
         return path
 
     def _save(self, meta: CustomSource) -> None:
@@ -103,25 +111,25 @@ class SourceStore:
         with self._lock:
             meta = self._meta.get(name)
         if meta is None:
-            raise UploadRejected(404, f"no custom source {name!r}")
+            raise UnknownUploadError(f"no custom source {name!r}")
         return meta.model_copy()
 
     def submit(self, name: str, profile: str, parsed: ParsedUpload) -> CustomSource:
         check_name(name)
         if name in self.reserved:
-            raise UploadRejected(409, f"{name!r} is a source the service was started with; choose another name")
+            raise UploadConflictError(f"{name!r} is a source the service was started with; choose another name")
         if name in RESERVED_NAMES:
-            raise UploadRejected(409, f"{name!r} is reserved for a retrieval mode; choose another name")
+            raise UploadConflictError(f"{name!r} is reserved for a retrieval mode; choose another name")
         profile = profile.strip() or f"Uploaded passages '{name}' ({len(parsed.docs)} passages)"
         if len(profile) > self.settings.max_profile_chars:
-            raise UploadRejected(422, f"profile has {len(profile)} characters; the limit is {self.settings.max_profile_chars}")
+            raise UploadRejected(f"profile has {len(profile)} characters; the limit is {self.settings.max_profile_chars}")
         meta = CustomSource(name=name, profile=profile, format=parsed.format, n_docs=len(parsed.docs), rows=parsed.rows,
                             duplicates=parsed.duplicates, state="indexing", created_at=time.time())
         with self._lock:
             if name in self._meta:
-                raise UploadRejected(409, f"a custom source named {name!r} exists; delete it first")
+                raise UploadConflictError(f"a custom source named {name!r} exists; delete it first")
             if len(self._meta) >= self.settings.max_sources:
-                raise UploadRejected(422, f"{len(self._meta)} custom sources exist; the limit is {self.settings.max_sources}")
+                raise UploadRejected(f"{len(self._meta)} custom sources exist; the limit is {self.settings.max_sources}")
             self._meta[name] = meta
         self._pool.submit(self._build, meta, parsed)
         return meta.model_copy()
@@ -131,9 +139,9 @@ class SourceStore:
         with self._lock:
             meta = self._meta.get(name)
             if meta is None:
-                raise UploadRejected(404, f"no custom source {name!r}")
+                raise UnknownUploadError(f"no custom source {name!r}")
             if meta.state == "indexing":
-                raise UploadRejected(409, f"source {name!r} is still being indexed; delete it when it is ready")
+                raise UploadConflictError(f"source {name!r} is still being indexed; delete it when it is ready")
             del self._meta[name]
             self._loaded.pop(name, None)
         shutil.rmtree(directory, ignore_errors=True)
@@ -145,9 +153,9 @@ class SourceStore:
             meta = self._meta.get(name)
             loaded = self._loaded.get(name)
         if meta is None:
-            raise UploadRejected(422, f"unknown source {name!r}; upload it first (GET /v1/sources lists them)")
+            raise UploadRejected(f"unknown source {name!r}; upload it first (GET /v1/sources lists them)")
         if meta.state != "ready":
-            raise UploadRejected(422, f"source {name!r} is {meta.state}" + (f": {meta.error}" if meta.error else ""))
+            raise UploadRejected(f"source {name!r} is {meta.state}" + (f": {meta.error}" if meta.error else ""))
         if loaded is None:
             from routerag.index.bundle import load_index
             from routerag.sources.bm25 import BM25Source

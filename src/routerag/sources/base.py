@@ -25,8 +25,6 @@ class RetrievalError(RouteragError, ValueError):
     """A retrieval request that cannot be served (unknown source, bad query, ...)."""
 
 
-
-
 class QueryResult(BaseModel):
     query: str
     source: str
@@ -66,7 +64,8 @@ class RetrievalResponse(BaseModel):
 
 @runtime_checkable
 class Source(Protocol):
-    """A knowledge source. ``search`` takes a batch and computes it as a batch."""
+    """A knowledge source. ``search`` takes a batch and computes it as a batch. Any object with
+    these members is one; the built-in sources extend :class:`BaseSource`."""
 
     name: str
     mode: str
@@ -89,6 +88,45 @@ class SourceIdentity:
         self.mode = mode or self.default_mode
         self.name = name or self.mode
         self.profile = profile or described
+
+
+def check_queries(queries: Sequence[str]) -> list[str]:
+    """The same rules as ``RetrievalRequest`` for sources called directly."""
+    queries = list(queries)
+    for i, q in enumerate(queries):
+        if not isinstance(q, str) or not q.strip():
+            raise RetrievalError(f"query {i} is empty")
+        if len(q) > MAX_QUERY_CHARS:
+            raise RetrievalError(f"query {i} has {len(q)} characters; the limit is {MAX_QUERY_CHARS}")
+    return queries
+
+
+def check_k(k: int) -> int:
+    if not isinstance(k, int) or k < 1:
+        raise RetrievalError(f"k must be a positive integer, got {k!r}")
+    return k
+
+
+class BaseSource(SourceIdentity):
+    """A :class:`Source` whose public ``search`` is written once and calls ``_search``, what each
+    source implements (a template method, as LlamaIndex's ``BaseRetriever.retrieve`` calls
+    ``_retrieve``). ``search`` checks the queries and ``k`` by ``RetrievalRequest``'s rules
+    (:class:`RetrievalError`), answers an empty batch with no results without calling
+    ``_search``, and checks that ``_search`` gave one result per query."""
+
+    def search(self, queries: Sequence[str], k: int) -> list[QueryResult]:
+        batch = check_queries(queries)
+        k = check_k(k)
+        if not batch:
+            return []
+        results = self._search(batch, k)
+        if len(results) != len(batch):
+            raise RetrievalError(f"source {self.name!r} returned {len(results)} results for {len(batch)} queries")
+        return results
+
+    def _search(self, queries: list[str], k: int) -> list[QueryResult]:
+        """One result per query, in order, for a non-empty batch of checked queries and ``k >= 1``."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _search")
 
 
 class Stopwatch:

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from routerag.index.bm25 import BM25Index
 from routerag.index.docstore import DocStore
-from routerag.sources.base import QueryResult, SourceIdentity, Stopwatch
-from routerag.sources.hits import check_k, check_queries, hits_from_rows
+from routerag.sources.base import BaseSource, QueryResult, Stopwatch
+from routerag.sources.hits import hits_from_rows
 
 if TYPE_CHECKING:
     from routerag.index.bundle import IndexBundle
 
 
-class BM25Source(SourceIdentity):
+class BM25Source(BaseSource):
     """Okapi BM25 top-k; a query sharing no (non-stopword) term with the corpus gets no hits."""
 
     requires: ClassVar[tuple[str, ...]] = ("bm25",)
@@ -29,11 +28,7 @@ class BM25Source(SourceIdentity):
     def from_bundle(cls, bundle: "IndexBundle", *, name: str | None = None, profile: str | None = None) -> "BM25Source":
         return cls(bundle.component("bm25"), bundle.store, name=name or "bm25", profile=profile)
 
-    def search(self, queries: Sequence[str], k: int) -> list[QueryResult]:
-        queries = check_queries(queries)
-        k = check_k(k)
-        if not queries:
-            return []
+    def _search(self, queries: list[str], k: int) -> list[QueryResult]:
         with Stopwatch() as sw:
             ranked = self.index.search(queries, k)
             per_query = [

@@ -30,8 +30,7 @@ import numpy as np
 from routerag.index.graph import GraphIndex
 from routerag.index.threads import single_threaded_blas
 from routerag.index.vector_topk import top_rows
-from routerag.sources.base import QueryResult, SourceIdentity, Stopwatch
-from routerag.sources.hits import check_k, check_queries
+from routerag.sources.base import BaseSource, QueryResult, Stopwatch
 from routerag.trace import Hit
 
 if TYPE_CHECKING:
@@ -108,7 +107,7 @@ def _top_passages(rows: np.ndarray, scores: np.ndarray, k: int, n_passages: int)
     return rows, scores
 
 
-class GraphSource(SourceIdentity):
+class GraphSource(BaseSource):
     """Passages ranked by HippoRAG 2 personalized PageRank over a :class:`GraphIndex`."""
 
     requires: ClassVar[tuple[str, ...]] = ("graph",)
@@ -137,20 +136,16 @@ class GraphSource(SourceIdentity):
         self.prior_topk = settings.prior_topk if prior_topk is None else prior_topk
         self.recognition = None
         if recognition_model is not None:
-            from routerag.sources.recognition import RecognitionFilter
+            from routerag.sources.recognition import FactRecognizer
 
-            self.recognition = RecognitionFilter(recognition_model)
+            self.recognition = FactRecognizer(recognition_model)
 
     @classmethod
     def from_bundle(cls, bundle: "IndexBundle", *, name: str | None = None, profile: str | None = None) -> "GraphSource":
         return cls(bundle.component("graph"), name=name, profile=profile)
 
     # ---------------------------------------------------------------- search
-    def search(self, queries: Sequence[str], k: int) -> list[QueryResult]:
-        queries = check_queries(queries)
-        k = check_k(k)
-        if not queries:
-            return []
+    def _search(self, queries: list[str], k: int) -> list[QueryResult]:
         with Stopwatch() as sw:
             vectors = self.graph.embed_queries(queries)
             with single_threaded_blas():  # the score products and PPR; see routerag.index.threads
@@ -322,7 +317,7 @@ class GraphSource(SourceIdentity):
         return hits
 
 
-class GraphPassageSource:
+class GraphPassageSource(BaseSource):
     """Dense passage ranking from the graph's own passage vectors (``mode="passage"``): the passage
     list of ``hybrid`` when the bundle has no ``dense`` component."""
 
@@ -332,9 +327,7 @@ class GraphPassageSource:
         self.mode = "passage"
         self.profile = profile or f"dense retrieval over {graph.n_passages} passages (graph vectors)"
 
-    def search(self, queries: Sequence[str], k: int) -> list[QueryResult]:
-        queries = check_queries(queries)
-        k = check_k(k)
+    def _search(self, queries: list[str], k: int) -> list[QueryResult]:
         with Stopwatch() as sw:
             scores = (self.graph.data.passage_vecs @ self.graph.embed_queries(queries).T).T
             ranked = [top_rows(scores[i], k) for i in range(len(queries))]

@@ -3,19 +3,17 @@ fetched at ``2k``; hits deduplicated by ``doc_id``, scored by their fused RRF sc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, ClassVar
 
-from routerag.sources.base import QueryResult, Source, SourceIdentity, Stopwatch
+from routerag.sources.base import BaseSource, QueryResult, Source, Stopwatch
 from routerag.sources.fusion import RRF_K, rrf
-from routerag.sources.hits import check_k, check_queries
 
 if TYPE_CHECKING:
     from routerag.index.bundle import IndexBundle
 
 
-class HybridSource(SourceIdentity):
+class HybridSource(BaseSource):
     requires: ClassVar[tuple[str, ...]] = ("graph",)
     default_mode: ClassVar[str] = "hybrid"
 
@@ -47,11 +45,7 @@ class HybridSource(SourceIdentity):
             passage = GraphPassageSource(graph_index)
         return cls(passage, GraphSource(graph_index), name=name, profile=profile)
 
-    def search(self, queries: Sequence[str], k: int) -> list[QueryResult]:
-        queries = check_queries(queries)
-        k = check_k(k)
-        if not queries:
-            return []
+    def _search(self, queries: list[str], k: int) -> list[QueryResult]:
         with Stopwatch() as sw:
             with ThreadPoolExecutor(max_workers=2) as pool:
                 dense_f = pool.submit(self.passage.search, queries, 2 * k)

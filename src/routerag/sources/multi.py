@@ -19,7 +19,7 @@ from routerag.corpus.schema import Document
 from routerag.index.docstore import DocStore
 from routerag.index.manifest import IndexLoadError, corpus_hash
 from routerag.index.settings import IndexSettings
-from routerag.sources.base import QueryResult, Source
+from routerag.sources.base import BaseSource, QueryResult, Source
 
 if TYPE_CHECKING:
     from routerag.index.bundle import IndexBundle
@@ -47,7 +47,7 @@ class NamedCorpus(BaseModel):
         return value
 
 
-class NamedSource:
+class NamedSource(BaseSource):
     """Mount ``inner`` under ``name`` (and ``profile``); hits and results carry the new name."""
 
     def __init__(self, inner: Source, name: str, profile: str | None = None) -> None:
@@ -56,7 +56,7 @@ class NamedSource:
         self.mode = inner.mode
         self.profile = profile if profile is not None else inner.profile
 
-    def search(self, queries: Sequence[str], k: int) -> list[QueryResult]:
+    def _search(self, queries: list[str], k: int) -> list[QueryResult]:
         out = []
         for result in self.inner.search(queries, k):
             hits = [h.model_copy(update={"source": self.name}) for h in result.hits]

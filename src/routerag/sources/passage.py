@@ -3,19 +3,18 @@ search per batch of queries."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from routerag.index.dense import DenseIndex
 from routerag.index.docstore import DocStore
-from routerag.sources.base import QueryResult, SourceIdentity, Stopwatch
-from routerag.sources.hits import check_k, check_queries, hits_from_rows
+from routerag.sources.base import BaseSource, QueryResult, Stopwatch
+from routerag.sources.hits import hits_from_rows
 
 if TYPE_CHECKING:
     from routerag.index.bundle import IndexBundle
 
 
-class PassageSource(SourceIdentity):
+class PassageSource(BaseSource):
     """Top-k passages by cosine similarity of ``title\\ntext`` embeddings."""
 
     requires: ClassVar[tuple[str, ...]] = ("dense",)
@@ -38,11 +37,7 @@ class PassageSource(SourceIdentity):
     def from_bundle(cls, bundle: "IndexBundle", *, name: str | None = None, profile: str | None = None) -> "PassageSource":
         return cls(bundle.component("dense"), bundle.store, name=name, profile=profile)
 
-    def search(self, queries: Sequence[str], k: int) -> list[QueryResult]:
-        queries = check_queries(queries)
-        k = check_k(k)
-        if not queries:
-            return []
+    def _search(self, queries: list[str], k: int) -> list[QueryResult]:
         with Stopwatch() as sw:
             vectors = self.dense.embed_queries(queries)
             scores, rows = self.dense.search(vectors, k)

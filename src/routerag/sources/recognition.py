@@ -48,7 +48,7 @@ def filter_messages(question: str, facts: Sequence[Triple], max_keep: int) -> li
     ]
 
 
-class RecognitionFilter:
+class FactRecognizer:
     def __init__(self, model: ChatModel, params: GenerationParams | None = None, max_keep: int = 4) -> None:
         self.model = model
         self.params = params or GenerationParams(max_tokens=384, temperature=0.0)

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
 from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from routerag.sources.base import QueryResult, RetrievalError, RetrievalRequest, RetrievalResponse
+from routerag.errors import RouteragError
+from routerag.sources.base import BaseSource, QueryResult, RetrievalError, RetrievalRequest, RetrievalResponse
 
 
 class SourceInfo(BaseModel):
@@ -39,7 +39,7 @@ class SourcesReply(BaseModel):
     limits: Limits
 
 
-class RemoteSourceError(RuntimeError):
+class RemoteSourceError(RouteragError, RuntimeError):
     """The retrieval server could not be reached, rejected our credentials, or failed (5xx)."""
 
 
@@ -162,7 +162,7 @@ def _parse(model: type[BaseModel], data: Any, url: str) -> Any:
         raise RemoteSourceError(f"{url} answered in an unexpected shape for {model.__name__}: {exc}") from None
 
 
-class RemoteSource:
+class RemoteSource(BaseSource):
     """One source of a remote retrieval server, mounted locally (optionally under another name).
 
     ``mode`` and ``profile`` are taken from the server's ``/sources`` unless given; a source the
@@ -196,8 +196,8 @@ class RemoteSource:
         self.mode = mode
         self.profile = profile
 
-    def search(self, queries: Sequence[str], k: int) -> list[QueryResult]:
-        request = RetrievalRequest(queries=list(queries), k=k, sources=[self.remote_name])
+    def _search(self, queries: list[str], k: int) -> list[QueryResult]:
+        request = RetrievalRequest(queries=queries, k=k, sources=[self.remote_name])
         t0 = time.perf_counter()
         reply = self.client.retrieve(request)
         per_query_ms = (time.perf_counter() - t0) * 1000.0 / len(queries)

@@ -12,9 +12,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from routerag.index.graph import GraphIndex, fact_text
-from routerag.sources.base import QueryResult, SourceIdentity, Stopwatch
+from routerag.sources.base import BaseSource, QueryResult, Stopwatch
 from routerag.sources.graph import top_rows
-from routerag.sources.hits import check_k, check_queries
 from routerag.trace import Hit
 
 if TYPE_CHECKING:
@@ -25,7 +24,7 @@ def fact_id(triple: Sequence[str]) -> str:
     return "t" + hashlib.sha1(fact_text(tuple(triple)).encode("utf-8")).hexdigest()[:16]
 
 
-class TriplesSource(SourceIdentity):
+class TriplesSource(BaseSource):
     requires: ClassVar[tuple[str, ...]] = ("graph",)
     default_mode: ClassVar[str] = "triples"
 
@@ -40,11 +39,7 @@ class TriplesSource(SourceIdentity):
     def from_bundle(cls, bundle: "IndexBundle", *, name: str | None = None, profile: str | None = None) -> "TriplesSource":
         return cls(bundle.component("graph"), name=name, profile=profile)
 
-    def search(self, queries: Sequence[str], k: int) -> list[QueryResult]:
-        queries = check_queries(queries)
-        k = check_k(k)
-        if not queries:
-            return []
+    def _search(self, queries: list[str], k: int) -> list[QueryResult]:
         g = self.graph
         with Stopwatch() as sw:
             if g.data.facts:

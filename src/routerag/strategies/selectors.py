@@ -47,7 +47,7 @@ class SelectionRequest(BaseModel):
 
 
 @dataclass
-class Selection:
+class SelectionResult:
     hits: list[Hit]  # kept, best first
     model_calls: list[ModelCall]
     raw_output: str = ""
@@ -55,7 +55,7 @@ class Selection:
     fallback: str | None = None  # why the score order was used instead of the judge's pick
 
 
-Selector = Callable[[SelectionRequest, StrategyContext], Selection]
+Selector = Callable[[SelectionRequest, StrategyContext], SelectionResult]
 
 SELECTORS: Registry[Selector] = Registry("selector", callables_taking("SelectionRequest", "StrategyContext"))
 
@@ -92,20 +92,20 @@ def normalised_scores(hits: list[Hit]) -> list[float]:
 
 
 @SELECTORS.register("score")
-def select_by_score(request: SelectionRequest, context: StrategyContext) -> Selection:
+def select_by_score(request: SelectionRequest, context: StrategyContext) -> SelectionResult:
     ordered = _ordered(request.hits, lambda i, h: h.score)
-    return Selection(hits=_dedupe(ordered)[: request.keep_k], model_calls=[])
+    return SelectionResult(hits=_dedupe(ordered)[: request.keep_k], model_calls=[])
 
 
 @SELECTORS.register("norm_score")
-def select_by_norm_score(request: SelectionRequest, context: StrategyContext) -> Selection:
+def select_by_norm_score(request: SelectionRequest, context: StrategyContext) -> SelectionResult:
     norm = normalised_scores(request.hits)
     ordered = _ordered(request.hits, lambda i, h: norm[i])
-    return Selection(hits=_dedupe(ordered)[: request.keep_k], model_calls=[])
+    return SelectionResult(hits=_dedupe(ordered)[: request.keep_k], model_calls=[])
 
 
 @SELECTORS.register("routing_weighted")
-def select_routing_weighted(request: SelectionRequest, context: StrategyContext) -> Selection:
+def select_routing_weighted(request: SelectionRequest, context: StrategyContext) -> SelectionResult:
     norm = normalised_scores(request.hits)
 
     def weighted(i: int, hit: Hit) -> float:
@@ -113,16 +113,16 @@ def select_routing_weighted(request: SelectionRequest, context: StrategyContext)
         return norm[i] * weight
 
     ordered = _ordered(request.hits, weighted)
-    return Selection(hits=_dedupe(ordered)[: request.keep_k], model_calls=[])
+    return SelectionResult(hits=_dedupe(ordered)[: request.keep_k], model_calls=[])
 
 
 @SELECTORS.register("rrf")
-def select_by_rrf(request: SelectionRequest, context: StrategyContext) -> Selection:
+def select_by_rrf(request: SelectionRequest, context: StrategyContext) -> SelectionResult:
     """Each source's hits best first form one ranked list; :func:`routerag.sources.fusion.rrf`
     fuses them by ``doc_id`` (a document found by two sources sums both contributions; the kept
     hit carries the fused score and ``metadata["rrf_ranks"]``)."""
     lists = [best_first(group) for group in group_by_source(request.hits).values()]
-    return Selection(hits=rrf(lists, k=request.rrf_k, top=request.keep_k), model_calls=[])
+    return SelectionResult(hits=rrf(lists, k=request.rrf_k, top=request.keep_k), model_calls=[])
 
 
 # ---------------------------------------------------------------- the LLM judge
@@ -173,19 +173,19 @@ JUDGE_PARAMS = GenerationParams(max_tokens=64, temperature=0.0, stop=["}"])
 
 
 @SELECTORS.register("llm")
-def select_by_llm(request: SelectionRequest, context: StrategyContext) -> Selection:
+def select_by_llm(request: SelectionRequest, context: StrategyContext) -> SelectionResult:
     candidates = _dedupe(_ordered(request.hits, lambda i, h: h.score))
     if not candidates:
-        return Selection(hits=[], model_calls=[])
+        return SelectionResult(hits=[], model_calls=[])
     response, call = call_model(context, judge_messages(request, candidates), JUDGE_PARAMS, "judge")
     text = generated_text(response)
     picked = parse_judge(text, len(candidates))
     if not picked:
         by_score = select_by_score(request, context).hits
         if picked == []:
-            return Selection(by_score, [call], text, fallback="the judge kept no passage; kept by score")
+            return SelectionResult(by_score, [call], text, fallback="the judge kept no passage; kept by score")
         error = "judge reply names no passage number; kept by score"
-        return Selection(by_score, [call], text, format_error=error, fallback=error)
-    return Selection(
+        return SelectionResult(by_score, [call], text, format_error=error, fallback=error)
+    return SelectionResult(
         hits=[candidates[i] for i in picked][: request.keep_k], model_calls=[call], raw_output=text
     )

@@ -58,7 +58,7 @@ TRAIN_KEPT_FILE = "train_kept.jsonl"  # rft.stop_after=sample: the kept rows a f
 EVAL_FILE = "eval.jsonl"
 RFT_CURVES_FILE = "rft_curves.png"
 
-class Episode(BaseModel):
+class SampledEpisode(BaseModel):
     """One sampled episode as stored: the tokens the loss needs, the trace, the cost."""
 
     prompt_ids: list[int]
@@ -70,7 +70,7 @@ class Episode(BaseModel):
     model_tokens: int
 
     @classmethod
-    def of(cls, r: Rollout) -> Episode:
+    def of(cls, r: Rollout) -> SampledEpisode:
         return cls(prompt_ids=r.prompt_ids, completion_ids=r.completion_ids, env_mask=r.env_mask, trace=r.trace,
                    mode_cost=r.cost.mode_cost, retrieval_turns=r.cost.retrieval_turns, model_tokens=r.model_tokens)
 
@@ -90,7 +90,7 @@ class QuestionSamples(BaseModel):
     qid: str
     question: str
     answers: list[str]
-    episodes: list[Episode]
+    episodes: list[SampledEpisode]
     seconds: float = 0.0
 
 
@@ -159,7 +159,7 @@ class Lanes:
                 sampler.temperature = temperature
                 sampler.rng = np.random.default_rng([seed, index])  # the same episodes whichever lane runs them
                 t0 = time.perf_counter()
-                eps = [Episode.of(env.rollout(q, sampler)) for _ in range(episodes)]
+                eps = [SampledEpisode.of(env.rollout(q, sampler)) for _ in range(episodes)]
                 record = QuestionSamples(qid=q.qid, question=q.question, answers=list(q.answers), episodes=eps,
                                          seconds=round(time.perf_counter() - t0, 2))
                 with write_lock, out.open("a", encoding="utf-8") as handle:

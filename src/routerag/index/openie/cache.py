@@ -13,6 +13,7 @@ from typing import Any
 
 from routerag.config import atomic_write_text
 from routerag.corpus.schema import Document
+from routerag.errors import RouteragError
 from routerag.index.openie.base import (
     OpenIEExtractor,
     OpenIERecord,
@@ -22,7 +23,7 @@ from routerag.index.openie.base import (
 )
 
 
-class OpenIEFileError(ValueError):
+class OpenIEFileError(RouteragError, ValueError):
     """An OpenIE JSON file that cannot be read; the message names the file and the entry."""
 
 

@@ -1,6 +1,6 @@
 """Running an ASGI app with uvicorn: in the foreground (the CLI) or in a background thread on
 a pre-bound loopback socket (tests, benchmarks, notebooks). Both apply the connection limits of
-:mod:`routerag.server.connections` (header timeout and size, keep-alive timeout)."""
+:mod:`routerag.edge.connections` (header timeout and size, keep-alive timeout)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import time
 import uvicorn
 from starlette.types import ASGIApp
 
-from routerag.server.connections import uvicorn_config, uvicorn_options
-from routerag.server.settings import SecuritySettings
+from routerag.edge.connections import uvicorn_config, uvicorn_options
+from routerag.edge.settings import SecuritySettings
 
 
 def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:

@@ -24,7 +24,7 @@ from typing import Any
 import uvicorn
 from starlette.types import ASGIApp
 
-from routerag.server.settings import SecuritySettings
+from routerag.edge.settings import SecuritySettings
 
 _TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain; charset=utf-8\r\n"
               b"connection: close\r\ncontent-length: 31\r\n\r\nrequest headers are too large\r\n")

@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from starlette.types import Receive
 
+from routerag.errors import RouteragError
 from routerag.llm.base import ChatModel, ChatResponse, GenerationParams, Message
 from routerag.sources.base import RetrievalRequest, RetrievalResponse
 from routerag.sources.sourceset import SourceSet
@@ -22,7 +23,7 @@ from routerag.sources.sourceset import SourceSet
 T = TypeVar("T")
 
 
-class RunCancelled(Exception):
+class RunCancelled(RouteragError):
     """The client that asked for this run has gone."""
 
 
@@ -80,6 +81,6 @@ async def unless_disconnected(receive: Receive, cancelled: threading.Event, work
     return False, None
 
 
-def _forget(job: asyncio.Future[object]) -> None:
+def _forget(job: asyncio.Future[Any]) -> None:
     if not job.cancelled():
         job.exception()  # retrieved: nobody waits for an abandoned run

@@ -28,12 +28,18 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, SecretStr
 from starlette.datastructures import Headers
 
-from routerag.server.guard import presented_key
+from routerag.edge.guard import presented_key
+from routerag.errors import RouteragError
 
-__all__ = ["Admission", "AdmissionState", "OverBound", "OverBoundReply", "Ticket", "client_identity", "install_admission_handler"]
+__all__ = ["OVER_BOUND", "OVER_BOUND_STATUS", "Admission", "AdmissionState", "OverBound", "OverBoundReply", "Ticket",
+           "client_identity", "install_admission_handler", "over_bound_reply"]
 
 
-class OverBound(Exception):
+OVER_BOUND_STATUS = 429
+"""The HTTP status of :class:`OverBound` on every route (native and OpenAI-compatible alike)."""
+
+
+class OverBound(RouteragError):
     """Admitting the work would pass a bound: answered 429 with ``Retry-After``."""
 
     def __init__(self, bound: str, limit: int, in_use: int, asked: int, retry_after_s: int) -> None:
@@ -41,9 +47,8 @@ class OverBound(Exception):
         super().__init__(f"too much work queued: {in_use} of the bound {bound}={limit} in use, "
                          f"{asked} more asked; retry after {retry_after_s} s")
 
-    def reply(self) -> JSONResponse:
-        body = OverBoundReply(detail=str(self), bound=self.bound, limit=self.limit, in_use=self.in_use)
-        return JSONResponse(body.model_dump(), status_code=429, headers={"Retry-After": str(self.retry_after_s)})
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after_s)}
 
 
 class OverBoundReply(BaseModel):
@@ -151,10 +156,16 @@ def install_admission_handler(app: FastAPI) -> None:
 
     @app.exception_handler(OverBound)
     async def _over(_: Request, exc: OverBound) -> JSONResponse:
-        return exc.reply()
+        return over_bound_reply(exc)
+
+
+def over_bound_reply(exc: OverBound) -> JSONResponse:
+    """429 ``{"detail", "bound", "limit", "in_use"}`` with ``Retry-After``."""
+    body = OverBoundReply(detail=str(exc), bound=exc.bound, limit=exc.limit, in_use=exc.in_use)
+    return JSONResponse(body.model_dump(), status_code=OVER_BOUND_STATUS, headers=exc.headers())
 
 
 OVER_BOUND: dict[int | str, dict[str, Any]] = {
-    429: {"model": OverBoundReply, "description": "too much work is queued (a bound of `admission`); the body names the bound, "
+    OVER_BOUND_STATUS: {"model": OverBoundReply, "description": "too much work is queued (a bound of `admission`); the body names the bound, "
                          "`Retry-After` says when to try again"},
 }

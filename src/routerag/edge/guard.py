@@ -32,7 +32,8 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from routerag.server.settings import SecuritySettings
+from routerag.edge.settings import SecuritySettings
+from routerag.errors import RouteragError
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 _GUARDED = "routerag.guarded"
@@ -109,7 +110,7 @@ def _port(netloc: str, scheme: str) -> str:
     return "443" if scheme.lower() == "https" else "80"
 
 
-class JsonProblem(ValueError):
+class JsonProblem(RouteragError, ValueError):
     """A JSON body that parses but cannot be used."""
 
 
