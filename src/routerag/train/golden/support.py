@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from routerag.corpus.normalize import normalize_answer
+from routerag.eval.metrics import cover_em
 from routerag.train.golden.schema import GoldenTrajectory
 
 Support = Literal["supported", "unsupported", "not_a_span"]
@@ -24,12 +25,12 @@ NOT_SPANS = frozenset({"yes", "no"})
 
 def answer_support(trajectory: GoldenTrajectory) -> Support:
     """``supported`` when a gold answer (normalised as EM normalises) occurs, on word boundaries,
-    in the trajectory's observations; ``not_a_span`` for yes/no answers; else ``unsupported``."""
-    golds = [g for g in (normalize_answer(a) for a in trajectory.answers) if g]
-    if not golds or all(g in NOT_SPANS for g in golds):
+    in the trajectory's observations (cover-EM over them); ``not_a_span`` for yes/no answers; else ``unsupported``."""
+    spans = [a for a in trajectory.answers if normalize_answer(a) and normalize_answer(a) not in NOT_SPANS]
+    if not spans:
         return "not_a_span"
-    seen = " " + normalize_answer(" ".join(s.text for s in trajectory.segments if s.kind == "observation")) + " "
-    return "supported" if any(f" {g} " in seen for g in golds if g not in NOT_SPANS) else "unsupported"
+    seen = " ".join(s.text for s in trajectory.segments if s.kind == "observation")
+    return "supported" if cover_em(seen, spans) else "unsupported"
 
 
 class SupportStats(BaseModel):
