@@ -14,10 +14,10 @@ from collections.abc import Iterator, Sequence
 import httpx
 import pytest
 
+from routerag.edge.asks import Preparation
 from routerag.edge.serving import BackgroundServer
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
-from routerag.server.prepare import Preparation
 from routerag.server.settings import ServiceSettings
 from routerag.server.upload_parse import UploadSettings
 from routerag.server.uploads import SourceStore
@@ -140,8 +140,8 @@ def test_the_plan_builds_the_strategys_model_then_searches_the_sources_it_names(
     passage = GatedSource()
     passage.gate.set()
     sources = SourceSet([passage, GatedSource("unnamed")])
-    prepare = Preparation(SourceStore(tmp_path, UploadSettings(), reserved=set(sources.names())), sources, 8192, None,
-                          ServiceSettings().security.from_request(tmp_path))
+    prepare = Preparation(sources, 8192, None, ServiceSettings().security.from_request(tmp_path),
+                          uploads=SourceStore(tmp_path, UploadSettings(), reserved=set(sources.names())))
     built: list[str] = []
 
     def model_for(strategy) -> ScriptedModel:

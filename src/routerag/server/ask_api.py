@@ -16,11 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from routerag.corpus.schema import Question
 from routerag.edge.admission import OVER_BOUND
+from routerag.edge.asks import Ask, StrategyConfig
 from routerag.server.deps import admit_ask, get_service, require_key
 from routerag.server.errors import ERRORS
 from routerag.server.live import Finished, KeepAlive, StreamItem, Watch
-from routerag.server.prepare import StrategyConfig
-from routerag.server.service import Ask, Service
+from routerag.server.service import Service
 from routerag.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class AskRequest(BaseModel):
 
 async def ask_of(body: AskRequest, service: Service = Depends(get_service)) -> Ask:
     """The request's question checked and its configuration prepared (off the event loop)."""
-    service.check_question(body.question)
+    service.answerer.check_question(body.question)
     prepared = await service.prepare(StrategyConfig(strategy=body.strategy, params=body.params, sources=body.sources))
     question = Question(qid=body.qid, question=body.question, answers=[]) if body.qid else body.question
     return Ask(prepared, question)

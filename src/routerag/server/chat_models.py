@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from routerag.edge.asks import Preparation, Prepared, StrategyConfig
 from routerag.llm.config import BUNDLED_POLICIES, DEFAULT_MODEL, MissingPolicyError, ModelConfig, bundled_policy_path
-from routerag.server.prepare import Preparation, Prepared, StrategyConfig
 from routerag.server.upload_parse import UploadRejected
 from routerag.strategies import STRATEGIES
 from routerag.strategies.prepare import StrategyRequestError, token_limits

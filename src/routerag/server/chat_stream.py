@@ -29,8 +29,8 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+from routerag.edge.events import AnswerPiece, StepEvent
 from routerag.server.chat_schema import ChatCompletionChunk, ChunkChoice, CompletionUsage, Delta
-from routerag.server.events import AnswerPiece, StepEvent
 from routerag.server.live import Finished, KeepAlive, Live, StreamItem
 from routerag.server.openai_errors import ErrorChunk, error_event, run_failure
 from routerag.server.step_lines import step_line

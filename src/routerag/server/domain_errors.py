@@ -20,9 +20,9 @@ from typing import Literal, TypeVar
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from routerag.edge.refusals import RequestRefused
 from routerag.errors import RouteragError
 from routerag.server.chat_messages import ConversationRefused
-from routerag.server.refusals import RequestRefused
 from routerag.server.run_records import RunNotResumableError, UnknownRunError
 from routerag.server.run_space import RunStoreFullError, RunStoreUnreadableError
 from routerag.server.upload_parse import (

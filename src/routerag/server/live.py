@@ -6,7 +6,8 @@
 silences), then :class:`Finished` with its trace. Either way a client that leaves sets the run's
 ``cancelled`` flag, so the run stops at its next model call or retrieval
 (:mod:`routerag.edge.cancel`) and frees its thread; a run still waiting for a thread of the
-``limiter`` stops at its first call.
+``limiter`` stops at its first call. The run itself is the ask path's
+(:meth:`routerag.edge.asks.Answerer.answer`, reporting to :class:`~routerag.edge.asks.Observers`).
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ import anyio
 from pydantic import BaseModel
 from starlette.types import Receive
 
+from routerag.edge.asks import Observers
 from routerag.edge.cancel import unless_disconnected, wait_for_disconnect
-from routerag.runtime.base import AnswerSink
-from routerag.server.events import AnswerPiece, ProgressEvent, Sink, StepEvent
-from routerag.trace import StepObserver, Trace
+from routerag.edge.events import AnswerPiece, ProgressEvent, StepEvent
+from routerag.trace import Trace
 
-__all__ = ["Finished", "KeepAlive", "Live", "Observers", "StreamItem", "Watch", "Work", "watched_run", "watched_stream"]
+__all__ = ["Finished", "KeepAlive", "Live", "StreamItem", "Watch", "Work", "watched_run", "watched_stream"]
 
 
 class KeepAlive(BaseModel):
@@ -54,15 +55,6 @@ class Watch:
     calls: bool = False  # every model call and retrieval as it returns
     answer: bool = False  # the answer's pieces as its model call generates them
     keep_alive_s: float | None = None  # a KeepAlive after this many seconds without anything else
-
-
-@dataclass(frozen=True)
-class Observers:
-    """Where the run in the worker thread reports (None: not observed)."""
-
-    on_call: Sink | None = None
-    on_step: StepObserver | None = None
-    on_answer: AnswerSink | None = None
 
 
 Work = Callable[[threading.Event, Observers], Trace]

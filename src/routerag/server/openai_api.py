@@ -63,15 +63,15 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from routerag.edge.asks import Ask, Prepared, StrategyConfig
+from routerag.edge.refusals import RequestRefused
 from routerag.server.chat_messages import ChatMessage, read_messages
 from routerag.server.chat_schema import AssistantMessage, ChatCompletion, ChatCompletionChunk, Choice, CompletionUsage
 from routerag.server.chat_stream import ChunkWriter, stream_completion
 from routerag.server.deps import admit_ask, get_service
 from routerag.server.live import Watch
 from routerag.server.openai_errors import OPENAI_ERRORS, ChatRequestError, OpenAIRoute, failed_run_reply
-from routerag.server.prepare import Prepared, StrategyConfig
-from routerag.server.refusals import RequestRefused
-from routerag.server.service import Ask, Service
+from routerag.server.service import Service
 
 __all__ = ["ChatCompletion", "ChatCompletionChunk", "ChatCompletionRequest", "ModelList", "router"]
 
@@ -196,7 +196,7 @@ async def chat_completions(request: Request, body: ChatCompletionRequest,
                            service: Service = Depends(get_service)) -> ChatCompletion | Response:
     asked = read_messages(body.messages)  # the one rule for system messages and earlier turns
     try:
-        service.check_question(asked.question, f"messages[{asked.index}] (the last user message)")
+        service.answerer.check_question(asked.question, f"messages[{asked.index}] (the last user message)")
     except RequestRefused as exc:
         raise ChatRequestError(422, str(exc), param="messages") from None
     _check(service, body)

@@ -15,10 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 from routerag.corpus.sampling import evenly_spaced
 from routerag.corpus.schema import Question
 from routerag.edge.admission import Ticket
+from routerag.edge.asks import Prepared, StrategyConfig
+from routerag.edge.refusals import RequestRefused
 from routerag.runtime.base import Strategy
 from routerag.server.jobs import RESUMABLE, ConfigInfo, PreparedConfig, RunNotResumableError, RunQuestion, RunStatus, to_question
-from routerag.server.prepare import Prepared, StrategyConfig
-from routerag.server.refusals import RequestRefused
 from routerag.server.run_space import RunStoreUnreadableError
 from routerag.server.service import Service
 from routerag.strategies.resolve import strategy_factory
@@ -65,7 +65,7 @@ def _run_config(service: Service, prepared: Prepared, config: StrategyConfig, la
     strategy, sourceset = prepared.strategy, prepared.sources
 
     def make() -> Strategy:
-        return strategy_factory(strategy, service.model_for(strategy), sourceset)()  # the model: built on first use
+        return strategy_factory(strategy, service.answerer.model_for(strategy), sourceset)()  # the model: built on first use
 
     info = ConfigInfo(label=label, strategy=strategy.name, params=strategy.params.model_dump(mode="json"),
                       sources=list(config.sources), adapter=strategy.adapter)
@@ -107,7 +107,7 @@ def _check_size(service: Service, body: RunRequest) -> None:
     if body.sample_size is not None and body.sample_size > most:
         raise RequestRefused(f"sample_size {body.sample_size}; a run takes at most {most}")
     for i, q in enumerate(body.questions or []):
-        service.check_question(q.question, f"question {i}")
+        service.answerer.check_question(q.question, f"question {i}")
 
 
 async def start_run(service: Service, body: RunRequest, identity: str | None) -> RunStatus:

@@ -1,46 +1,42 @@
-"""The ask service below its routes: one :class:`Service` holds the model pool, the sources (the
-service's own and the uploads), the run queue and store (:mod:`routerag.server.jobs`), the
-admission of asks and run answers, the thread limit of asks, the warm-up and the settings.
+"""The ask service below its routes: one :class:`Service` holds the ask path (an
+:class:`~routerag.edge.asks.Answerer`: the preparation, the model pool, the question limit), the
+sources (the service's own and the uploads), the run queue and store
+(:mod:`routerag.server.jobs`), the admission of asks and run answers, the thread limit of asks,
+the warm-up and the settings.
 
 Every route reaches it through a FastAPI dependency (:mod:`routerag.server.deps`) and runs a
-question the same way:
+question the same way, the way the MCP server's ``ask`` tool does (:mod:`routerag.edge.asks`):
 
 * :meth:`Service.prepare` makes a request's configuration runnable (its uploads mounted, its
   strategy resolved, which may unpack an adapter) in a worker thread, never on the event loop;
-* :meth:`Service.run` answers an :class:`Ask` in a worker thread of the ask limit and gives its
-  trace, or None when the client left first;
+* :meth:`Service.run` answers an :class:`~routerag.edge.asks.Ask` in a worker thread of the ask
+  limit and gives its trace, or None when the client left first;
 * :meth:`Service.stream` yields what the run reports as it happens (:mod:`routerag.server.live`).
 
 Its model is looked up in the worker thread, so building one (the shipped policy of a strategy,
-on first use) never blocks the event loop. Refusals are domain errors (:class:`RequestRefused`
-and the kinds of :mod:`routerag.server.domain_errors`); the routes' modules turn them into HTTP.
+on first use) never blocks the event loop. Refusals are domain errors
+(:class:`~routerag.edge.refusals.RequestRefused` and the kinds of
+:mod:`routerag.server.domain_errors`); the routes' modules turn them into HTTP.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from functools import partial
 
 import anyio
 from pydantic import BaseModel, Field
 from starlette.types import Receive
 
-from routerag.corpus.schema import Question
 from routerag.edge.admission import Admission, AdmissionState
-from routerag.edge.cancel import CancellableModel, CancellableSourceSet
+from routerag.edge.asks import Answerer, Ask, Preparation, Prepared, StrategyConfig
 from routerag.llm.base import ChatModel
 from routerag.llm.config import ModelConfig
-from routerag.llm.conversation import Conversation, ConversationModel
 from routerag.llm.factory import adapter_label
-from routerag.llm.pool import ModelPool
 from routerag.paths import cache_dir
 from routerag.server.chat_models import ChatModels
-from routerag.server.events import ObservedModel, ObservedSourceSet
 from routerag.server.jobs import RunManager
-from routerag.server.live import Observers, StreamItem, Watch, watched_run, watched_stream
-from routerag.server.prepare import Preparation, Prepared, PreparedStrategy, StrategyConfig
-from routerag.server.refusals import RequestRefused
+from routerag.server.live import StreamItem, Watch, watched_run, watched_stream
 from routerag.server.settings import AdmissionSettings, ServiceSettings
 from routerag.server.uploads import SourceStore
 from routerag.server.warm_plan import strategy_plan
@@ -48,20 +44,9 @@ from routerag.server.warmup import WarmUp, WarmUpState
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES
 from routerag.strategies.prepare import prepare_strategy
-from routerag.strategies.resolve import answer
 from routerag.trace import Trace
 
-__all__ = ["Ask", "Readiness", "Service"]
-
-
-@dataclass(frozen=True)
-class Ask:
-    """One question for a prepared configuration; ``conversation``: what every model call of the
-    run sees besides the strategy's own prompts (a chat's instructions and earlier turns)."""
-
-    prepared: Prepared
-    question: str | Question
-    conversation: Conversation | None = None
+__all__ = ["Readiness", "Service"]
 
 
 class Readiness(BaseModel):
@@ -95,7 +80,6 @@ class Service:
                  model_config: ModelConfig | None = None) -> None:
         self.settings = settings = settings or ServiceSettings()
         self.model, self.sources, self.model_config = model, sources, model_config
-        self.pool = ModelPool(model_config, model) if model_config is not None else None
         self.base_adapter = adapter_label(model_config)
         self.strategy_adapters = {} if model_config is None else {
             name: label for name in STRATEGIES.names()
@@ -106,28 +90,19 @@ class Service:
                                min_free_bytes=settings.run_store_min_free_mb * 2**20)
         self.asks, self.run_answers = _admissions(settings.admission)
         request_values = settings.security.from_request(data_dir)  # what a request may name: never code, no outside path
-        self.preparation = Preparation(self.uploads, sources, settings.max_new_tokens, model_config, request_values)
-        self.chat_models = ChatModels(model_config, self.preparation)
-        plan = strategy_plan(settings.warm_up_strategy, self.preparation, self.model_for) if settings.warm_up else None
+        preparation = Preparation(sources, settings.max_new_tokens, model_config, request_values, uploads=self.uploads)
+        self.answerer = Answerer(preparation, model, settings.max_question_chars)
+        self.chat_models = ChatModels(model_config, preparation)
+        plan = strategy_plan(settings.warm_up_strategy, preparation, self.answerer.model_for) if settings.warm_up else None
         self.warm_up = WarmUp(settings.warm_up_strategy, plan)
         self.started = self.stopping = False
         self._threads: anyio.CapacityLimiter | None = None
 
     # ------------------------------------------------------------------ one question
-    def model_for(self, strategy: PreparedStrategy) -> ChatModel:
-        """The model that answers ``strategy`` (built on first use: call it in a worker thread)."""
-        return self.pool.get(strategy.model) if self.pool is not None else self.model
-
-    def check_question(self, text: str, where: str = "question") -> None:
-        if not text.strip():
-            raise RequestRefused(f"{where} is empty")
-        if len(text) > self.settings.max_question_chars:
-            raise RequestRefused(f"{where} has {len(text)} characters; the limit is {self.settings.max_question_chars}")
-
     async def prepare(self, config: StrategyConfig) -> Prepared:
         """``config`` made runnable, in a worker thread of the default pool (never behind the asks'
         limit). A refusal: :class:`StrategyRequestError` or :class:`UploadRejected`."""
-        return await anyio.to_thread.run_sync(self.preparation, config)
+        return await anyio.to_thread.run_sync(self.answerer.preparation, config)
 
     def threads(self) -> anyio.CapacityLimiter:
         """The worker threads of asks, streamed or not (``ask_threads`` at once)."""
@@ -137,21 +112,11 @@ class Service:
 
     async def run(self, ask: Ask, receive: Receive) -> Trace | None:
         """The trace of ``ask``; None when the client left first (the run stops at its next call)."""
-        return await watched_run(lambda cancelled, _: self._answer(ask, cancelled), receive, self.threads())
+        return await watched_run(partial(self.answerer.answer, ask), receive, self.threads())
 
     def stream(self, ask: Ask, receive: Receive, watch: Watch = Watch()) -> AsyncIterator[StreamItem]:
         """What the run of ``ask`` reports as it happens (its steps and what ``watch`` asks for), then its trace."""
-        return watched_stream(lambda cancelled, seen: self._answer(ask, cancelled, seen), receive, self.threads(), watch)
-
-    def _answer(self, ask: Ask, cancelled: threading.Event, seen: Observers = Observers()) -> Trace:
-        """The run, in its worker thread: the model looked up here, so building it never blocks the event loop."""
-        model: ChatModel = CancellableModel(self.model_for(ask.prepared.strategy), cancelled)
-        sources: SourceSet = CancellableSourceSet(ask.prepared.sources, cancelled)
-        if ask.conversation is not None:
-            model = ConversationModel(model, ask.conversation)
-        if seen.on_call is not None:
-            model, sources = ObservedModel(model, seen.on_call), ObservedSourceSet(sources, seen.on_call)
-        return answer(ask.prepared.strategy, model, sources, ask.question, on_step=seen.on_step, on_answer=seen.on_answer)
+        return watched_stream(partial(self.answerer.answer, ask), receive, self.threads(), watch)
 
     # ------------------------------------------------------------------ its life
     async def start(self) -> None:

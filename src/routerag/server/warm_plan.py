@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from routerag.edge.asks import Preparation, Prepared, PreparedStrategy, StrategyConfig
 from routerag.llm.base import ChatModel
-from routerag.server.prepare import Preparation, Prepared, PreparedStrategy, StrategyConfig
 from routerag.server.upload_parse import UploadRejected
 from routerag.server.warmup import Plan, WarmUpPart, WarmUpSkipped
 from routerag.sources.sourceset import SourceSet
