@@ -55,7 +55,7 @@ def _tools(tmp_path, slow: SlowModel, **settings: Any):
     config = McpSettings(model=ModelConfig(backend="scripted", scripted_outputs=["unused"]), **settings)
     tools = McpTools(SourceSet([BM25Source.from_bundle(bundle, name="law", profile="law texts")]), config,
                      index_dir=tmp_path, documents=len(DOCS))
-    tools.models = ModelPool(config.model, slow.model)
+    tools.answerer.pool = ModelPool(config.model, slow.model)
     return tools
 
 

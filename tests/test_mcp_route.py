@@ -125,3 +125,18 @@ def test_ask_returns_its_evidence_with_passages_scores_and_sources(tools):
     assert search["sources"] == ["med"] and search["titles"] == [h.title for h in direct]
     assert [(h["text"], h["source"], h["rank"]) for h in search["hits"]] == [(h.text, "med", h.rank) for h in direct]
     assert [h["score"] for h in search["hits"]] == pytest.approx([h.score for h in direct])
+
+
+def test_ask_refuses_a_blank_or_overlong_question_as_the_service_does(tools):
+    errors: dict[str, str] = {}
+    limit = tools.settings.max_question_chars
+
+    async def body(session) -> None:
+        for label, question in {"blank": "   ", "long": "x" * (limit + 1)}.items():
+            result = await session.call_tool("ask", {"question": question, "strategy": "direct"})
+            assert result.is_error, (label, result.structured_content)
+            errors[label] = result.content[0].text
+
+    _calls(tools, body)
+    assert "question is empty" in errors["blank"]
+    assert f"question has {limit + 1} characters; the limit is {limit}" in errors["long"]

@@ -1,6 +1,6 @@
 """Preparing a request's strategy raises routerag's own errors, never an HTTP one; each API family
 of the service maps their kinds to HTTP statuses in one table at its edge, and the MCP tools use
-the preparation without the service's HTTP errors."""
+the service's ask path (``routerag.edge.asks``) without its HTTP errors."""
 
 from __future__ import annotations
 
@@ -76,5 +76,5 @@ def test_the_run_errors_are_routerag_errors_with_their_builtin_bases():
 def test_the_mcp_tools_prepare_without_the_services_http_errors():
     tree = ast.parse((SRC / "integrations" / "mcp_tools.py").read_text(encoding="utf-8"))
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert "routerag.strategies.prepare" in imported
-    assert not imported & {"routerag.server.errors", "routerag.server.prepare", "routerag.server.retrieval_app"}
+    assert "routerag.edge.asks" in imported  # the service's ask path: prepare, answer
+    assert not {module for module in imported if module and module.startswith("routerag.server")}

@@ -4,10 +4,10 @@ query to the source a routerag router chooses and search it there
 ``list_sources``. The index is mounted once (as ``routerag serve``
 mounts it: :func:`~routerag.api.serving.mounted_sources`); every search and answer goes through
 the code the service uses (``SourceSet.retrieve`` with the validated request of ``routerag
-retrieve``; the service's :func:`~routerag.strategies.prepare.prepare_strategy` and
-:func:`~routerag.api.answer`), and the model for ``ask`` is the configured one, built on the first
-question that needs it (:class:`~routerag.llm.pool.ModelPool`: the shipped policy for
-``routerag`` on the bundled base, as ``routerag ask`` runs it).
+retrieve``; for ``ask``, the service's ask path, :mod:`routerag.edge.asks`: the question checked,
+the strategy prepared, the run cancellable), and the model for ``ask`` is the configured one,
+built on the first question that needs it (:class:`~routerag.llm.pool.ModelPool`: the shipped
+policy for ``routerag`` on the bundled base, as ``routerag ask`` runs it).
 
 A request the tools refuse raises a :class:`~routerag.errors.RouteragError` whose message says
 why; the server (``mcp_server``) hands it back as the tool's error result."""
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,6 +31,9 @@ from routerag.routing.keyword import RouterRules
 from routerag.sources.sourceset import SourceSet
 from routerag.trace import Hit, Route, Trace
 
+if TYPE_CHECKING:
+    from routerag.strategies.prepare import PreparedStrategy
+
 DEFAULT_K = 5
 DEFAULT_STRATEGY = "routerag"
 DEFAULT_ROUTER = "profile-embedding"  # serves any set of sources (the learned mode router: passage, bm25, graph, hybrid)
@@ -39,7 +42,7 @@ RouterName = Annotated[str, RegisteredName(ROUTERS)]
 
 
 class McpRequestError(RouteragError, ValueError):
-    """A tool call the server refuses (an unknown source or strategy, bad params, an empty question)."""
+    """A tool call or a configuration the server refuses (an unknown source or router, an empty query)."""
 
 
 class McpSettings(ListenSettings):
@@ -147,8 +150,8 @@ class McpTools:
     """The tools over one mounted index; thread-safe (each call runs in a worker thread)."""
 
     def __init__(self, sources: SourceSet, settings: McpSettings, *, index_dir: Path, documents: int) -> None:
+        from routerag.edge.asks import Answerer, Preparation
         from routerag.llm.factory import DeferredModel
-        from routerag.llm.pool import ModelPool
 
         if not sources.names():
             raise McpRequestError(f"{index_dir}: no source could be mounted")
@@ -165,8 +168,10 @@ class McpTools:
             self.rules = load_rules(settings.router_rules) if settings.router_rules else None
         except RouteragError as exc:
             raise McpRequestError(f"router_rules: {exc}") from None
-        try:
-            self.models = ModelPool(settings.model, DeferredModel(settings.model))  # nothing loads before an ask
+        # the service's checks: strict params, registered names (no path), named sources mounted, token limits
+        preparation = Preparation(sources, settings.max_new_tokens, settings.model, settings.security.from_request(None))
+        try:  # nothing loads before an ask
+            self.answerer = Answerer(preparation, DeferredModel(settings.model), settings.max_question_chars)
         except ValueError as exc:
             raise McpRequestError(f"model: {exc}") from None
 
@@ -234,24 +239,18 @@ class McpTools:
 
     def ask(self, question: str, strategy: str = DEFAULT_STRATEGY, params: dict[str, Any] | None = None, *,
             cancelled: threading.Event | None = None) -> AskResult:
-        """Answer ``question``; once ``cancelled`` is set the run stops at its next model call or search."""
-        from routerag.api import answer
-        from routerag.edge.cancel import CancellableModel, CancellableSourceSet
-        from routerag.strategies.prepare import prepare_strategy
+        """Answer ``question`` as the service's ``/v1/ask`` does; once ``cancelled`` is set the run
+        stops at its next model call or search. A refusal (the question, the strategy or its params)
+        is a :class:`~routerag.errors.RouteragError`: the tool's error result."""
+        from routerag.edge.asks import Ask, StrategyConfig
 
-        if not question.strip():
-            raise McpRequestError("the question is empty")
-        if len(question) > self.settings.max_question_chars:
-            raise McpRequestError(f"the question has {len(question)} characters; the limit is "
-                                  f"{self.settings.max_question_chars}")
-        # the service's checks: strict params, registered names (no path), named sources mounted, token limits;
-        # a refusal is a StrategyRequestError (a RouteragError: the tool's error result)
-        resolved = prepare_strategy(strategy, dict(params or {}), sources=self.sources,
-                                    max_new_tokens=self.settings.max_new_tokens, model=self.settings.model,
-                                    request=self.settings.security.from_request(None))
-        model = self.models.get(resolved.model)
-        stop = cancelled or threading.Event()
-        trace = answer(resolved, CancellableModel(model, stop), CancellableSourceSet(self.sources, stop), question)
-        name = resolved.model.resolved().model if resolved.model is not None else None
-        name = name or model.name
-        return ask_result(trace, f"{name} + {resolved.adapter}" if resolved.adapter else name)
+        self.answerer.check_question(question)
+        prepared = self.answerer.preparation(StrategyConfig(strategy=strategy, params=dict(params or {})))
+        trace = self.answerer.answer(Ask(prepared, question), cancelled or threading.Event())
+        return ask_result(trace, self._model_label(prepared.strategy))
+
+    def _model_label(self, strategy: PreparedStrategy) -> str:
+        """The model that answered ``strategy``, with its policy adapter, if any."""
+        name = strategy.model.resolved().model if strategy.model is not None else None
+        name = name or self.answerer.model_for(strategy).name
+        return f"{name} + {strategy.adapter}" if strategy.adapter else name
