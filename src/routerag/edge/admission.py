@@ -29,10 +29,11 @@ from pydantic import BaseModel, Field, SecretStr
 from starlette.datastructures import Headers
 
 from routerag.edge.guard import presented_key
+from routerag.edge.settings import AdmissionSettings
 from routerag.errors import RouteragError
 
 __all__ = ["OVER_BOUND", "OVER_BOUND_STATUS", "Admission", "AdmissionState", "OverBound", "OverBoundReply", "Ticket",
-           "client_identity", "install_admission_handler", "over_bound_reply"]
+           "ask_admission", "client_identity", "install_admission_handler", "over_bound_reply"]
 
 
 OVER_BOUND_STATUS = 429
@@ -149,6 +150,12 @@ class Admission:
             in_use = self._in_use
         return AdmissionState(name=self.name, in_use=in_use, limit=self.limit, per_key_limit=self.per_key,
                               saturated=in_use >= self.limit)
+
+
+def ask_admission(bounds: AdmissionSettings) -> Admission:
+    """The admission of asks under ``bounds`` (``max_asks``, ``max_asks_per_key``): the service's ask
+    routes and chat endpoint share one, the MCP server's ``ask`` tool has its own."""
+    return Admission("asks", bounds.max_asks, bounds.max_asks_per_key, bounds.retry_after_s)
 
 
 def install_admission_handler(app: FastAPI) -> None:

@@ -1,8 +1,8 @@
 """How the MCP server runs an ``ask``: admitted, on its own worker threads, and stopped when its
 client no longer waits for it.
 
-* Admission: the same :class:`~routerag.edge.admission.Admission` as the service's ``/v1/ask``,
-  with the same settings (``admission.max_asks``, ``admission.max_asks_per_key`` by API key over
+* Admission: the same :class:`~routerag.edge.admission.Admission` as the service's ``/v1/ask``
+  (:func:`~routerag.edge.admission.ask_admission`), with the same settings (``admission.max_asks``, ``admission.max_asks_per_key`` by API key over
   HTTP). An ask beyond a bound is refused at once (:class:`~routerag.edge.admission.OverBound`,
   the tool's error result saying which bound), never queued.
 * Threads: asks run on a limiter of their own (``ask_threads``), so ``search``, ``route`` and
@@ -23,7 +23,7 @@ import anyio
 from pydantic import SecretStr
 from starlette.datastructures import Headers
 
-from routerag.edge.admission import Admission, client_identity
+from routerag.edge.admission import ask_admission, client_identity
 from routerag.edge.settings import AdmissionSettings
 
 T = TypeVar("T")
@@ -74,7 +74,7 @@ class AskGate:
     """The admission and the worker threads of one server's asks."""
 
     def __init__(self, bounds: AdmissionSettings, threads: int, api_key: SecretStr | None = None) -> None:
-        self.admission = Admission("asks", bounds.max_asks, bounds.max_asks_per_key, bounds.retry_after_s)
+        self.admission = ask_admission(bounds)
         self.threads = threads
         self.api_key = api_key
         self._limiter: anyio.CapacityLimiter | None = None

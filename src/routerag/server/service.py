@@ -28,7 +28,7 @@ import anyio
 from pydantic import BaseModel, Field
 from starlette.types import Receive
 
-from routerag.edge.admission import Admission, AdmissionState
+from routerag.edge.admission import Admission, AdmissionState, ask_admission
 from routerag.edge.asks import Answerer, Ask, Preparation, Prepared, StrategyConfig
 from routerag.llm.base import ChatModel
 from routerag.llm.config import ModelConfig
@@ -67,7 +67,7 @@ def _strategy_adapter(name: str, model_config: ModelConfig) -> str | None:
 
 
 def _admissions(bounds: AdmissionSettings) -> tuple[Admission, Admission]:
-    return (Admission("asks", bounds.max_asks, bounds.max_asks_per_key, bounds.retry_after_s),
+    return (ask_admission(bounds),
             Admission("run_answers", bounds.max_run_answers, bounds.max_run_answers_per_key, bounds.retry_after_s))
 
 
