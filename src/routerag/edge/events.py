@@ -1,5 +1,5 @@
 """Live progress events of a strategy run, for the service's streamed routes (``/v1/ask/stream``,
-a streamed chat completion).
+a streamed chat completion), reported by the ask path (:meth:`routerag.edge.asks.Answerer.answer`).
 
 Strategies return their ``Trace`` at the end. To show progress as it happens, the run's context
 gets a step observer (``StrategyContext.on_step``: every :class:`~routerag.trace.Step` as it is
