@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from routerag.train.golden import Grounder
     from routerag.train.golden.grounding import GroundingRouting
     from routerag.train.golden_set import GoldenSetStats
+    from routerag.train.golden_steps import StepSetStats
     from routerag.train.recipes import TrainRunSummary
 
 
@@ -62,6 +63,23 @@ def build_golden(sources: Sequence[str], out: Path, *, eval_sets: Sequence[str],
     chosen: Callable[[str], Grounder] | None = grounder if ground else None
     try:
         return build_golden_set(list(sources), out, eval_sets=list(eval_sets), ground=chosen, command=command)
+    except RouteragError:
+        raise
+    except ValueError as exc:
+        raise TrainRequestError(str(exc)) from None
+
+
+def build_golden_steps(sources: Sequence[str], out: Path, *, eval_sets: Sequence[str], k: int = 5,
+                       command: str = "") -> StepSetStats:
+    """Grounded step-wise R1-Router trajectories (``routerag golden-steps``) from ``sources``
+    (``NAME`` or ``NAME:N``: N evenly spaced questions), questions of ``eval_sets`` dropped at load,
+    each hop kept only when BM25 top ``k`` returns its evidence; written as trajectories, the step
+    rows ``r1-router-sft`` / ``r1-router-step`` train on, and statistics. A refusal (an unknown
+    source, an overlap with evaluation data) is a :class:`TrainRequestError`."""
+    from routerag.train.golden_steps import build_step_set
+
+    try:
+        return build_step_set(list(sources), out, eval_sets=list(eval_sets), k=k, command=command)
     except RouteragError:
         raise
     except ValueError as exc:

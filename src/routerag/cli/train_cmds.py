@@ -146,3 +146,33 @@ def golden_command(
     for name, g in stats.grounding.items():
         typer.echo(f"  {name}: {g.hops} hops, gold retrieved {g.retrieved_total} ({g.switched} by another mode), "
                    f"{g.injected} injected, {g.skipped} left out (gold already retrieved)")
+
+
+@app.command("golden-steps")
+def golden_steps_command(
+    out: Path = typer.Option(..., "--out", "-o", help="folder for trajectories.jsonl, steps.jsonl and steps_stats.json"),
+    sources: list[str] = typer.Option(
+        ["wtq-train:200", "musique"], "--source", "-s",
+        help="step sources, NAME or NAME:N (N evenly spaced questions after the evaluation sets' are dropped; "
+             "repeatable): wtq-train (Table Retriever), musique (Text Retriever per gold hop)"),
+    exclude: list[str] = typer.Option(
+        ["musique:50", "wtq"], "--exclude",
+        help="evaluation sets whose questions are dropped (NAME or NAME:N evenly spaced; repeatable)"),
+    k: int = typer.Option(5, "--k", help="documents per sub-question (the r1-router strategy's default); a hop is kept "
+                          "when its evidence is in the BM25 top k"),
+) -> None:
+    """Synthesise grounded step-wise R1-Router trajectories (sub-question, knowledge base, evidence,
+    answer) from gold data, as the step rows r1-router-sft / r1-router-step train on, with statistics."""
+    import shlex
+    import sys
+
+    from routerag.api.training import build_golden_steps
+
+    command = "routerag " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    stats = build_golden_steps(sources, out, eval_sets=exclude, k=k, command=command)
+    kinds = ", ".join(f"{kind} {n}" for kind, n in stats.steps_by_kind.items())
+    typer.echo(f"wrote {stats.trajectories} trajectories, {stats.steps} step rows ({kinds}) to {out}")
+    for name, s in stats.by_source.items():
+        why = ", ".join(f"{n} {reason}" for reason, n in s.dropped.items()) or "none"
+        typer.echo(f"  {name}: {s.kept} of {s.considered} kept ({s.eval_overlap} of {s.questions} dropped as evaluation "
+                   f"overlap first); dropped: {why}{' (reused)' if s.reused else ''}")

@@ -9,6 +9,8 @@ them in GraphRAG-R1's protocol, observations from the ``graphrag-r1`` episode's 
   ``<think>``;
 * :mod:`.hotpotqa`: HotpotQA supporting facts (HotpotQA and the HotpotQA-distractor pool);
 * :mod:`.r1router`: R1-Router's released step-wise trajectories, and their per-step Step-GRPO rows;
+* :mod:`.r1router_synth`: grounded step-wise R1-Router trajectories synthesised in the released
+  format (WikiTableQuestions table steps, MuSiQue text hops; ``routerag golden-steps``);
 * :mod:`.rejection`: rejection sampling of policy rollouts that reach the gold answer.
 
 Shared: :mod:`.schema` (the records), :mod:`.render` (hops -> segments, per protocol), :mod:`.grounding` (real

@@ -90,23 +90,32 @@ def r1_router_step_rows(path: str | Path | None = None, *, limit: int | None = N
     for index, record in enumerate(read_r1_router(path)):
         if keep is not None and trajectory_id(index) not in keep:
             continue
-        steps = record.get("steps") or []
-        last_ans = max((i for i, s in enumerate(steps) if s["step_type"] == "ans"), default=-1)
-        for i, st in enumerate(steps):
-            prompt = [{"role": "system", "content": st["system"]}, {"role": "user", "content": st["problem"]}]
-            if st["step_type"] == "ret":
-                ans = st["answer"]
-                extra = {"step_type": "ret", "gold_query": str(ans.get("query", "")).strip(),
-                         "gold_retriever": (ans.get("retriever") or ["none"])[0]}
-                golds: list[str] = [extra["gold_query"]]
-            else:
-                answer = st["answer"]
-                golds = [str(a) for a in answer] if isinstance(answer, list) else [str(answer).strip()]
-                extra = {"step_type": "final" if i == last_ans else "ans", "gold_answer": golds[0]}
-            rows.append({"prompt": prompt, "answers": golds, "step": json.dumps(extra), "trajectory": trajectory_id(index)})
+        rows += record_step_rows(record, trajectory_id(index))
         if limit is not None and len(rows) >= limit:
             break
     return rows[:limit] if limit is not None else rows
+
+
+def record_step_rows(record: dict[str, Any], trajectory: str) -> list[dict[str, Any]]:
+    """The step rows of one trajectory record in the released format (``{"steps": [{step_type,
+    system, problem, answer}]}``): a ``ret`` step's answer is ``{"query", "retriever": [name]}``,
+    an ``ans`` step's a string (the last ``ans`` step, the final answer, a list of gold answers)."""
+    steps = record.get("steps") or []
+    last_ans = max((i for i, s in enumerate(steps) if s["step_type"] == "ans"), default=-1)
+    rows: list[dict[str, Any]] = []
+    for i, st in enumerate(steps):
+        prompt = [{"role": "system", "content": st["system"]}, {"role": "user", "content": st["problem"]}]
+        if st["step_type"] == "ret":
+            ans = st["answer"]
+            extra = {"step_type": "ret", "gold_query": str(ans.get("query", "")).strip(),
+                     "gold_retriever": (ans.get("retriever") or ["none"])[0]}
+            golds: list[str] = [extra["gold_query"]]
+        else:
+            answer = st["answer"]
+            golds = [str(a) for a in answer] if isinstance(answer, list) else [str(answer).strip()]
+            extra = {"step_type": "final" if i == last_ans else "ans", "gold_answer": golds[0]}
+        rows.append({"prompt": prompt, "answers": golds, "step": json.dumps(extra), "trajectory": trajectory})
+    return rows
 
 
 _KB_KIND = {"Text Retriever": "general textual knowledge", "Table Retriever": "numbers or facts kept in a table",

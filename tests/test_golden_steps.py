@@ -1,0 +1,261 @@
+"""Synthesised grounded step-wise R1-Router trajectories (``routerag golden-steps``): the released
+trajectories' format, the grounding check of each hop, the stored set and its statistics."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+from typer.testing import CliRunner
+
+from routerag.cli.app import app
+from routerag.cli.main import _load
+from routerag.corpus.datasets import Dataset, register_dataset
+from routerag.corpus.schema import Document, Question, SubQuestion
+from routerag.strategies.prompts import (
+    R1_ROUTER_FINAL_SYSTEM,
+    R1_ROUTER_GUIDELINES,
+    R1_ROUTER_STEP_ANSWER_SYSTEM,
+    r1_router_history,
+    r1_router_ret_system,
+)
+from routerag.trace import Hit
+from routerag.train.fixtures import bm25_sourceset
+from routerag.train.golden.r1router import r1_router_gold_completion, record_step_rows
+from routerag.train.golden.r1router_synth import (
+    STEP_SOURCES,
+    RoutedHop,
+    Synthesised,
+    clean_sub_question,
+    musique_trajectories,
+    trajectory_record,
+    wtq_trajectories,
+)
+from routerag.train.golden_steps import STATS_FILE, STEPS_FILE, TRAJECTORIES_FILE, build_step_set, read_step_rows
+
+TABLES = {
+    "medals": [Document.make("2008 Summer Olympics medal table", "Nation | Gold | Silver\nChina | 48 | 22\nUnited States | 36 | 39"),
+               Document.make("2008 Summer Olympics medal table", "Nation | Gold | Silver\nRussia | 24 | 13\nBritain | 19 | 13")],
+    "albums": [Document.make("Adele discography", "Album | Year | Peak\n19 | 2008 | 1\n21 | 2011 | 1\n25 | 2015 | 1")],
+    "stations": [Document.make("Railway stations in Kent", "Station | Opened | Platforms\nAshford | 1842 | 6\nDover | 1844 | 3")],
+}
+
+
+def _table_search(tmp_path: Path, k: int):
+    sources = bm25_sourceset({"tables": [d for docs in TABLES.values() for d in docs]}, tmp_path)
+
+    def search(queries: Sequence[str]) -> list[list[Hit]]:
+        return [list(r.hits) for r in sources.search(list(queries), k, ["tables"]).results["tables"]]
+
+    return search
+
+
+def _wtq(qid: str, text: str, table: str, answers: list[str]) -> Question:
+    return Question(qid=qid, question=text, answers=answers, dataset="wtq-train", answer_scheme="wtq",
+                    supporting_doc_ids=[d.doc_id for d in TABLES[table]], metadata={"table_id": table})
+
+
+def test_a_record_holds_the_strategy_prompts_and_gives_the_released_row_format() -> None:
+    q = Question(qid="q1", question="Who directed Alien and when was he born?", answers=["30 November 1937"])
+    hit = Hit(doc_id="d1", title="Alien (film)", text="Alien is directed by Ridley Scott.", score=1.0, source="row",
+              mode="bm25", rank=1)
+    hops = [RoutedHop(query="Who directed Alien?", retriever="Text Retriever", answer="Ridley Scott", evidence=[hit]),
+            RoutedHop(query="When was Ridley Scott born?", retriever="Text Retriever", answer="30 November 1937")]
+    record = trajectory_record("musique:q1", "musique", q, hops, q.answers)
+    assert record["id"] == "musique:q1" and record["images"] == [] and len(record["steps"]) == 6
+    steps = record["steps"]
+    assert [s["step_type"] for s in steps] == ["ret", "ans", "ret", "ans", "ret", "ans"]
+    assert steps[0]["system"] == r1_router_ret_system(R1_ROUTER_GUIDELINES)
+    assert steps[2]["problem"] == r1_router_history(q.question, [("Who directed Alien?", "Ridley Scott")])
+    assert steps[1]["system"] == R1_ROUTER_STEP_ANSWER_SYSTEM and steps[5]["system"] == R1_ROUTER_FINAL_SYSTEM
+    assert "ter-0: Alien (film) Alien is directed by Ridley Scott." in steps[1]["problem"]
+    assert steps[1]["problem"].endswith("Question: Who directed Alien?")
+    assert steps[4]["answer"] == {"query": "none", "retriever": ["none"]}
+    rows = record_step_rows(record, record["id"])
+    extras = [json.loads(r["step"]) for r in rows]
+    assert extras[0] == {"step_type": "ret", "gold_query": "Who directed Alien?", "gold_retriever": "text retriever"}
+    assert [e["step_type"] for e in extras] == ["ret", "ans", "ret", "ans", "ret", "final"]
+    assert extras[3]["gold_answer"] == "30 November 1937" and rows[5]["answers"] == ["30 November 1937"]
+    assert all(r["trajectory"] == "musique:q1" and [m["role"] for m in r["prompt"]] == ["system", "user"] for r in rows)
+    # the SFT recipe's gold outputs: a route, a stop, an answer
+    assert "<ret>\nText Retriever\n</ret>" in r1_router_gold_completion(extras[0])
+    assert "<sub-question>\nNone\n</sub-question>" in r1_router_gold_completion(extras[4])
+    assert "<answer>\n30 November 1937\n</answer>" in r1_router_gold_completion(extras[5])
+    with pytest.raises(ValueError):
+        trajectory_record("x", "x", q, [hops[0].model_copy(update={"retriever": "Graph Retriever"})], q.answers)
+
+
+def test_wtq_trajectories_keep_a_question_only_when_its_own_table_comes_back(tmp_path: Path) -> None:
+    questions = [_wtq("nt-1", "how many gold medals did china win at the 2008 summer olympics?", "medals", ["48"]),
+                 _wtq("nt-2", "which adele albums peaked at 1?", "albums", ["19", "21", "25"]),
+                 _wtq("nt-3", "what opened first, ashford or dover?", "medals", ["Ashford"]),  # not its table's words
+                 _wtq("nt-4", "which station has the most platforms?", "stations", [])]
+    out = wtq_trajectories(questions, _table_search(tmp_path, k=1))
+    assert [o.qid for o in out] == ["nt-1", "nt-2", "nt-3", "nt-4"]
+    assert [o.dropped for o in out] == [None, None, "table_not_retrieved", "no_answer"]
+    assert out[2].failed_hop == 1 and out[2].record is None
+    medals = out[0].record
+    assert medals is not None and medals["id"] == "wtq-train:nt-1"
+    ret, ans = medals["steps"][0], medals["steps"][1]
+    assert ret["answer"] == {"query": questions[0].question, "retriever": ["table retriever"]}
+    assert "tar-0: 2008 Summer Olympics medal table" in ans["problem"] and ans["answer"] == "48"
+    # a list answer is one answer string, its items joined (the wtq scheme splits it again)
+    albums = out[1].record
+    assert albums is not None and albums["steps"][-1]["answer"] == ["19, 21, 25"]
+    assert [s["step_type"] for s in albums["steps"]] == ["ret", "ans", "ret", "ans"]
+
+
+def _musique_row() -> tuple[Question, list[Document]]:
+    paragraphs = [
+        Document.make("Journal of Psychotherapy Integration", "The Journal of Psychotherapy Integration is published by "
+                      "the American Psychological Association."),
+        Document.make("American Psychological Association", "G. Stanley Hall was the first president of the American "
+                      "Psychological Association, founded in 1892."),
+        Document.make("Peter Bonetti", "Peter Bonetti is a former goalkeeper who played for Chelsea."),
+        Document.make("Psychology", "Psychology is the study of mind and behaviour."),
+    ]
+    q = Question(qid="2hop__1_2", question="Who was the first president of the association which published Journal of "
+                 "Psychotherapy Integration?", answers=["G. Stanley Hall", "Stanley Hall"], dataset="musique",
+                 decomposition=[
+                     SubQuestion(question="What company published Journal of Psychotherapy Integration?",
+                                 answer="American Psychological Association", supporting_doc_ids=[paragraphs[0].doc_id]),
+                     SubQuestion(question="Who was the first president of #1 ?", answer="G. Stanley Hall",
+                                 supporting_doc_ids=[paragraphs[1].doc_id])],
+                 metadata={"answerable": True})
+    return q, paragraphs
+
+
+def test_musique_trajectories_ground_every_hop_in_the_rows_own_paragraphs() -> None:
+    q, paragraphs = _musique_row()
+    (kept,) = musique_trajectories([q], {q.qid: paragraphs}, k=1)
+    assert kept.dropped is None and kept.record is not None and kept.record["answers"] == q.answers
+    rets = [s["answer"] for s in kept.record["steps"] if s["step_type"] == "ret"]
+    assert rets == [{"query": "What company published Journal of Psychotherapy Integration?", "retriever": ["text retriever"]},
+                    {"query": "Who was the first president of American Psychological Association?",
+                     "retriever": ["text retriever"]},
+                    {"query": "none", "retriever": ["none"]}]
+    assert kept.record["steps"][-1]["answer"] == ["G. Stanley Hall", "Stanley Hall"]
+    assert "G. Stanley Hall was the first president" in kept.record["steps"][3]["problem"]
+    # the second hop's support replaced by a paragraph the sub-question does not find at k = 1
+    miss = q.model_copy(update={"qid": "miss", "decomposition": [
+        q.decomposition[0], q.decomposition[1].model_copy(update={"supporting_doc_ids": [paragraphs[3].doc_id]})]})
+    unanswerable = q.model_copy(update={"qid": "u", "metadata": {"answerable": False}})
+    flat = q.model_copy(update={"qid": "flat", "decomposition": []})
+    lost = q.model_copy(update={"qid": "lost", "decomposition": [
+        q.decomposition[0].model_copy(update={"supporting_doc_ids": ["elsewhere"]})]})
+    out = musique_trajectories([miss, unanswerable, flat, lost, q.model_copy(update={"qid": "alone"})],
+                               {"miss": paragraphs, "u": paragraphs, "flat": paragraphs, "lost": paragraphs}, k=1)
+    assert [(o.dropped, o.failed_hop) for o in out] == [("support_not_retrieved", 2), ("unanswerable", None),
+                                                        ("no_decomposition", None), ("missing_support", None),
+                                                        ("no_paragraphs", None)]
+
+
+def test_sub_questions_are_cleaned_as_the_strategy_searches_them() -> None:
+    assert clean_sub_question("Peter Bonetti >> member of sports team", "q") == "What is the member of sports team of Peter Bonetti?"
+    assert clean_sub_question("who scored Chelsea 's first goal ?", "q") == "who scored Chelsea's first goal?"
+    assert clean_sub_question("  ", "the question") == "the question"
+
+
+class _FixtureSteps:
+    """A registered step source over the fixture tables (what a plugin source looks like)."""
+
+    name: ClassVar[str] = "fixture-tables"
+    calls: ClassVar[list[int]] = []
+    search_dir: ClassVar[Path | None] = None
+
+    def questions(self) -> list[Question]:
+        return [_wtq("nt-1", "how many gold medals did china win at the 2008 summer olympics?", "medals", ["48"]),
+                _wtq("nt-2", "which adele albums peaked at 1?", "albums", ["19", "21", "25"]),
+                _wtq("nt-3", "what opened first, ashford or dover?", "medals", ["Ashford"]),
+                _wtq("nt-5", "when did dover station open?", "stations", ["1844"])]
+
+    def synthesise(self, questions: Sequence[Question], k: int) -> list[Synthesised]:
+        assert self.search_dir is not None
+        self.calls.append(len(questions))
+        return wtq_trajectories(questions, _table_search(self.search_dir / str(len(self.calls)), k), source=self.name)
+
+
+@pytest.fixture
+def fixture_source(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> type[_FixtureSteps]:
+    monkeypatch.setitem(STEP_SOURCES._entries, _FixtureSteps.name, _FixtureSteps)  # as register would; undone after
+    monkeypatch.setattr(_FixtureSteps, "calls", [])
+    monkeypatch.setattr(_FixtureSteps, "search_dir", tmp_path / "indexes")
+    held_out = _FixtureSteps().questions()[3]
+    register_dataset("golden-steps-fixture-eval", lambda: Dataset(name="golden-steps-fixture-eval", questions=[held_out]),
+                     replace=True)
+    return _FixtureSteps
+
+
+def test_a_step_set_is_written_with_its_statistics_and_resumed(fixture_source: type[_FixtureSteps], tmp_path: Path) -> None:
+    out = tmp_path / "steps"
+    stats = build_step_set(["fixture-tables:3"], out, eval_sets=["golden-steps-fixture-eval"], k=1, command="test")
+    s = stats.by_source["fixture-tables"]
+    # nt-5 is an evaluation question: dropped at load, before the 3 evenly spaced of the rest are taken
+    assert (s.questions, s.eval_overlap, s.considered, s.kept) == (4, 1, 3, 2)
+    assert s.dropped == {"table_not_retrieved": 1} and s.failed_hop == {1: 1} and s.hops == {1: 2}
+    assert s.steps == {"ret": 4, "ans": 2, "final": 2} and stats.steps_by_kind == s.steps and stats.steps == 8
+    assert stats.routes == {"table retriever": 2, "none": 2}
+    assert stats.overlap_checked is not None and stats.overlap_checked["overlapping"] == []
+    records = [json.loads(line) for line in (out / TRAJECTORIES_FILE).read_text().splitlines()]
+    assert [r["id"] for r in records] == ["fixture-tables:nt-1", "fixture-tables:nt-2"]
+    rows = read_step_rows(out)
+    assert rows == read_step_rows(out / STEPS_FILE) and len(rows) == 8
+    assert rows == [row for r in records for row in record_step_rows(r, r["id"])]
+    assert json.loads((out / STATS_FILE).read_text())["by_source"]["fixture-tables"]["kept"] == 2
+    # a second run with the same settings reads the finished source back (same files), new settings synthesise
+    before = {name: (out / name).read_text() for name in (TRAJECTORIES_FILE, STEPS_FILE)}
+    again = build_step_set(["fixture-tables:3"], out, eval_sets=["golden-steps-fixture-eval"], k=1, command="test")
+    assert again.by_source["fixture-tables"].reused and fixture_source.calls == [3]
+    assert before == {name: (out / name).read_text() for name in (TRAJECTORIES_FILE, STEPS_FILE)}
+    wider = build_step_set(["fixture-tables:3"], out, eval_sets=["golden-steps-fixture-eval"], k=3)
+    assert not wider.by_source["fixture-tables"].reused and fixture_source.calls == [3, 3]
+    assert wider.by_source["fixture-tables"].kept == 2  # its words are in no medal table: BM25 scores it 0 there
+    with pytest.raises(ValueError, match="unknown step source"):
+        build_step_set(["hotpotqa"], out, eval_sets=[])
+    with pytest.raises(ValueError, match="NAME:N"):
+        build_step_set(["fixture-tables:many"], out, eval_sets=[])
+
+
+def test_the_golden_steps_command(fixture_source: type[_FixtureSteps], tmp_path: Path) -> None:
+    _load()
+    runner = CliRunner()
+    out = tmp_path / "cli"
+    result = runner.invoke(app, ["golden-steps", "--out", str(out), "--source", "fixture-tables",
+                                 "--exclude", "golden-steps-fixture-eval", "--k", "1"])
+    assert result.exit_code == 0, result.output
+    assert "wrote 2 trajectories, 8 step rows" in result.output
+    assert "fixture-tables: 2 of 3 kept (1 of 4 dropped as evaluation overlap first); dropped: 1 table_not_retrieved" in result.output
+    assert json.loads((out / STATS_FILE).read_text())["command"].startswith("routerag ")
+    bad = runner.invoke(app, ["golden-steps", "--out", str(out), "--source", "2wiki", "--exclude", "golden-steps-fixture-eval"])
+    assert bad.exit_code != 0 and "unknown step source '2wiki'" in bad.output
+
+
+@pytest.mark.data
+def test_real_wtq_and_musique_training_questions(shared: Path, tmp_path: Path) -> None:
+    """~20 real training questions: WikiTableQuestions over its cached BM25 index, MuSiQue over each
+    question's own paragraphs; the 50 evaluated MuSiQue questions never appear."""
+    from routerag.corpus.datasets import load_dataset
+
+    stats = build_step_set(["wtq-train:10", "musique:10"], tmp_path, eval_sets=["musique:50", "wtq"])
+    wtq, musique = stats.by_source["wtq-train"], stats.by_source["musique"]
+    assert wtq.considered == musique.considered == 10 and wtq.kept > 0 and musique.kept > 0
+    assert musique.eval_overlap >= 50 and wtq.kept + sum(wtq.dropped.values()) == 10
+    assert set(wtq.dropped) <= {"table_not_retrieved", "no_answer"}
+    assert set(musique.hops) <= {2, 3, 4} and wtq.hops == {1: wtq.kept}
+    assert stats.routes["table retriever"] == wtq.kept and stats.routes["none"] == stats.trajectories
+    evaluated = {q.qid for q in load_dataset("musique").sample(50).questions}
+    wtq_data = load_dataset("wtq-train")
+    tables, docs = {q.qid: q for q in wtq_data.questions}, {d.doc_id: d for d in wtq_data.corpus}
+    for record in (json.loads(line) for line in (tmp_path / TRAJECTORIES_FILE).read_text().splitlines()):
+        source, qid = record["id"].split(":", 1)
+        assert qid not in evaluated
+        if source == "wtq-train":  # a part of the question's own table is in the Table Retriever step's evidence
+            own = tables[qid]
+            evidence = record["steps"][1]["problem"]
+            assert record["question"] == own.question
+            assert any(docs[i].text[:80] in evidence for i in own.supporting_doc_ids)
+    rows = read_step_rows(tmp_path)
+    assert len(rows) == stats.steps and {json.loads(r["step"])["step_type"] for r in rows} == {"ret", "ans", "final"}
