@@ -69,10 +69,11 @@ def test_a_record_holds_the_strategy_prompts_and_gives_the_released_row_format()
     steps = record["steps"]
     assert [s["step_type"] for s in steps] == ["ret", "ans", "ret", "ans", "ret", "ans"]
     assert steps[0]["system"] == r1_router_ret_system(R1_ROUTER_GUIDELINES)
-    assert steps[2]["problem"] == r1_router_history(q.question, [("Who directed Alien?", "Ridley Scott")])
+    # earlier sub-questions and answers as the strategy shows the gold outputs: each on its own line
+    assert steps[2]["problem"] == r1_router_history(q.question, [("\nWho directed Alien?\n", "\nRidley Scott\n")])
     assert steps[1]["system"] == R1_ROUTER_STEP_ANSWER_SYSTEM and steps[5]["system"] == R1_ROUTER_FINAL_SYSTEM
     assert "ter-0: Alien (film) Alien is directed by Ridley Scott." in steps[1]["problem"]
-    assert steps[1]["problem"].endswith("Question: Who directed Alien?")
+    assert steps[1]["problem"].endswith("Question: \nWho directed Alien?\n")
     assert steps[4]["answer"] == {"query": "none", "retriever": ["none"]}
     rows = record_step_rows(record, record["id"])
     extras = [json.loads(r["step"]) for r in rows]
@@ -259,3 +260,40 @@ def test_real_wtq_and_musique_training_questions(shared: Path, tmp_path: Path) -
             assert any(docs[i].text[:80] in evidence for i in own.supporting_doc_ids)
     rows = read_step_rows(tmp_path)
     assert len(rows) == stats.steps and {json.loads(r["step"])["step_type"] for r in rows} == {"ret", "ans", "final"}
+
+
+def test_the_synthesised_evidence_is_what_the_strategy_shows(tmp_path: Path) -> None:
+    """An episode of the r1-router strategy offering the released three knowledge bases, its model
+    writing the gold outputs, sends exactly the prompts of the synthesised trajectory: the same k
+    (the strategy's default), every hit's whole text (neither cuts a long table), the earlier
+    sub-questions and answers as the model wrote them."""
+    from routerag.llm.scripted import ScriptedModel
+    from routerag.runtime.base import StrategyContext
+    from routerag.strategies.r1_router import R1Router, R1RouterParams
+    from routerag.train.golden_steps import DEFAULT_K
+
+    assert DEFAULT_K == R1RouterParams().k
+    rows = "\n".join(f"Nation {i} | {i} | {i + 1}" for i in range(300))
+    long_table = Document.make("2008 Summer Olympics medal table", "Nation | Gold | Silver\n" + rows)
+    assert len(long_table.text) > 4000
+    others = [Document.make(f"Winter Olympics of {year}", f"City | Year\n{city} | {year}")
+              for city, year in (("Oslo", 1952), ("Sapporo", 1972), ("Calgary", 1988), ("Nagano", 1998), ("Turin", 2006))]
+    docs = [long_table, *others, *TABLES["albums"]]
+    sources = bm25_sourceset({"table": docs, "text": [Document.make("x", "nothing")],
+                              "image": [Document.make("y", "nothing")]}, tmp_path / "idx")
+    q = Question(qid="nt-1", question="how many gold medals did nation 7 win at the 2008 summer olympics?", answers=["7"],
+                 supporting_doc_ids=[long_table.doc_id])
+
+    def search(queries: Sequence[str]) -> list[list[Hit]]:
+        return [list(r.hits) for r in sources.search(list(queries), DEFAULT_K, ["table"]).results["table"]]
+
+    (made,) = wtq_trajectories([q], search)
+    assert made.record is not None
+    extras = [json.loads(r["step"]) for r in record_step_rows(made.record, "t")]
+    model = ScriptedModel([r1_router_gold_completion(e) for e in extras])
+    params = R1RouterParams(retrievers={"Text Retriever": "text", "Text Image Retriever": "image", "Table Retriever": "table"})
+    trace = R1Router(StrategyContext(model=model, sources=sources), params).run(q.question)
+    assert trace.error is None and trace.answer == "7"
+    sent = [(c.messages[0].content, c.messages[1].content) for c in model.calls]
+    assert sent == [(s["system"], s["problem"]) for s in made.record["steps"]]
+    assert long_table.text in sent[1][1] and sent[1][1].count("\ntar-") == DEFAULT_K - 1  # tar-0 follows the legend's colon

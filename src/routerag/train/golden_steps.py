@@ -41,7 +41,8 @@ STEPS_FILE = "steps.jsonl"
 STATS_FILE = "steps_stats.json"
 PARTS_DIR = "parts"
 DEFAULT_K = 5  # the r1-router strategy's documents per sub-question
-SYNTH_REVISION = 1  # part of the key of parts/: raise it when what a source synthesises changes
+SYNTH_REVISION = 2  # part of the key of parts/: raise it when what a source synthesises changes
+# 2: earlier sub-questions and answers shown as the strategy shows a policy's gold outputs (each on its own line)
 
 
 class SourceStepStats(BaseModel):

@@ -92,12 +92,27 @@ def abbreviations(retrievers: Sequence[str]) -> dict[str, str]:
     return {name: params.abbreviation(name) for name in retrievers}
 
 
+def shown_as_written(hop: RoutedHop) -> tuple[str, str]:
+    """The hop's sub-question and answer as the ``r1-router`` strategy puts them into its later
+    prompts (the intermediate-answer question, the history): verbatim between the tags of the
+    output the policy is trained to write (:func:`~.r1router.r1_router_gold_completion`, which puts
+    a tag's content on its own line), taken out as the strategy takes it."""
+    from routerag.runtime.parsing import extract_tag
+    from routerag.train.golden.r1router import r1_router_gold_completion
+
+    route = r1_router_gold_completion({"step_type": "ret", "gold_query": hop.query, "gold_retriever": hop.retriever})
+    answer = r1_router_gold_completion({"step_type": "ans", "gold_answer": hop.answer})
+    return extract_tag(route, "<sub-question>", "</sub-question>") or hop.query, extract_tag(answer, "<answer>", "</answer>") or hop.answer
+
+
 def trajectory_record(trajectory: str, source: str, question: Question, hops: Sequence[RoutedHop],
                       final_answers: Sequence[str], guidelines: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A trajectory in the released format: per hop a ``ret`` and an ``ans`` step, then the stop
     step and the final answer, each with the prompt the ``r1-router`` strategy writes at that
-    point (the decomposition prompt offers ``guidelines``' knowledge bases, by default R1-Router's
-    released three). ``id``, ``source``, ``question`` and ``answers`` are kept beside ``steps``."""
+    point for a policy writing the gold outputs (the decomposition prompt offers ``guidelines``'
+    knowledge bases, by default R1-Router's released three; the hop's top-``k`` evidence whole, as
+    the strategy shows it; earlier sub-questions and answers as written, :func:`shown_as_written`).
+    ``id``, ``source``, ``question`` and ``answers`` are kept beside ``steps``."""
     from routerag.strategies.prompts import (
         R1_ROUTER_FINAL_SYSTEM,
         R1_ROUTER_GUIDELINES,
@@ -116,12 +131,13 @@ def trajectory_record(trajectory: str, source: str, question: Question, hops: Se
     for hop in hops:
         if hop.retriever not in offered:
             raise ValueError(f"hop retriever {hop.retriever!r} is not offered ({', '.join(offered)})")
+        sub_question, answer = shown_as_written(hop)
         steps.append({"step_type": "ret", "system": ret_system, "problem": r1_router_history(question.question, history),
                       "answer": {"query": hop.query, "retriever": [hop.retriever.lower()]}})
         steps.append({"step_type": "ans", "system": R1_ROUTER_STEP_ANSWER_SYSTEM,
-                      "problem": r1_router_evidence(hop.query, [(legend[hop.retriever], hop.evidence)], legend),
+                      "problem": r1_router_evidence(sub_question, [(legend[hop.retriever], hop.evidence)], legend),
                       "answer": hop.answer})
-        history.append((hop.query, hop.answer))
+        history.append((sub_question, answer))
     steps.append({"step_type": "ret", "system": ret_system, "problem": r1_router_history(question.question, history),
                   "answer": dict(STOP_ANSWER)})
     steps.append({"step_type": "ans", "system": R1_ROUTER_FINAL_SYSTEM, "problem": r1_router_final(question.question, history),
