@@ -297,3 +297,14 @@ def test_the_synthesised_evidence_is_what_the_strategy_shows(tmp_path: Path) -> 
     sent = [(c.messages[0].content, c.messages[1].content) for c in model.calls]
     assert sent == [(s["system"], s["problem"]) for s in made.record["steps"]]
     assert long_table.text in sent[1][1] and sent[1][1].count("\ntar-") == DEFAULT_K - 1  # tar-0 follows the legend's colon
+
+
+def test_trajectory_ids_sort_with_their_numbers_as_numbers() -> None:
+    from routerag.train.golden.r1router import trajectory_order
+
+    ids = ["wtq-train:nt-10", "r1router-10", "musique:2hop__13_10", "r1router-9", "wtq-train:nt-9", "musique:2hop__13_4",
+           "r1router-100", "x-1", "x-01"]
+    order = ["musique:2hop__13_4", "musique:2hop__13_10", "r1router-9", "r1router-10", "r1router-100", "wtq-train:nt-9",
+             "wtq-train:nt-10", "x-01", "x-1"]
+    assert sorted(ids, key=trajectory_order) == order
+    assert sorted(reversed(ids), key=trajectory_order) == order  # a total order: the input order does not matter

@@ -196,7 +196,7 @@ def r1_router_sft(cfg: R1RouterSFTConfig) -> TrainRunSummary:
     """SFT cold start of an R1-Router step policy on the released steps of the training
     trajectories (prompt masked), exported like ``routerag-sft``'s adapter."""
     from routerag.corpus.sampling import evenly_spaced
-    from routerag.train.golden.r1router import r1_router_gold_completion, r1_router_step_rows
+    from routerag.train.golden.r1router import r1_router_gold_completion, r1_router_step_rows, trajectory_order
 
     out = start_run(cfg)
     tokenizer = load_tokenizer_for(cfg.model)
@@ -216,7 +216,7 @@ def r1_router_sft(cfg: R1RouterSFTConfig) -> TrainRunSummary:
     if not token_rows:
         raise ValueError("no SFT rows left (all steps longer than sft.max_length?)")
     counts = {kind: sum(k == kind for _, k, _ in kept) for kind in cfg.step_types}
-    used = sorted({t for _, _, t in kept}, key=lambda t: int(t.rsplit("-", 1)[1]))
+    used = sorted({t for _, _, t in kept}, key=trajectory_order)
     return _sft_and_export(cfg, tokenizer, token_rows, out, {"by_step_type": counts, "dropped_longer": dropped,
                                                              "trajectories": cfg.trajectories, "trajectory_ids": used})
 

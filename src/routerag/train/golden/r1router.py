@@ -14,6 +14,7 @@ from routerag.train.golden.schema import GoldenHop, GoldenTrajectory, gold_hit
 
 R1_ROUTER_MODES = {"text retriever": "passage", "table retriever": "table", "text image retriever": "image"}
 _EVIDENCE = re.compile(r"^(ter|tar|tir)-(\d+):\s?(.*)$")
+_DIGITS = re.compile(r"(\d+)")
 
 
 def r1_router_path() -> Path:
@@ -94,6 +95,14 @@ def r1_router_step_rows(path: str | Path | None = None, *, limit: int | None = N
         if limit is not None and len(rows) >= limit:
             break
     return rows[:limit] if limit is not None else rows
+
+
+def trajectory_order(trajectory: str) -> tuple[tuple[int, str, int], ...]:
+    """A sort key for trajectory ids that compares their runs of digits as numbers: ``r1router-9``
+    before ``r1router-10``, ``wtq-train:nt-9`` before ``wtq-train:nt-10``, any id form against any
+    other (the id itself breaks a tie such as ``x-01`` / ``x-1``)."""
+    parts = [(1, "", int(part)) if part.isdigit() else (0, part, 0) for part in _DIGITS.split(trajectory) if part]
+    return (*parts, (2, trajectory, 0))
 
 
 def record_step_rows(record: dict[str, Any], trajectory: str) -> list[dict[str, Any]]:
