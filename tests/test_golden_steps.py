@@ -308,3 +308,124 @@ def test_trajectory_ids_sort_with_their_numbers_as_numbers() -> None:
              "wtq-train:nt-10", "x-01", "x-1"]
     assert sorted(ids, key=trajectory_order) == order
     assert sorted(reversed(ids), key=trajectory_order) == order  # a total order: the input order does not matter
+
+
+# ------------------------------------------------------------------------------ training on step sets
+
+
+def _released_file(root: Path, monkeypatch: pytest.MonkeyPatch, heldout: Question | None = None) -> list[dict]:
+    """Seven released-format trajectories as the shared data's R1-Router file (``r1router-6`` is on
+    the held-out side of the stored split, 0-5 on the train side); ``heldout``: line 6's question."""
+    from routerag.corpus.r1router_split import split_ids
+
+    assert "r1router-6" in split_ids("heldout") and not {f"r1router-{i}" for i in range(6)} & set(split_ids("heldout"))
+    hit = Hit(doc_id="d", title="Alien (film)", text="Alien is directed by Ridley Scott.", score=1.0, source="row",
+              mode="bm25", rank=1)
+    records = []
+    for i in range(7):
+        q = heldout if (i == 6 and heldout is not None) else Question(qid=f"r{i}", question=f"Who directed film number {i}?",
+                                                                      answers=[f"Director {i}"])
+        hop = RoutedHop(query=q.question, retriever="Text Retriever", answer=q.answers[0], evidence=[hit])
+        records.append({k: v for k, v in trajectory_record(f"r{i}", "r1router", q, [hop], q.answers).items()
+                        if k in ("images", "steps")})
+    (root / "r1router").mkdir(parents=True, exist_ok=True)
+    (root / "r1router" / "stepgrpo_valid.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    monkeypatch.setenv("ROUTERAG_DATA_DIR", str(root))
+    return records
+
+
+def _step_set(tmp_path: Path) -> Path:
+    out = tmp_path / "steps"
+    build_step_set(["fixture-tables:3"], out, eval_sets=["golden-steps-fixture-eval"], k=1)
+    return out
+
+
+def test_step_sets_add_training_rows_beside_the_released_split(fixture_source: type[_FixtureSteps], tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from routerag.train.golden_steps import r1_router_training_steps
+
+    released = _released_file(tmp_path / "data", monkeypatch)
+    steps = _step_set(tmp_path)
+    alone = r1_router_training_steps("train", [], ["golden-steps-fixture-eval"])
+    assert {r["trajectory"] for r in alone.rows} == {f"r1router-{i}" for i in range(6)} and not alone.note
+    both = r1_router_training_steps("train", [steps], ["golden-steps-fixture-eval"])
+    assert both.rows[: len(alone.rows)] == alone.rows  # the released rows first, unchanged
+    synthesised = both.rows[len(alone.rows):]
+    assert synthesised == read_step_rows(steps) and len(synthesised) == 8
+    assert both.origin == {**{f"r1router-{i}": "released" for i in range(6)},
+                           "fixture-tables:nt-1": str(steps), "fixture-tables:nt-2": str(steps)}
+    assert both.note["golden_steps"] == {str(steps): {"trajectories": 2, "rows": 8, "by_step_type": {"ret": 4, "ans": 2, "final": 2}}}
+    checked = both.note["overlap_checked"]
+    assert checked["overlapping"] == [] and checked["n_train"] == 2 and checked["heldout_trajectories"] == 1
+    assert checked["n_eval"] == 2  # the fixture evaluation set's question and the held-out trajectory
+    # all released trajectories (trajectories: all): the held-out one is trained on, so it is no check
+    every = r1_router_training_steps(None, [steps / TRAJECTORIES_FILE], ["golden-steps-fixture-eval"])
+    assert len(every.rows) == len(alone.rows) + 4 + 8 and every.note["overlap_checked"]["heldout_trajectories"] == 0
+    assert len(released) == 7
+
+
+def test_a_step_set_overlapping_an_evaluation_question_is_refused(fixture_source: type[_FixtureSteps], tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from routerag.train.golden_steps import r1_router_training_steps
+
+    steps = _step_set(tmp_path)
+    kept = fixture_source().questions()[0]  # nt-1: in the step set
+    # the run evaluates on a set holding nt-1 (the step set was built against another)
+    register_dataset("golden-steps-fixture-eval-2", lambda: Dataset(name="golden-steps-fixture-eval-2", questions=[
+        kept.model_copy(update={"qid": "other-id"})]), replace=True)
+    _released_file(tmp_path / "data", monkeypatch)
+    with pytest.raises(ValueError, match=r"1 synthesised trajectories overlap .* nt-1: question\+answer"):
+        r1_router_training_steps("train", [steps], ["golden-steps-fixture-eval-2"])
+    # a held-out released trajectory asks nt-1's question: refused on the train side
+    _released_file(tmp_path / "data2", monkeypatch, heldout=kept)
+    with pytest.raises(ValueError, match="or the released held-out trajectories"):
+        r1_router_training_steps("train", [steps], ["golden-steps-fixture-eval"])
+    assert len(r1_router_training_steps(None, [steps], ["golden-steps-fixture-eval"]).rows) > 8
+    # a trajectory twice, a folder without a step set
+    with pytest.raises(ValueError, match="fixture-tables:nt-1 of step set .* is in step set"):
+        r1_router_training_steps("train", [steps, steps / TRAJECTORIES_FILE], ["golden-steps-fixture-eval"])
+    with pytest.raises(FileNotFoundError, match="no step set"):
+        r1_router_training_steps("train", [tmp_path / "nowhere"], ["golden-steps-fixture-eval"])
+
+
+def test_the_golden_steps_setting_of_the_r1_router_recipes() -> None:
+    from routerag.config import ConfigError
+    from routerag.train.config import R1RouterSFTConfig, R1RouterStepConfig, train_config
+
+    for recipe in ("r1-router-sft", "r1-router-step"):
+        cfg = train_config({"recipe": recipe, "golden_steps": ["runs/golden-steps/x"], "data": {"eval_sets": ["wtq"]}})
+        assert isinstance(cfg, (R1RouterSFTConfig, R1RouterStepConfig)) and cfg.golden_steps == ["runs/golden-steps/x"]
+        assert train_config({"recipe": recipe}).golden_steps == []  # type: ignore[attr-defined]
+        with pytest.raises(ConfigError, match="golden_steps: name the evaluation sets"):
+            train_config({"recipe": recipe, "golden_steps": ["a"], "data": {"eval_sets": []}})
+        with pytest.raises(ConfigError, match="named twice"):
+            train_config({"recipe": recipe, "golden_steps": ["a", "a"], "data": {"eval_sets": ["wtq"]}})
+    with pytest.raises(ConfigError, match="not a setting of recipe routerag-sft"):
+        train_config({"recipe": "routerag-sft", "golden_steps": ["a"]})
+
+
+def test_the_sft_rows_of_released_and_synthesised_steps(fixture_source: type[_FixtureSteps], tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch, tokenizer) -> None:
+    from routerag.train.config import R1RouterSFTConfig, R1RouterStepConfig
+    from routerag.train.env import HFCodec
+    from routerag.train.recipes import r1_router_sft_rows, r1_router_step_prompts
+
+    _released_file(tmp_path / "data", monkeypatch)
+    steps = _step_set(tmp_path)
+    cfg = R1RouterSFTConfig(model={"name": "tiny"}, data={"eval_sets": ["golden-steps-fixture-eval"]}, golden_steps=[str(steps)],
+                            sft={"enabled": True, "max_length": 1024, "drop_longer": True}, max_per_type={"final": 4})
+    rows, notes = r1_router_sft_rows(cfg, HFCodec(tokenizer))
+    assert notes["by_step_type"] == {"ret": 12 + 4, "ans": 6 + 2, "final": 4} and len(rows) == 28
+    # 4 of the 8 final answers evenly spaced over the released ones, then the synthesised ones
+    assert notes["by_origin"] == {"released": {"ret": 12, "ans": 6, "final": 3}, str(steps): {"ret": 4, "ans": 2, "final": 1}}
+    assert notes["routes_by_origin"] == {"released": {"text retriever": 6, "none": 6},
+                                         str(steps): {"table retriever": 2, "none": 2}}
+    assert notes["dropped_longer"] == 0 and notes["golden_steps"][str(steps)]["trajectories"] == 2
+    assert notes["trajectory_ids"] == ["fixture-tables:nt-1", "fixture-tables:nt-2", *(f"r1router-{i}" for i in range(6))]
+    assert notes["overlap_checked"]["overlapping"] == []
+    # Step-GRPO reads the same rows
+    step = R1RouterStepConfig(model={"name": "tiny"}, data={"eval_sets": ["golden-steps-fixture-eval"]},
+                              golden_steps=[str(steps)], step_types=["ret"])
+    prompts = r1_router_step_prompts(step)
+    assert len(prompts) == 16 and "trajectory" not in prompts[0]
+    assert sum("table retriever" in p["step"] for p in prompts) == 2

@@ -484,6 +484,24 @@ R1RouterStepType = Literal["ret", "ans", "final"]
 R1_ROUTER_STEP_TYPES: list[R1RouterStepType] = ["ret", "ans", "final"]
 _SIDE_HELP = ("trajectories whose steps are trained on: the train side of the fixed split by trajectory "
               "(routerag.corpus.r1router_split; dataset r1router-steps-heldout is never trained on), or all")
+_GOLDEN_STEPS_HELP = (
+    "step sets written by routerag golden-steps (a folder or its trajectories.jsonl) whose steps are trained on beside the "
+    "released ones, on the training side only (the released split is unchanged); at load each synthesised trajectory is "
+    "checked against data.eval_sets (required with it) and, with trajectories: train, the released held-out "
+    "trajectories, and a run with one overlapping is refused (as a stored sft.golden_set is)"
+)
+
+
+def _golden_steps_field() -> Any:
+    return Field(default_factory=list, json_schema_extra=OMIT_AT_DEFAULT, description=_GOLDEN_STEPS_HELP)
+
+
+def _check_golden_steps(cfg: TrainConfig, golden_steps: list[str]) -> None:
+    if golden_steps and not cfg.data.eval_sets:
+        raise ValueError("golden_steps: name the evaluation sets its trajectories are checked against in data.eval_sets "
+                         "(the step set's steps_stats.json lists those it was built without)")
+    if len(set(golden_steps)) != len(golden_steps):
+        raise ValueError("golden_steps: a step set is named twice")
 
 
 class R1RouterGRPOSpec(GRPOSpec):
@@ -498,11 +516,12 @@ class R1RouterGRPOSpec(GRPOSpec):
 
 
 class R1RouterStepConfig(TrainConfig):
-    """R1-Router Step-GRPO over the per-step prompts of the released golden trajectories; the
-    paper's settings by default (:class:`R1RouterGRPOSpec`)."""
+    """R1-Router Step-GRPO over the per-step prompts of the released golden trajectories (and of
+    the synthesised ones of ``golden_steps``); the paper's settings by default (:class:`R1RouterGRPOSpec`)."""
 
     recipe: Literal["r1-router-step"] = Field(default="r1-router-step", description="recipe name")
     trajectories: Literal["train", "all"] = Field(default="train", description=_SIDE_HELP)
+    golden_steps: list[str] = _golden_steps_field()
     step_types: list[R1RouterStepType] = Field(
         default_factory=lambda: list(R1_ROUTER_STEP_TYPES), min_length=1,
         description="step kinds whose prompts are trained on: ret (decompose and route), ans (intermediate answer), "
@@ -514,6 +533,7 @@ class R1RouterStepConfig(TrainConfig):
     @model_validator(mode="after")
     def _invariants(self) -> R1RouterStepConfig:
         self._check_groups()
+        _check_golden_steps(self, self.golden_steps)
         return self
 
     def default_schedule(self) -> RewardSchedule:
@@ -523,10 +543,12 @@ class R1RouterStepConfig(TrainConfig):
 class R1RouterSFTConfig(WithSFT):
     """An SFT cold start on the steps of R1-Router's released trajectories: each step's released
     prompt (system + user) and its gold output in R1-Router's format
-    (:func:`~routerag.train.golden.r1router.r1_router_gold_completion`), the prompt masked."""
+    (:func:`~routerag.train.golden.r1router.r1_router_gold_completion`), the prompt masked; with
+    ``golden_steps``, the steps of synthesised trajectories too."""
 
     recipe: Literal["r1-router-sft"] = Field(default="r1-router-sft", description="recipe name")
     trajectories: Literal["train", "all"] = Field(default="train", description=_SIDE_HELP)
+    golden_steps: list[str] = _golden_steps_field()
     step_types: list[R1RouterStepType] = Field(
         default_factory=lambda: list(R1_ROUTER_STEP_TYPES),
         description="step kinds trained on: ret (decompose and route), ans (intermediate answer), final (final answer)",
@@ -541,6 +563,7 @@ class R1RouterSFTConfig(WithSFT):
     def _invariants(self) -> R1RouterSFTConfig:
         # trained on the released steps, not golden trajectories or retrieval
         self._refuse_unread("sources", "golden_set", "ground", "rows_files", "max_observation_tokens")
+        _check_golden_steps(self, self.golden_steps)
         return self
 
     def default_schedule(self) -> RewardSchedule:

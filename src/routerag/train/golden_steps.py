@@ -17,6 +17,11 @@ Files in the output folder:
 * ``parts/``: each source's outcomes under a key of its settings, so that a run stopped midway
   resumes with the sources it finished (the output is the same either way: every step is
   deterministic).
+
+The recipes ``r1-router-sft`` and ``r1-router-step`` train on such folders beside the released
+steps (their ``golden_steps`` setting, :func:`r1_router_training_steps`): each trajectory is checked
+against the run's evaluation sets and the released held-out trajectories again at load, and its
+rows are training rows only.
 """
 
 from __future__ import annotations
@@ -24,16 +29,17 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from routerag.config import atomic_write_text, fingerprint
 from routerag.corpus.contamination import check_overlap, eval_set_questions
 from routerag.corpus.sampling import evenly_spaced
-from routerag.corpus.schema import Question
-from routerag.train.golden.r1router import record_step_rows
+from routerag.corpus.schema import Question, SubQuestion
+from routerag.train.golden.r1router import r1_router_step_rows, r1_router_trajectory_questions, record_step_rows
 from routerag.train.golden.r1router_synth import STEP_SOURCES, Synthesised
 
 TRAJECTORIES_FILE = "trajectories.jsonl"
@@ -159,8 +165,7 @@ def build_step_set(sources: Sequence[str], out_dir: str | Path, *, eval_sets: Se
         rows += source_rows
     overlap = None
     if eval_questions:
-        kept = [Question(qid=str(r["id"]).split(":", 1)[-1], question=r["question"], answers=r["answers"]) for r in records]
-        report = check_overlap(kept, list(eval_questions))
+        report = check_overlap([trajectory_question(r) for r in records], list(eval_questions))
         if report.overlapping:
             raise ValueError(f"synthesised trajectories overlap the evaluation sets: {report.overlapping[:5]}")
         overlap = report.model_dump()
@@ -184,3 +189,97 @@ def read_step_rows(path: str | Path) -> list[dict[str, Any]]:
         path = path / STEPS_FILE
     with path.open(encoding="utf-8") as handle:
         return [json.loads(line) for line in handle if line.strip()]
+
+
+def read_step_set(path: str | Path) -> list[dict[str, Any]]:
+    """The trajectory records of a stored step set: a ``routerag golden-steps`` folder (its
+    ``trajectories.jsonl``) or that file. A line that is no synthesised trajectory (``id``,
+    ``question``, ``answers``, ``steps``) is a :class:`ValueError` naming the file and line."""
+    path = Path(path)
+    file = path / TRAJECTORIES_FILE if path.is_dir() else path
+    if not file.is_file():
+        raise FileNotFoundError(f"{path}: no step set (a routerag golden-steps folder or its {TRAJECTORIES_FILE})")
+    records: list[dict[str, Any]] = []
+    for n, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        if (not isinstance(record, dict) or not record.get("id") or not isinstance(record.get("question"), str)
+                or not isinstance(record.get("answers"), list) or not isinstance(record.get("steps"), list)):
+            raise ValueError(f"{file}:{n}: not a synthesised trajectory (id, question, answers, steps)")
+        records.append(record)
+    return records
+
+
+def trajectory_question(record: dict[str, Any]) -> Question:
+    """A synthesised trajectory as the question the overlap check compares: the source's question
+    id (``musique:<id>`` -> ``<id>``), its question and answers, and as its decomposition each
+    retrieval step's sub-question with the answer of the step after it."""
+    steps = record["steps"]
+    hops = [SubQuestion(question=str(ret["answer"]["query"]), answer=ans["answer"])
+            for ret, ans in zip(steps, steps[1:])
+            if ret["step_type"] == "ret" and ans["step_type"] == "ans" and isinstance(ret["answer"], dict)
+            and str(ret["answer"].get("query", "none")).strip().lower() != "none" and isinstance(ans["answer"], str)]
+    return Question(qid=str(record["id"]).split(":", 1)[-1], question=record["question"],
+                    answers=[str(a) for a in record["answers"]], decomposition=hops)
+
+
+@dataclass
+class TrainingSteps:
+    """The step rows an R1-Router recipe trains on (:func:`r1_router_training_steps`)."""
+
+    rows: list[dict[str, Any]]  # prompt, answers, step, trajectory
+    origin: dict[str, str]  # trajectory id -> "released" or the step set it comes from
+    note: dict[str, Any] = field(default_factory=dict)  # per step set: trajectories, rows by kind; the overlap check
+
+    def by_origin(self, items: Sequence[tuple[str, str]]) -> dict[str, dict[str, int]]:
+        """(trajectory id, step kind) pairs counted by origin, then kind."""
+        out: dict[str, Counter[str]] = {}
+        for trajectory, kind in items:
+            out.setdefault(self.origin[trajectory], Counter())[kind] += 1
+        return {where: dict(counts) for where, counts in out.items()}
+
+
+def r1_router_training_steps(side: Literal["train", "heldout"] | None, step_sets: Sequence[str | Path],
+                             eval_sets: Sequence[str]) -> TrainingSteps:
+    """The step rows an R1-Router recipe trains on: the released steps of ``side`` (None: all;
+    :func:`~routerag.train.golden.r1router.r1_router_step_rows`), then those of each stored step
+    set (``routerag golden-steps``, :func:`read_step_set`), which only ever add training rows (the
+    released split is untouched).
+
+    Every synthesised trajectory is checked (:func:`~routerag.corpus.contamination.check_overlap`,
+    :func:`trajectory_question`) against ``eval_sets`` and, with ``side="train"``, against the
+    released held-out trajectories; one that overlaps is a :class:`ValueError`, as a stored golden
+    set's is (``sft.golden_set``): the set was built against other evaluation sets and is built
+    again with their ``--exclude``. So is a trajectory id found twice (in two sets, or a released id)."""
+    rows = r1_router_step_rows(side=side)
+    origin = {r["trajectory"]: "released" for r in rows}
+    if not step_sets:
+        return TrainingSteps(rows=rows, origin=origin)
+    questions: list[Question] = []
+    per_set: dict[str, dict[str, Any]] = {}
+    synthesised: list[dict[str, Any]] = []
+    for path in step_sets:
+        records = read_step_set(path)
+        for record in records:
+            trajectory = str(record["id"])
+            if trajectory in origin:
+                where = "the released trajectories" if origin[trajectory] == "released" else f"step set {origin[trajectory]}"
+                raise ValueError(f"trajectory {trajectory} of step set {path} is in {where} too")
+            origin[trajectory] = str(path)
+        set_rows = [row for r in records for row in record_step_rows(r, str(r["id"]))]
+        per_set[str(path)] = {"trajectories": len(records), "rows": len(set_rows),
+                              "by_step_type": dict(Counter(json.loads(r["step"])["step_type"] for r in set_rows))}
+        questions += [trajectory_question(r) for r in records]
+        synthesised += set_rows
+    heldout = r1_router_trajectory_questions(side="heldout") if side == "train" else []
+    report = check_overlap(questions, [*eval_set_questions(list(eval_sets)), *heldout])
+    if report.overlapping:
+        first = report.overlapping[:5]
+        raise ValueError(f"{len(report.overlapping)} synthesised trajectories overlap the evaluation sets {list(eval_sets)}"
+                         f"{' or the released held-out trajectories' if heldout else ''} (e.g. "
+                         f"{', '.join(f'{q}: {report.reasons[q]}' for q in first)}): build the step set again with "
+                         "routerag golden-steps --exclude NAME for each of them")
+    note = {"golden_steps": per_set,
+            "overlap_checked": {"eval_sets": list(eval_sets), "heldout_trajectories": len(heldout), **report.model_dump()}}
+    return TrainingSteps(rows=rows + synthesised, origin=origin, note=note)

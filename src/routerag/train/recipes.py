@@ -8,6 +8,7 @@
                          the format-gated step reward
 ``r1-router-sft``        R1-Router cold start: SFT on the released steps' prompts and gold outputs (train
                          side of the fixed split), LoRA exported as a llama.cpp adapter GGUF
+                         (both R1-Router recipes: plus the steps of ``golden_steps``' synthesised sets)
 ``routerag-sft``         SFT cold start only (RouteRAG protocol, real-retrieval observations), LoRA
                          exported as a llama.cpp adapter GGUF for the fast backend
 ``routerag-rft``         rejection-sampling rounds (expert iteration): llama.cpp samples G episodes per
@@ -36,7 +37,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -61,6 +62,9 @@ from routerag.train.grpo import grpo_trainer, make_reward_funcs, run_grpo
 from routerag.train.policy import load_tokenizer_for, load_trainable
 from routerag.train.runfiles import CURVES_FILE, METRICS_FILE, last_checkpoint, plot_curves, plot_loss, start_run
 from routerag.train.sft import chat_sft_rows, fit_rows, read_token_rows, run_sft, sft_rows, sft_trajectories
+
+if TYPE_CHECKING:
+    from routerag.train.golden_steps import TrainingSteps
 
 Recipe = Callable[[Any], "TrainRunSummary"]  # each takes its own recipe class (train.config.RECIPE_CONFIGS)
 RECIPES: Registry[Recipe] = Registry("recipe", callables_taking("config"))
@@ -155,15 +159,23 @@ def r1_router_step(cfg: R1RouterStepConfig) -> TrainRunSummary:
     return _finish(cfg, trainer, out, ["grpo"])
 
 
-def r1_router_step_prompts(cfg: R1RouterStepConfig) -> list[dict[str, Any]]:
-    """The Step-GRPO rows of a run: the released steps of ``cfg.trajectories`` whose kind is in
-    ``cfg.step_types``, ``data.n_questions`` of them evenly spaced (all when None)."""
-    from routerag.corpus.sampling import evenly_spaced
-    from routerag.train.golden import r1_router_step_rows
+def _r1_router_steps(cfg: R1RouterStepConfig | R1RouterSFTConfig) -> TrainingSteps:
+    """The released steps of ``cfg.trajectories``, then those of the synthesised step sets of
+    ``cfg.golden_steps`` (checked against ``data.eval_sets``)."""
+    from routerag.train.golden_steps import r1_router_training_steps
 
-    side = None if cfg.trajectories == "all" else cfg.trajectories
+    return r1_router_training_steps(None if cfg.trajectories == "all" else cfg.trajectories, cfg.golden_steps,
+                                    cfg.data.eval_sets)
+
+
+def r1_router_step_prompts(cfg: R1RouterStepConfig) -> list[dict[str, Any]]:
+    """The Step-GRPO rows of a run: the released steps of ``cfg.trajectories`` and the synthesised
+    ones of ``cfg.golden_steps`` whose kind is in ``cfg.step_types``, ``data.n_questions`` of them
+    evenly spaced (all when None)."""
+    from routerag.corpus.sampling import evenly_spaced
+
     rows = [{k: v for k, v in r.items() if k != "trajectory"}
-            for r in r1_router_step_rows(side=side) if json.loads(r["step"])["step_type"] in cfg.step_types]
+            for r in _r1_router_steps(cfg).rows if json.loads(r["step"])["step_type"] in cfg.step_types]
     rows = evenly_spaced(rows, cfg.data.n_questions)
     if not rows:
         raise ValueError(f"no R1-Router steps of kinds {cfg.step_types} on the {cfg.trajectories} side")
@@ -194,31 +206,53 @@ def _step_adapter(fn: Callable[..., list[float]]) -> Callable[..., list[float]]:
 @RECIPES.register("r1-router-sft")
 def r1_router_sft(cfg: R1RouterSFTConfig) -> TrainRunSummary:
     """SFT cold start of an R1-Router step policy on the released steps of the training
-    trajectories (prompt masked), exported like ``routerag-sft``'s adapter."""
-    from routerag.corpus.sampling import evenly_spaced
-    from routerag.train.golden.r1router import r1_router_gold_completion, r1_router_step_rows, trajectory_order
-
+    trajectories and the synthesised ones of ``golden_steps`` (prompt masked), exported like
+    ``routerag-sft``'s adapter."""
     out = start_run(cfg)
     tokenizer = load_tokenizer_for(cfg.model)
-    codec = HFCodec(tokenizer, chat_template=cfg.model.chat_template)
-    steps = [r for r in r1_router_step_rows(side=None if cfg.trajectories == "all" else cfg.trajectories)
-             if json.loads(r["step"])["step_type"] in cfg.step_types]
-    kinds = [json.loads(r["step"])["step_type"] for r in steps]
-    rows = chat_sft_rows([(r["prompt"], r1_router_gold_completion(json.loads(r["step"]))) for r in steps], codec)
-    fitted = [(row, kind, step["trajectory"]) for row, kind, step in zip(rows, kinds, steps)
-              if not cfg.sft.drop_longer or len(row["input_ids"]) <= cfg.sft.max_length]
-    dropped = len(rows) - len(fitted)
-    kept: list[tuple[dict[str, list[int]], str, str]] = []
+    token_rows, notes = r1_router_sft_rows(cfg, HFCodec(tokenizer, chat_template=cfg.model.chat_template))
+    return _sft_and_export(cfg, tokenizer, token_rows, out, notes)
+
+
+def r1_router_sft_rows(cfg: R1RouterSFTConfig, codec: HFCodec) -> tuple[list[dict[str, list[int]]], dict[str, Any]]:
+    """The token rows of an ``r1-router-sft`` run and the notes of ``sft_summary.json``: each step
+    of :func:`_r1_router_steps` whose kind is in ``step_types``, its prompt masked and its gold
+    output (:func:`~routerag.train.golden.r1router.r1_router_gold_completion`) labelled; rows over
+    ``sft.max_length`` dropped (``drop_longer``) or cut; ``max_per_type`` then ``sft.max_examples``
+    of them evenly spaced. The notes count the rows by step kind, in all and per origin (the
+    released trajectories, each step set), and list the trajectories used."""
+    from routerag.corpus.sampling import evenly_spaced
+    from routerag.train.golden.r1router import r1_router_gold_completion, trajectory_order
+
+    training = _r1_router_steps(cfg)
+    steps = [(r, json.loads(r["step"])) for r in training.rows]
+    steps = [(r, extra) for r, extra in steps if extra["step_type"] in cfg.step_types]
+    rows = chat_sft_rows([(r["prompt"], r1_router_gold_completion(extra)) for r, extra in steps], codec)
+    fits = [not cfg.sft.drop_longer or len(row["input_ids"]) <= cfg.sft.max_length for row in rows]
+    fitted = [(row, extra, step["trajectory"]) for row, (step, extra), fit in zip(rows, steps, fits) if fit]
+    kept: list[tuple[dict[str, list[int]], dict[str, Any], str]] = []
     for kind in cfg.step_types:
-        kept += evenly_spaced([item for item in fitted if item[1] == kind], cfg.max_per_type.get(kind))
+        kept += evenly_spaced([item for item in fitted if item[1]["step_type"] == kind], cfg.max_per_type.get(kind))
     kept = evenly_spaced(kept, cfg.sft.max_examples)
     token_rows = [{k: v[: cfg.sft.max_length] for k, v in row.items()} for row, _, _ in kept]
     if not token_rows:
         raise ValueError("no SFT rows left (all steps longer than sft.max_length?)")
-    counts = {kind: sum(k == kind for _, k, _ in kept) for kind in cfg.step_types}
-    used = sorted({t for _, _, t in kept}, key=trajectory_order)
-    return _sft_and_export(cfg, tokenizer, token_rows, out, {"by_step_type": counts, "dropped_longer": dropped,
-                                                             "trajectories": cfg.trajectories, "trajectory_ids": used})
+    counts = {kind: sum(extra["step_type"] == kind for _, extra, _ in kept) for kind in cfg.step_types}
+    notes: dict[str, Any] = {"by_step_type": counts, "dropped_longer": len(rows) - len(fitted), "trajectories": cfg.trajectories}
+    if training.note:  # with step sets: where the rows come from
+        notes |= {"by_origin": training.by_origin([(t, extra["step_type"]) for _, extra, t in kept]),
+                  "routes_by_origin": training.by_origin([(t, _route(extra)) for _, extra, t in kept
+                                                          if extra["step_type"] == "ret"]),
+                  "dropped_longer_by_origin": training.by_origin([(step["trajectory"], extra["step_type"])
+                                                                  for (step, extra), fit in zip(steps, fits) if not fit]),
+                  **training.note}
+    return token_rows, {**notes, "trajectory_ids": sorted({t for _, _, t in kept}, key=trajectory_order)}
+
+
+def _route(extra: dict[str, Any]) -> str:
+    """A decompose step's gold knowledge base, lower case (``none``: the stop step)."""
+    query, retriever = str(extra["gold_query"]).strip().lower(), str(extra["gold_retriever"]).strip().lower()
+    return "none" if retriever == "none" or query in {"", "none"} else retriever
 
 
 @RECIPES.register("routerag-sft")

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
+from routerag.corpus.schema import Question
 from routerag.train.golden.render import render_routerag
 from routerag.train.golden.schema import GoldenHop, GoldenTrajectory, gold_hit
 
@@ -95,6 +96,25 @@ def r1_router_step_rows(path: str | Path | None = None, *, limit: int | None = N
         if limit is not None and len(rows) >= limit:
             break
     return rows[:limit] if limit is not None else rows
+
+
+def r1_router_trajectory_questions(path: str | Path | None = None, *,
+                                   side: Literal["train", "heldout"] | None = None) -> list[Question]:
+    """Each released trajectory of ``side`` (None: all) as a question for the overlap check: its id
+    (``r1router-<index>``), its origin question and its final answers."""
+    from routerag.corpus.r1router_split import split_ids, trajectory_id
+
+    keep = set(split_ids(side)) if side is not None else None
+    out: list[Question] = []
+    for index, record in enumerate(read_r1_router(path)):
+        steps = record.get("steps") or []
+        if not steps or (keep is not None and trajectory_id(index) not in keep):
+            continue
+        last: Any = next((s["answer"] for s in reversed(steps) if s["step_type"] == "ans"), [])
+        answers = [str(a) for a in last] if isinstance(last, list) else [str(last)]
+        out.append(Question(qid=trajectory_id(index), question=_origin_question(steps[0]["problem"]), answers=answers,
+                            dataset="r1router"))
+    return out
 
 
 def trajectory_order(trajectory: str) -> tuple[tuple[int, str, int], ...]:
