@@ -78,3 +78,18 @@ def test_dynamic_sampling_replaces_groups_without_variance(setup, tmp_path):
     assert all(r["reward"] == 0.5 for r in records)  # the MIXED group: 2 of 4 right, scored with its own golds
     assert all(r["dynamic/skipped_groups"] >= 1 for r in records)
     assert sampler.skipped == sum(r["dynamic/skipped_groups"] for r in records) and sampler.unresolved == 0
+
+
+def test_replacements_depend_on_the_step_so_a_resumed_run_does_not_repeat_them():
+    pool = [Question(qid=f"q{i}", question=f"question {i}?", answers=["a"]) for i in range(20)]
+    schedule = RewardSchedule(stages=[Stage(name="em", rewards=[WeightedReward(name="em")])])
+
+    def draws(sampler, step):
+        sampler.start_step(step)
+        return [sampler.draw().qid for _ in range(3)]
+
+    straight = grpo.DynamicSampling(schedule, pool, seed=0)
+    run = {step: draws(straight, step) for step in (1, 2, 3, 4)}
+    resumed = grpo.DynamicSampling(schedule, pool, seed=0)  # a new process, resumed at step 4
+    assert draws(resumed, 4) == run[4]
+    assert run[4] != run[1]

@@ -99,7 +99,10 @@ class DynamicSampling:
     """DAPO's dynamic sampling for the rollout function: a group whose G rewards (the active
     stage's total, scored over the group) are all equal carries no advantage, so it is replaced by
     the group of another question drawn from ``pool`` (up to ``max_tries`` draws; a group still
-    without variance then is kept and counted as unresolved). ``skipped`` counts the replaced groups."""
+    without variance then is kept and counted as unresolved). ``skipped`` counts the replaced groups.
+    Each step draws from its own shuffle of the pool (seeded by ``seed`` and the step), so a run
+    resumed from a checkpoint draws what the uninterrupted run would have, not the first step's
+    replacements again."""
 
     def __init__(self, schedule: RewardSchedule, pool: Sequence[Question], *, max_tries: int = 4, seed: int = 0) -> None:
         import random
@@ -110,10 +113,21 @@ class DynamicSampling:
         self.pool = list(pool)
         self.golds = {q.question: list(q.answers) for q in self.pool}
         self.max_tries = max_tries
+        self.seed = seed
         self._rng = random.Random(seed)
         self._order: list[int] = []
+        self._step: int | None = None
         self.skipped = 0
         self.unresolved = 0
+
+    def start_step(self, step: int) -> None:
+        """Draw the replacements of optimiser step ``step`` (1-based) from that step's own shuffle."""
+        if step != self._step:
+            self._step = step
+            import random
+
+            self._rng = random.Random(f"{self.seed}:{step}")
+            self._order = []
 
     def draw(self) -> Question:
         if not self._order:
@@ -218,6 +232,7 @@ def _dynamic_groups(run: Callable[[list[str]], list[Any]], questions: list[str],
             groups[-1].append(i)
         else:
             groups.append([i])
+    dynamic.start_step(step)
     rollouts: list[Any] = [None] * len(questions)
     golds: list[list[str]] = [[] for _ in questions]
     extras: list[dict[str, int]] = [{"dynamic_skipped": 0, "dynamic_unresolved": 0} for _ in questions]
