@@ -15,9 +15,8 @@ from pydantic import ValidationError
 from routerag.filehash import read_sha256
 from routerag.llm.bundled import BundledModelError, unpack_xz
 from routerag.llm.config import (
+    BUNDLED_POLICIES,
     BUNDLED_POLICY,
-    GRAPHRAG_R1_POLICY,
-    SHIPPED_POLICIES,
     MissingPolicyError,
     ModelConfig,
     bundled_policy_path,
@@ -26,7 +25,6 @@ from routerag.llm.config import (
     policy_dir,
     policy_folder_of,
     shipped_policy_name,
-    with_default_policy,
 )
 
 PLAIN = b"GGUF" + bytes(range(256)) * 400 + b"lora tensors" * 1000
@@ -137,7 +135,7 @@ def test_the_cached_copy_of_a_shipped_policy_points_back_to_its_records(tmp_path
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("name", sorted({name for by_base in SHIPPED_POLICIES.values() for name in by_base.values()}))
+@pytest.mark.parametrize("name", sorted(set(BUNDLED_POLICIES.values())))
 def test_each_shipped_policy_has_the_sha256_its_card_states(name: str) -> None:
     """The decompressed adapter is byte for byte the file the policy was evaluated with: its card's
     sha256 (also what run identities ``lora=<sha16>`` and the results table check)."""
@@ -158,16 +156,3 @@ def test_adaptive_takes_a_shipped_policy_by_name_and_fingerprints_its_content() 
     assert fingerprint_dump(params)["adapters"] == {"routerag": f"sha256:{digest}"}
     with pytest.raises(ValidationError, match="no shipped policy 'nope'"):
         AdaptiveParams(adapters={"routerag": "policy:nope"})
-
-
-@pytest.mark.integration
-def test_graphrag_r1_on_the_bundled_base_runs_its_own_shipped_policy() -> None:
-    """``graphrag-r1`` on the default base applies the GraphRAG-R1 policy (not RouteRAG's), and
-    ``routerag`` keeps its own; an adapter of one's own or another backend opts out."""
-    graphrag = with_default_policy(ModelConfig(), "graphrag-r1").lora_path
-    assert graphrag == bundled_policy_path(GRAPHRAG_R1_POLICY)
-    assert with_default_policy(ModelConfig(), "routerag").lora_path == bundled_policy_path(BUNDLED_POLICY) != graphrag
-    own = ModelConfig(lora_path=Path("runs/x/adapter.gguf"))
-    assert with_default_policy(own, "graphrag-r1") is own
-    assert with_default_policy(ModelConfig(backend="openai", base_url="http://x", model="m"), "graphrag-r1").lora_path is None
-    assert (policy_dir(GRAPHRAG_R1_POLICY) / "eval_comparisons.csv").is_file()
