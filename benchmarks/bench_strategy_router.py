@@ -11,7 +11,7 @@ paired difference to the best single strategy (bootstrap CI, exact sign test).
 
 It is a replay, not a run: it says what ``adaptive`` with that router would score, and is exact
 only while the candidates' stored runs are what the strategies do now (their fingerprints match
-the current code: ``tests/test_runner_cli.py``). Confirm a result with ``STEP=eval bash docs/experiments/scripts/adaptive.sh``.
+the current code: ``tests/unit/test_runner_cli.py``). Confirm a result with ``STEP=eval bash docs/experiments/scripts/adaptive.sh``.
 
     python3 benchmarks/bench_strategy_router.py --router strategy \\
       --set musique=rule:docs/results/runs/musique-rule,direct:docs/results/runs/musique-direct,... \\

@@ -5,6 +5,9 @@ tokenizer, for the service tests (HTTP API and browser UI) a small real BM25 sou
 Markers (registered in pyproject.toml; docs/guides/testing.md): every test gets a kind, ``unit``
 when nothing else applies, and the fixtures a test uses add the resources it needs (``shared`` ->
 ``data``, ``tokenizer`` -> ``model``, ``retrieval`` -> ``service``, ``ray_local`` -> ``ray``).
+Each test module lies in the folder of the heaviest kind among its tests (``tests/unit``,
+``tests/integration``, ``tests/model``, ``tests/service``, ``tests/browser``); a test of a kind
+heavier than its folder, or a module outside these folders, stops the collection.
 Without the benchmark folder the ``data`` tests are skipped with one reason; every other test runs
 as it would on such a clone (``ROUTERAG_DATA_DIR`` points nowhere while it runs), so a test that
 reads the folder without the marker fails here even where the folder exists."""
@@ -30,6 +33,8 @@ NO_DATA = (
 # the kinds of test: each test has at least one (when none is set: ``integration`` for a test that
 # needs the data folder or Ray, else ``unit``)
 KINDS = ("unit", "integration", "service", "browser", "model")
+# the folders under tests/, one per kind, lightest first: a module lies in the folder of its heaviest test's kind
+FOLDERS = ("unit", "integration", "model", "service", "browser")
 # fixture -> the markers a test using it (directly or through another fixture) gets
 FIXTURE_MARKS = {
     "shared": ("data",),
@@ -39,6 +44,7 @@ FIXTURE_MARKS = {
 }
 # what ROUTERAG_DATA_DIR is while a test without the ``data`` marker runs
 NOWHERE = "/nonexistent/routerag-tests-without-data"
+HERE = Path(__file__).resolve().parent
 
 
 def _data_missing() -> bool:
@@ -47,6 +53,20 @@ def _data_missing() -> bool:
     except DataNotFoundError:
         return True
     return False
+
+
+def _misplaced(item: pytest.Item) -> str | None:
+    """Why ``item`` is not in the right folder under tests/, or None when it is."""
+    try:
+        folder = item.path.relative_to(HERE).parts[0]
+    except ValueError:  # a test outside tests/ (a path given on the command line)
+        return None
+    if folder not in FOLDERS:
+        return f"{item.nodeid}: test modules lie in tests/<kind>/ (one of {', '.join(FOLDERS)})"
+    heaviest = max((kind for kind in FOLDERS if item.get_closest_marker(kind)), key=FOLDERS.index)
+    if FOLDERS.index(heaviest) > FOLDERS.index(folder):
+        return f"{item.nodeid}: a {heaviest} test in tests/{folder}/ (move the module to tests/{heaviest}/)"
+    return None
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m selects: the markers given here count
@@ -61,6 +81,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker("integration" if heavy else "unit")
         if missing and item.get_closest_marker("data"):
             item.add_marker(pytest.mark.skip(reason=NO_DATA))
+    misplaced = sorted({message for item in items if (message := _misplaced(item))})
+    if misplaced:
+        raise pytest.UsageError("tests outside their kind's folder:\n" + "\n".join(misplaced))
     if "slow" not in (config.option.markexpr or ""):  # `-m unit`, `-m "not model"`: still without `slow`
         slow = [item for item in items if item.get_closest_marker("slow")]
         if slow:

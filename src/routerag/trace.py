@@ -6,7 +6,7 @@ A :class:`Step` has typed optional records for what some step kinds decide — :
 searched, what that source reported (:data:`SourceDetails`, one record per kind of source: a
 graph retrieval's seeds and PPR nodes, ...). Every field is typed: there is no free-form
 ``metadata``. The JSON schema of :class:`Trace` is published by the server (``GET /v1/schema/trace``)
-and is the only thing the web UI may read (tests/test_trace_schema.py checks ``web/js``).
+and is the only thing the web UI may read (tests/unit/test_trace_schema.py checks ``web/js``).
 
 Traces stored before these records (no ``schema_version``) are read by
 :func:`routerag.trace_layout.upgrade_trace`, which maps the old layout into the new fields; a

@@ -9,7 +9,7 @@
   (:data:`HTTP_APPS`: the apps are built over a scripted model and no sources; nothing is served
   and no model is loaded).
 
-``routerag docs reference`` writes them; ``--check`` (and ``tests/test_reference_docs.py``)
+``routerag docs reference`` writes them; ``--check`` (and ``tests/unit/test_reference_docs.py``)
 fails when a stored page differs from what the code gives. The lists below are the only place
 that names the models and apps: a moved or new configuration model is one line here.
 """

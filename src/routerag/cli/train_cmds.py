@@ -11,7 +11,7 @@ import typer
 from routerag.cli.app import app, fail
 
 # the recipe names, written out so that `routerag --help` does not import the training stack
-# (0.06 s -> 0.4 s); tests/test_train_recipes.py checks it against the RECIPES registry
+# (0.06 s -> 0.4 s); tests/integration/test_train_recipes.py checks it against the RECIPES registry
 RECIPE_HELP = "routerag-two-stage | graphrag-r1 | r1-router-step | r1-router-sft | routerag-sft | routerag-rft"
 
 

@@ -611,7 +611,7 @@ RECIPE_CONFIGS: dict[str, type[TrainConfig]] = {
     for cls in (RouteRAGTwoStageConfig, GraphRAGR1Config, R1RouterStepConfig, R1RouterSFTConfig, RouteRAGSFTConfig,
                 RouteRAGRFTConfig)
 }
-"""recipe name -> its configuration class (tests/test_train_recipes.py checks it against RECIPES)."""
+"""recipe name -> its configuration class (tests/integration/test_train_recipes.py checks it against RECIPES)."""
 
 DEFAULT_RECIPE = "routerag-two-stage"
 """The recipe of a configuration that names none (as when one class served every recipe)."""

@@ -14,7 +14,7 @@ decoder layers so that they
 
 The loss and the gradients of the trainable parameters are exactly those of the full graph with
 the same trainable set (the frozen layers' outputs do not depend on them);
-``tests/test_train_frozen_prefix.py`` checks both. torch is imported inside the functions.
+``tests/integration/test_train_frozen_prefix.py`` checks both. torch is imported inside the functions.
 """
 
 from __future__ import annotations
