@@ -75,6 +75,7 @@ def test_synthetic_adapter_round_trips(tmp_path, layers):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_shipped_policy_round_trips_through_peft(base, tmp_path):
     from typer.testing import CliRunner
 

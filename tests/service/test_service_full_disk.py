@@ -135,6 +135,7 @@ def service(tmp_path: Path):
             yield client
 
 
+@pytest.mark.service
 def test_over_http_a_full_disk_is_507_and_an_unreadable_store_503(service, tmp_path, monkeypatch):
     client = service
     body = {"questions": [{"question": "Who was Teutberga married to?", "answers": ["Lothair II"]}], "strategy": "direct"}

@@ -10,6 +10,9 @@ import pytest
 
 pytest.importorskip("trl")
 
+# both tests load the bundled 0.5B tokenizer
+pytestmark = pytest.mark.model
+
 
 def test_task_tokenizer_matches_full_tokenizer(tmp_path):
     """The task vocabulary gives every toy text the full tokenizer's exact token sequence, and
