@@ -30,11 +30,10 @@ NO_DATA = (
     "needs the benchmark data folder: set ROUTERAG_DATA_DIR to it "
     "(or place it at shared/data in a folder above the checkout)"
 )
-# the kinds of test: each test has at least one (when none is set: ``integration`` for a test that
-# needs the data folder or Ray, else ``unit``)
-KINDS = ("unit", "integration", "service", "browser", "model")
-# the folders under tests/, one per kind, lightest first: a module lies in the folder of its heaviest test's kind
-FOLDERS = ("unit", "integration", "model", "service", "browser")
+# the kinds of test, lightest first, and the folders under tests/ named after them: each test has at
+# least one kind (when none is set: ``integration`` for a test that needs the data folder or Ray, else
+# ``unit``), and a module lies in the folder of its heaviest test's kind
+KINDS = ("unit", "integration", "model", "service", "browser")
 # fixture -> the markers a test using it (directly or through another fixture) gets
 FIXTURE_MARKS = {
     "shared": ("data",),
@@ -61,10 +60,10 @@ def _misplaced(item: pytest.Item) -> str | None:
         folder = item.path.relative_to(HERE).parts[0]
     except ValueError:  # a test outside tests/ (a path given on the command line)
         return None
-    if folder not in FOLDERS:
-        return f"{item.nodeid}: test modules lie in tests/<kind>/ (one of {', '.join(FOLDERS)})"
-    heaviest = max((kind for kind in FOLDERS if item.get_closest_marker(kind)), key=FOLDERS.index)
-    if FOLDERS.index(heaviest) > FOLDERS.index(folder):
+    if folder not in KINDS:
+        return f"{item.nodeid}: test modules lie in tests/<kind>/ (one of {', '.join(KINDS)})"
+    heaviest = max((kind for kind in KINDS if item.get_closest_marker(kind)), key=KINDS.index)
+    if KINDS.index(heaviest) > KINDS.index(folder):
         return f"{item.nodeid}: a {heaviest} test in tests/{folder}/ (move the module to tests/{heaviest}/)"
     return None
 
