@@ -56,8 +56,18 @@ def responder(messages, params, continue_final) -> str:
 
 
 @pytest.fixture(scope="module")
-def server(sources, tmp_path_factory):
-    settings = ServiceSettings(data_dir=tmp_path_factory.mktemp("ui-data"), run_workers=2)
+def ui_data(tmp_path_factory) -> Path:
+    """The service's data folder, with a real stored routing report (law-med) as the operator writes it."""
+    import shutil
+
+    data = tmp_path_factory.mktemp("ui-data")
+    shutil.copytree(ROOT / "docs" / "results" / "routing-report" / "law-med", data / "reports" / "law-med")
+    return data
+
+
+@pytest.fixture(scope="module")
+def server(sources, ui_data):
+    settings = ServiceSettings(data_dir=ui_data, run_workers=2)
     with BackgroundServer(create_app(ScriptedModel(responder), sources, settings)) as running:
         yield running
 
@@ -171,6 +181,20 @@ def test_comparison_and_run_browser(page, tmp_path):
     page.locator("[data-testid=run-row]").first.click()
     page.wait_for_selector("#run-report [data-testid=summary-table]")
     assert "vanilla 1" in page.text_content("#run-report")
+
+
+def test_the_runs_tab_shows_a_routing_report_with_its_figure(page):
+    page.click("nav.tabs button[data-tab=runs]")
+    page.wait_for_selector("[data-testid=report-row]")
+    assert "law-med" in page.locator("[data-testid=report-row]").first.text_content()
+    page.locator("[data-testid=report-row]").first.click()
+    page.wait_for_selector("[data-testid=routing-plot]")
+    # the PNG was fetched with the page's credentials and decoded (a broken image has no natural size)
+    page.wait_for_function("document.querySelector('[data-testid=routing-plot]').naturalWidth > 100")
+    assert "routing can add at most" in page.text_content("[data-testid=routing-verdict]")
+    names = page.locator("[data-testid=routing-rows] tbody th").all_text_contents()
+    assert {"oracle", "law", "med", "retrieve all", "learned"} <= set(names), names
+    page.screenshot(path=str(IMG / "ui-routing-report.png"), full_page=True)
 
 
 def test_realroute_trace_shows_routing_selection_and_fallback(page, tmp_path):

@@ -10,6 +10,8 @@
   ``POST /v1/runs/{id}/resume`` continues a run a crash interrupted (:mod:`routerag.server.jobs`).
 * ``POST/GET/DELETE /v1/sources``: upload custom sources (see :mod:`routerag.server.sources_api`);
   a request mounts them by name with ``sources: [...]``.
+* ``GET /v1/routing-reports`` (``/{name}``, ``/{name}/plot``): the routing reports the operator
+  wrote under ``data_dir/reports`` (:mod:`routerag.server.report_store`), read-only.
 * ``GET /v1/strategies``, ``GET /v1/datasets``, ``GET /v1/info``: what the UI needs to build forms.
 * ``GET /health`` (the process answers) and ``GET /ready`` (started, the default strategy warmed
   up, and asks are admitted; 503 otherwise): no API key, answered on the event loop without waiting
@@ -49,7 +51,7 @@ from routerag.edge.admission import install_admission_handler
 from routerag.edge.guard import RequestGuard
 from routerag.llm.base import ChatModel
 from routerag.llm.config import ModelConfig
-from routerag.server import ask_api, health_api, info_api, openai_api, runs_api, sources_api
+from routerag.server import ask_api, health_api, info_api, openai_api, reports_api, runs_api, sources_api
 from routerag.server.deps import install_service, require_key
 from routerag.server.domain_errors import install_domain_errors
 from routerag.server.openai_errors import refusal_body
@@ -108,6 +110,7 @@ def create_app(model: ChatModel, sources: SourceSet, settings: ServiceSettings |
     app.include_router(ask_api.router)
     app.include_router(runs_api.router, dependencies=auth)
     app.include_router(sources_api.router, dependencies=auth)
+    app.include_router(reports_api.router, dependencies=auth)
     app.include_router(openai_api.router, dependencies=auth)
     app.include_router(health_api.router)  # no API key; answered on the event loop
     app.mount("/retrieval", create_retrieval_app(sources, service.settings.retrieval_settings()))

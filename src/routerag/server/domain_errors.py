@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse
 from routerag.edge.refusals import RequestRefused
 from routerag.errors import RouteragError
 from routerag.server.chat_messages import ConversationRefused
+from routerag.server.report_store import ReportUnreadableError, UnknownReportError
 from routerag.server.run_records import RunNotResumableError, UnknownRunError
 from routerag.server.run_space import RunStoreFullError, RunStoreUnreadableError
 from routerag.server.upload_parse import (
@@ -68,6 +69,8 @@ DOMAIN_ERRORS: dict[type[RouteragError], KindReply] = {
     RunNotResumableError: KindReply(409, ("native",)),
     RunStoreFullError: KindReply(507, ("native",)),  # a new run refused: too little free space, or its files cannot be written
     RunStoreUnreadableError: KindReply(503, ("native",)),  # a stored run's files cannot be read back
+    UnknownReportError: KindReply(404, ("native",)),  # no routing report of that name (or no figure)
+    ReportUnreadableError: KindReply(503, ("native",)),  # a stored routing report cannot be read
 }
 
 

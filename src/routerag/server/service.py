@@ -37,6 +37,7 @@ from routerag.paths import cache_dir
 from routerag.server.chat_models import ChatModels
 from routerag.server.jobs import RunManager
 from routerag.server.live import StreamItem, Watch, watched_run, watched_stream
+from routerag.server.report_store import ReportStore
 from routerag.server.settings import AdmissionSettings, ServiceSettings
 from routerag.server.uploads import SourceStore
 from routerag.server.warm_plan import strategy_plan
@@ -88,6 +89,7 @@ class Service:
         self.uploads = SourceStore(data_dir, settings.uploads, reserved=set(sources.names()))
         self.runs = RunManager(workers=settings.run_workers, keep=settings.keep_runs, store_dir=data_dir / "runs",
                                min_free_bytes=settings.run_store_min_free_mb * 2**20)
+        self.reports = ReportStore(data_dir / "reports")  # written by the operator's `routerag routing-report`
         self.asks, self.run_answers = _admissions(settings.admission)
         request_values = settings.security.from_request(data_dir)  # what a request may name: never code, no outside path
         preparation = Preparation(sources, settings.max_new_tokens, model_config, request_values, uploads=self.uploads)

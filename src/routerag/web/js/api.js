@@ -24,6 +24,10 @@ export async function get(path) {
   return (await check(await fetch(path, { headers: headers() }))).json();
 }
 
+export async function blob(path) {
+  return (await check(await fetch(path, { headers: headers() }))).blob();
+}
+
 export async function post(path, body) {
   const r = await fetch(path, { method: "POST", headers: headers({ "Content-Type": "application/json" }), body: JSON.stringify(body) });
   return (await check(r)).json();

@@ -5,6 +5,7 @@ import { $, $$, h } from "./dom.js";
 import { ParamsForm } from "./form.js";
 import { liveEvent, renderTrace } from "./trace.js";
 import { loadRuns, renderReport, runComparison } from "./compare.js";
+import { loadReports } from "./reports.js";
 
 const state = { strategies: [], builtinSources: [], custom: null, configs: [], running: false, runId: null, info: null };
 const form = new ParamsForm($("#params"));
@@ -201,11 +202,15 @@ $("#add-config").addEventListener("click", () => {
 });
 $("#run-compare").addEventListener("click", doCompare);
 $("#cancel-compare").addEventListener("click", () => state.runId && api.del(`/v1/runs/${state.runId}`));
-$("#refresh-runs").addEventListener("click", () => loadRuns($("#runs tbody"), $("#run-report")));
+function refreshRuns() {
+  loadRuns($("#runs tbody"), $("#run-report")).catch((err) => banner(err.message));
+  loadReports($("#routing-reports tbody"), $("#routing-report")).catch((err) => banner(err.message));
+}
+$("#refresh-runs").addEventListener("click", refreshRuns);
 $$(".tabs button").forEach((b) => b.addEventListener("click", () => {
   $$(".tabs button").forEach((x) => x.classList.toggle("active", x === b));
   $$(".tab").forEach((t) => { t.hidden = t.id !== `tab-${b.dataset.tab}`; });
-  if (b.dataset.tab === "runs") loadRuns($("#runs tbody"), $("#run-report"));
+  if (b.dataset.tab === "runs") refreshRuns();
 }));
 
 init();
