@@ -197,17 +197,26 @@ def shared() -> Path:
 
 
 @pytest.fixture(scope="module")
-def sources(tmp_path_factory, shared):
-    """BM25 over the first 50 real 2Wiki passages: one fresh SourceSet per test module (the
-    service tests mount uploaded sources into it)."""
+def index_dir(tmp_path_factory, shared) -> Path:
+    """An index directory of BM25 over the first 50 real 2Wiki passages, built once per test module
+    (the service, CLI and front-door tests serve it; a module may define its own)."""
     from routerag.corpus.schema import Document
-    from routerag.index.bundle import build_index, load_index
+    from routerag.index.bundle import build_index
 
     corpus = shared / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
     rows = json.loads(corpus.read_text(encoding="utf-8"))[:50]
-    directory = tmp_path_factory.mktemp("svc-idx") / "bundle"
+    directory = tmp_path_factory.mktemp("bm25-idx") / "bundle"
     build_index([Document.make(r["title"], r["text"]) for r in rows], directory, components=("bm25",))
-    return bundle_sources(load_index(directory))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def sources(index_dir):
+    """``index_dir`` mounted: one fresh SourceSet per test module (the service tests mount uploaded
+    sources into it)."""
+    from routerag.index.bundle import load_index
+
+    return bundle_sources(load_index(index_dir))
 
 
 @pytest.fixture(scope="module")

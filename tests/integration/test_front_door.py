@@ -23,17 +23,6 @@ CORPUS = Path("2wikimultihopqa") / "2wikimultihopqa_corpus.json"  # in the bench
 QUESTION = "Who was Teutberga married to?"
 
 
-@pytest.fixture(scope="module")
-def index_dir(tmp_path_factory, shared: Path) -> Path:
-    from routerag.corpus.schema import Document
-    from routerag.index.bundle import build_index
-
-    rows = json.loads((shared / CORPUS).read_text(encoding="utf-8"))[:30]
-    directory = tmp_path_factory.mktemp("front-door-idx") / "bundle"
-    build_index([Document.make(r["title"], r["text"]) for r in rows], directory, components=("bm25",))
-    return directory
-
-
 class Recorder:
     """Stands in for ``routerag.llm.factory.build_model``: notes each configuration built and
     each one whose model answered."""

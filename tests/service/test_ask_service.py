@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -18,11 +17,9 @@ from routerag.edge.serving import BackgroundServer, bind_socket
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
 from routerag.server.settings import ServiceSettings
-from routerag.sources.registry import bundle_sources
 from routerag.trace import Trace
 
 pytestmark = pytest.mark.service
-CORPUS = Path("2wikimultihopqa") / "2wikimultihopqa_corpus.json"  # in the benchmark data folder
 KEY = "ask-key"
 VANILLA = {"strategy": "vanilla", "params": {"source": "bm25", "k": 2}}
 
@@ -32,24 +29,6 @@ def answer_from_context(messages, params, continue_final) -> str:
     enough that a cancelled run still has questions waiting."""
     time.sleep(0.05)
     return "Lothair II" if "Lothair II" in messages[0].content else "unknown"
-
-
-@pytest.fixture(scope="module")
-def index_dir(tmp_path_factory, shared: Path) -> Path:
-    from routerag.corpus.schema import Document
-    from routerag.index.bundle import build_index
-
-    rows = json.loads((shared / CORPUS).read_text(encoding="utf-8"))[:50]
-    directory = tmp_path_factory.mktemp("ask-idx") / "bundle"
-    build_index([Document.make(r["title"], r["text"]) for r in rows], directory, components=("bm25",))
-    return directory
-
-
-@pytest.fixture(scope="module")
-def sources(index_dir):
-    from routerag.index.bundle import load_index
-
-    return bundle_sources(load_index(index_dir))
 
 
 @pytest.fixture(scope="module")

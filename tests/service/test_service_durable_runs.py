@@ -21,7 +21,6 @@ from conftest import wait_until_serving
 from routerag.edge.serving import bind_socket
 
 pytestmark = pytest.mark.service
-CORPUS = Path("2wikimultihopqa") / "2wikimultihopqa_corpus.json"  # in the benchmark data folder
 
 # The service as `routerag serve` builds it, with a scripted model slow enough to be killed mid-run.
 SERVER = """
@@ -47,17 +46,6 @@ serve(create_app(ScriptedModel(reply), bundle_sources(load_index(index_dir)), se
 N_QUESTIONS = 120
 CLEAN_EXIT = (0, -signal.SIGTERM)  # uvicorn shuts down, then re-raises the signal it caught
 CONFIGS = [{"strategy": "vanilla", "params": {"source": "bm25", "k": k}} for k in (1, 2)]
-
-
-@pytest.fixture(scope="module")
-def index_dir(tmp_path_factory, shared: Path) -> Path:
-    from routerag.corpus.schema import Document
-    from routerag.index.bundle import build_index
-
-    rows = json.loads((shared / CORPUS).read_text(encoding="utf-8"))[:50]
-    directory = tmp_path_factory.mktemp("durable-idx") / "bundle"
-    build_index([Document.make(r["title"], r["text"]) for r in rows], directory, components=("bm25",))
-    return directory
 
 
 @contextmanager
