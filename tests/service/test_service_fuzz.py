@@ -480,7 +480,8 @@ def test_fuzz_multipart_shapes(svc, outside_before, data):
 GET_PATHS = ["/v1/runs/{x}", "/v1/runs/{x}/traces", "/v1/runs/{x}/report", "/v1/sources/{x}", "/v1/strategies",
              "/v1/info", "/v1/schema/trace", "/v1/datasets", "/v1/runs", "/v1/sources", "/health", "/ready", "/retrieval/sources",
              "/retrieval/health", "/", "/ui/{x}", "/ui/../{x}", "/{x}", "/openapi.json", "/retrieval/openapi.json",
-             "/v1/models", "/v1/models/{x}", "/v1/runs/{x}/resume"]
+             "/v1/models", "/v1/models/{x}", "/v1/runs/{x}/resume", "/v1/routing-reports", "/v1/routing-reports/{x}",
+             "/v1/routing-reports/{x}/plot"]
 query_params = st.dictionaries(
     st.one_of(st.sampled_from(["offset", "limit", "config"]), hostile_text),
     st.one_of(st.integers(min_value=-(2**70), max_value=2**70).map(str), st.sampled_from(["1.5", "NaN", "true", ""]),
@@ -601,6 +602,7 @@ FUZZED = {
     ("GET", "/"),
     ("POST", "/retrieve"), ("POST", "/retrieve/searchr1"), ("GET", "/sources"), ("POST", "/v1/runs/{run_id}/resume"),
     ("POST", "/v1/chat/completions"), ("GET", "/v1/models"), ("GET", "/v1/models/{model}"),
+    ("GET", "/v1/routing-reports"), ("GET", "/v1/routing-reports/{name}"), ("GET", "/v1/routing-reports/{name}/plot"),
 }
 NOT_FUZZED = {"/docs", "/docs/oauth2-redirect", "/redoc"}  # FastAPI's static documentation pages
 
