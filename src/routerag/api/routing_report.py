@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from routerag.errors import RouteragError
 from routerag.sources.base import MAX_K
 from routerag.train.router.keyword_fit import KeywordSettings
-from routerag.train.router.report import Inputs, LearnedSettings
+from routerag.train.router.report import JSON_NAME, MARKDOWN_NAME, PLOT_NAME, Inputs, LearnedSettings
 
 if TYPE_CHECKING:
     from routerag.corpus.datasets import Dataset
@@ -28,9 +28,6 @@ if TYPE_CHECKING:
     from routerag.train.router.outcomes import OutcomeSettings, QuestionOutcome
     from routerag.train.router.report import RoutingReport
 
-MARKDOWN_NAME = "routing-report.md"
-JSON_NAME = "routing-report.json"
-PLOT_NAME = "routing-report.png"
 NO_TRAINING_ROUTERS: tuple[str, ...] = ("profile-embedding",)
 """The routers measured per question beside the learned one: those that need neither a model call
 nor training (``llm`` needs a chat model and is not part of the report)."""

@@ -10,14 +10,12 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from routerag.errors import RouteragError
-from routerag.train.router.report import RoutingReport
+from routerag.train.router.report import JSON_NAME, PLOT_NAME, RoutingReport
 
 __all__ = ["NAME_PATTERN", "ReportEntry", "ReportStore", "ReportUnreadableError", "UnknownReportError"]
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$"
 _NAME = re.compile(NAME_PATTERN)
-JSON_NAME = "routing-report.json"  # the names routerag.api.routing_report writes
-PLOT_NAME = "routing-report.png"
 MAX_JSON_BYTES = 8 * 2**20
 
 
@@ -48,7 +46,7 @@ class ReportStore:
         self.root = root
 
     def _folder(self, name: str) -> Path:
-        if not _NAME.match(name) or ".." in name:
+        if not _NAME.match(name):
             raise UnknownReportError(f"no routing report named {name!r} (names match {NAME_PATTERN})")
         folder = self.root / name
         try:

@@ -38,6 +38,11 @@ KEYWORD_FILE = "keyword (rules file)"  # the operator's rules
 Inputs = Literal["embedding+features", "features"]
 
 
+MARKDOWN_NAME = "routing-report.md"  # the files of a report folder (routerag.api.routing_report writes them)
+JSON_NAME = "routing-report.json"
+PLOT_NAME = "routing-report.png"
+
+
 class LearnedSettings(BaseModel):
     """How the learned router is cross-validated (``routerag router train``'s options)."""
 
