@@ -30,6 +30,9 @@ M = TypeVar("M", bound=BaseModel)
 # ``json_schema_extra`` of a params field added after runs were stored, whose default keeps the old
 # behaviour: the evaluation fingerprint leaves it out while it has its default (eval.setup).
 OMIT_AT_DEFAULT: dict[str, Any] = {"fingerprint": "omit-at-default"}
+# ``json_schema_extra`` of a field that says where or how a computation runs, never what it answers
+# (which llama.cpp binding, in which process): fingerprints never see it.
+NOT_IN_FINGERPRINT: dict[str, Any] = {"fingerprint": "omit"}
 # ``json_schema_extra`` of a field holding file paths (a path, or a mapping or list of paths) whose
 # CONTENT decides the answers (LoRA adapters): fingerprints see each file's content hash, not its
 # path, so a file rewritten in place makes a new fingerprint and a moved one keeps it. Combine
@@ -44,8 +47,8 @@ def fingerprint(payload: Any) -> str:
 
 
 def fingerprint_dump(model: BaseModel, exclude: set[str] | None = None) -> dict[str, Any]:
-    """``model.model_dump(mode="json")`` as fingerprints see it: a field marked ``OMIT_AT_DEFAULT``
-    is left out while it has its default, at any depth (a setting added to a nested model, such as
+    """``model.model_dump(mode="json")`` as fingerprints see it: a field marked ``NOT_IN_FINGERPRINT``
+    is left out, one marked ``OMIT_AT_DEFAULT`` while it has its default, at any depth (a setting added to a nested model, such as
     ``index.dense.ivfpq``, orphans neither stored runs nor cached indexes); a field marked
     ``FILE_CONTENT`` shows its files' content hashes (``sha256:<16 hex>``) instead of their paths."""
     dumped = model.model_dump(mode="json", exclude=exclude)
@@ -59,7 +62,8 @@ def _fingerprint_fields(model: BaseModel, dumped: dict[str, Any]) -> None:
             continue
         value = getattr(model, name)
         extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-        if extra.get("fingerprint") == "omit-at-default" and value == field.get_default(call_default_factory=True):
+        if extra.get("fingerprint") == "omit" or (
+                extra.get("fingerprint") == "omit-at-default" and value == field.get_default(call_default_factory=True)):
             dumped.pop(name)
         elif extra.get("fingerprint_files") == "content":
             dumped[name] = _content_hashes(value, f"{type(model).__name__}.{name}")

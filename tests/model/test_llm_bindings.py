@@ -34,8 +34,21 @@ def test_the_environment_names_a_binding(monkeypatch) -> None:
     monkeypatch.setenv(llama_bindings.ENV, "llama-cpp-python")
     assert llama_bindings.choose_binding() == "llama-cpp-python"
     monkeypatch.setenv(llama_bindings.ENV, "llama-cpp")
-    with pytest.raises(UnknownNameError, match="valid: llama-cpp-python, xllamacpp"):
+    with pytest.raises(UnknownNameError, match="valid: llama-cpp-python, xllamacpp, xllamacpp-process"):
         llama_bindings.choose_binding()
+
+
+def test_a_service_builds_xllamacpp_models_in_a_child_process(monkeypatch) -> None:
+    monkeypatch.delenv(llama_bindings.ENV, raising=False)
+    present: set[str] = {"xllamacpp", "llama_cpp"}
+    monkeypatch.setattr(llama_bindings.importlib.util, "find_spec", lambda module: object() if module in present else None)
+    assert llama_bindings.for_service(None) == "xllamacpp-process"
+    assert llama_bindings.for_service("xllamacpp") == "xllamacpp-process"
+    assert llama_bindings.for_service("llama-cpp-python") == "llama-cpp-python"
+    present.discard("xllamacpp")
+    assert llama_bindings.for_service(None) is None  # auto gives llama-cpp-python, whose build frees the GIL
+    present.clear()
+    assert llama_bindings.for_service(None) is None  # nothing installed: the build itself says so
 
 
 def test_each_binding_is_a_chat_model_class_with_its_name() -> None:
@@ -54,12 +67,14 @@ needs_model = pytest.mark.skipif(
 Q = [Message(role="user", content="What is the capital of France? Answer with one word.")]
 
 
-@pytest.fixture(scope="module")
-def model():
+@pytest.fixture(scope="module", params=["xllamacpp", "xllamacpp-process"])
+def model(request):
+    """The prebuilt binding, in this process and in a child process: every test below runs on both."""
     from routerag.llm.bundled import bundled_model_path
-    from routerag.llm.xllamacpp_backend import XLlamaCppModel
 
-    return XLlamaCppModel(bundled_model_path(), n_ctx=1024, n_threads=1)
+    built = llama_bindings.model_class(request.param)(bundled_model_path(), n_ctx=1024, n_threads=1)
+    yield built
+    built.close()
 
 
 @needs_model
@@ -141,7 +156,7 @@ def test_prompt_longer_than_context_is_refused(model) -> None:
 def test_http_listener_refuses_other_callers(model) -> None:
     import httpx
 
-    reply = httpx.post(f"{model._server.listening_address}/completion", json={"prompt": "hi", "n_predict": 1}, timeout=30)
+    reply = httpx.post(f"{model._engine.address}/completion", json={"prompt": "hi", "n_predict": 1}, timeout=30)
     assert reply.status_code == 401
 
 
@@ -176,3 +191,52 @@ def test_a_bad_adapter_is_refused_before_loading(tmp_path) -> None:
     base.write_bytes(b"GGUF")
     with pytest.raises(ModelError):
         XLlamaCppModel(base, lora_path=tmp_path / "missing.gguf")
+
+
+def test_a_model_the_child_process_cannot_load_is_a_model_error(tmp_path) -> None:
+    pytest.importorskip("xllamacpp")
+    gguf = pytest.importorskip("gguf")
+    from routerag.llm.xllamacpp_process import XLlamaCppProcessModel
+
+    broken = tmp_path / "broken.gguf"  # a well-formed GGUF without a model in it
+    writer = gguf.GGUFWriter(str(broken), "llama")
+    writer.add_chat_template("{{ messages }}")
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    with pytest.raises(ModelError, match="could not load"):
+        XLlamaCppProcessModel(broken, n_ctx=256, n_threads=1, chat_template="{{ messages }}")
+
+
+@needs_model
+def test_the_child_process_ends_with_its_model() -> None:
+    import time
+
+    from routerag.llm.bundled import bundled_model_path
+    from routerag.llm.xllamacpp_process import XLlamaCppProcessModel
+
+    built = XLlamaCppProcessModel(bundled_model_path(), n_ctx=256, n_threads=1)
+    pid = built._engine.pid
+    assert _running(pid)
+    built.close()
+    deadline = time.monotonic() + 10
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(pid)
+    with pytest.raises(ModelError, match="was stopped"):
+        built.chat(Q, GenerationParams(max_tokens=2))
+
+
+def _running(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped) is not running
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True

@@ -1,5 +1,5 @@
 """fingerprint_dump: a setting added later (OMIT_AT_DEFAULT) leaves fingerprints unchanged at its
-default, at any depth, and changes them when it is set."""
+default, at any depth, and changes them when it is set; a NOT_IN_FINGERPRINT one never shows."""
 
 from __future__ import annotations
 
@@ -64,3 +64,12 @@ def test_file_content_fields_are_fingerprinted_by_content_not_path(tmp_path):
     assert fingerprint_dump(Params(adapters={"routerag": a}, one=a)) != first  # rewritten in place: new fingerprint
     with pytest.raises(ValueError, match="does not exist"):
         fingerprint_dump(Params(adapters={"routerag": tmp_path / "missing.gguf"}))
+
+
+def test_where_a_model_runs_is_never_in_its_fingerprint():
+    from routerag.llm.config import ModelConfig
+
+    plain = fingerprint_dump(ModelConfig())
+    assert "binding" not in plain
+    for binding in ("xllamacpp", "xllamacpp-process", "llama-cpp-python"):
+        assert fingerprint_dump(ModelConfig(binding=binding)) == plain

@@ -24,6 +24,7 @@ from routerag.edge.settings import AdmissionSettings, ListenSettings, Port
 from routerag.errors import RouteragError
 from routerag.integrations.routed import RoutedSearch
 from routerag.llm.config import ModelConfig
+from routerag.llm.llama_bindings import for_service
 from routerag.progress import Announce
 from routerag.registry import RegisteredName
 from routerag.routing import ROUTERS, Router, RouterModel
@@ -169,9 +170,12 @@ class McpTools:
         except RouteragError as exc:
             raise McpRequestError(f"router_rules: {exc}") from None
         # the service's checks: strict params, registered names (no path), named sources mounted, token limits
-        preparation = Preparation(sources, settings.max_new_tokens, settings.model, settings.security.from_request(None))
+        # every model loads on a first ask, beside the server's event loop: xllamacpp's in a child process,
+        # whose loader cannot hold this process's GIL (routerag.llm.xllamacpp_process)
+        model = settings.model.model_copy(update={"binding": for_service(settings.model.binding)})
+        preparation = Preparation(sources, settings.max_new_tokens, model, settings.security.from_request(None))
         try:  # nothing loads before an ask
-            self.answerer = Answerer(preparation, DeferredModel(settings.model), settings.max_question_chars)
+            self.answerer = Answerer(preparation, DeferredModel(model), settings.max_question_chars)
         except ValueError as exc:
             raise McpRequestError(f"model: {exc}") from None
 

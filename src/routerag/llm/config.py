@@ -15,14 +15,17 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from routerag.config import OMIT_AT_DEFAULT
+from routerag.config import NOT_IN_FINGERPRINT, OMIT_AT_DEFAULT
 from routerag.errors import RouteragError
 from routerag.llm.backends import BACKENDS
 from routerag.llm.bundled import BUNDLED_PREFIX, DEFAULT_BUNDLED
+from routerag.llm.llama_bindings import BINDINGS
 from routerag.provenance import NameOrPath
 from routerag.registry import RegisteredName, UnknownNameError
 
 Backend = Annotated[str, RegisteredName(BACKENDS)]
+Binding = Annotated[str, RegisteredName(BINDINGS)]
+"""A registered llama.cpp binding (``routerag.llm.llama_bindings.BINDINGS``)."""
 """A registered model backend (``routerag.llm.backends.BACKENDS``) or a plugin's ``"pkg.mod:factory"``."""
 
 ENV_MODEL = "ROUTERAG_MODEL"
@@ -205,6 +208,12 @@ class ModelConfig(BaseModel):
     n_ctx: int = Field(default=4096, ge=256, le=131_072, description="context window (llama.cpp)")
     n_threads: int | None = Field(
         default=None, ge=1, description="CPU threads (llama.cpp, transformers); None: all available cores"
+    )
+    binding: Binding | None = Field(
+        default=None,
+        description="llamacpp: the llama.cpp binding (xllamacpp | xllamacpp-process | llama-cpp-python); "
+        "None: $ROUTERAG_LLAMA_BINDING, else the first installed of xllamacpp and llama-cpp-python",
+        json_schema_extra=NOT_IN_FINGERPRINT,  # the bindings give the same answers (tests/model/test_llm_bindings.py)
     )
     lora_path: Path | None = Field(
         default=None,

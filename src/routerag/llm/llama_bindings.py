@@ -5,7 +5,10 @@ Two bindings are registered, each imported only when chosen:
 * ``xllamacpp``: a prebuilt wheel (AVX2, installs in seconds); the default when installed
   (the ``local`` extra installs it);
 * ``llama-cpp-python``: compiled at install time; also the one training rollouts use, since they
-  need the raw logits of every step (:class:`routerag.train.generation.LlamaCppSampler`).
+  need the raw logits of every step (:class:`routerag.train.generation.LlamaCppSampler`);
+* ``xllamacpp-process``: xllamacpp in a child process (:mod:`routerag.llm.xllamacpp_process`),
+  whose model build never holds this process's GIL; never chosen by ``auto``: the ask service
+  (``routerag serve``) asks for it where ``auto`` would give ``xllamacpp`` (:func:`for_service`).
 
 ``ROUTERAG_LLAMA_BINDING`` names one; unset (or ``auto``) takes the first installed in the order
 above. Both classes take the same arguments and answer the same way (the comparison on the same
@@ -26,6 +29,7 @@ ENV = "ROUTERAG_LLAMA_BINDING"
 BINDINGS: Registry[Any] = Registry("llama.cpp binding", classes_with())
 BINDINGS.register("xllamacpp", "routerag.llm.xllamacpp_backend:XLlamaCppModel")
 BINDINGS.register("llama-cpp-python", "routerag.llm.llamacpp:LlamaCppModel")
+BINDINGS.register("xllamacpp-process", "routerag.llm.xllamacpp_process:XLlamaCppProcessModel")
 
 # the import name each binding needs, in the order ``auto`` tries them
 MODULES: dict[str, str] = {"xllamacpp": "xllamacpp", "llama-cpp-python": "llama_cpp"}
@@ -46,6 +50,16 @@ def choose_binding(name: str | None = None) -> str:
         raise ModelError("the llamacpp backend needs a llama.cpp binding: pip install 'routerag[local]' "
                          "(xllamacpp, prebuilt) or pip install llama-cpp-python (compiled)")
     return found[0]
+
+
+def for_service(name: str | None) -> str | None:
+    """The binding a long-running service builds with: ``xllamacpp-process`` where ``name`` (a
+    configuration's binding; None: the environment, else ``auto``) would give ``xllamacpp``, so no
+    model build holds the service's GIL; otherwise ``name`` unchanged."""
+    try:
+        return "xllamacpp-process" if choose_binding(name) == "xllamacpp" else name
+    except (ModelError, ValueError):  # no binding installed: the build says so when it is tried
+        return name
 
 
 def model_class(name: str | None = None) -> Any:

@@ -348,13 +348,13 @@ class LlamaCppModel(RenderedChatModel):
 
 def from_config(config: ModelConfig) -> RenderedChatModel:
     """The configured GGUF model through the chosen binding (:mod:`routerag.llm.llama_bindings`:
-    xllamacpp when installed, else llama-cpp-python; ``ROUTERAG_LLAMA_BINDING`` picks one)."""
+    ``config.binding``, else ``ROUTERAG_LLAMA_BINDING``, else xllamacpp when installed, else llama-cpp-python)."""
     from routerag.llm.llama_bindings import model_class
     from routerag.llm.resolve import resolve_model_file
 
     path = resolve_model_file(config.model or "")
     template = config.chat_format.read_text(encoding="utf-8") if config.chat_format else None
-    return model_class()(
+    return model_class(config.binding)(
         path, n_ctx=config.n_ctx, n_threads=config.n_threads, chat_template=template, name=config.model,
         lora_path=config.lora_path, lora_scale=config.lora_scale,
     )

@@ -33,6 +33,7 @@ from routerag.edge.asks import Answerer, Ask, Preparation, Prepared, StrategyCon
 from routerag.llm.base import ChatModel
 from routerag.llm.config import ModelConfig
 from routerag.llm.factory import adapter_label
+from routerag.llm.llama_bindings import for_service
 from routerag.paths import cache_dir
 from routerag.server.chat_models import ChatModels
 from routerag.server.jobs import RunManager
@@ -80,6 +81,8 @@ class Service:
     def __init__(self, model: ChatModel, sources: SourceSet, settings: ServiceSettings | None = None, *,
                  model_config: ModelConfig | None = None) -> None:
         self.settings = settings = settings or ServiceSettings()
+        if model_config is not None and settings.model_builds == "child-process":
+            model_config = model_config.model_copy(update={"binding": for_service(model_config.binding)})
         self.model, self.sources, self.model_config = model, sources, model_config
         self.base_adapter = adapter_label(model_config)
         self.strategy_adapters = {} if model_config is None else {

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -111,6 +112,10 @@ class ServiceSettings(ListenSettings):
                           "the indexes of the sources it names) in a background thread; /ready is 503 until it is done")
     warm_up_strategy: str = Field("routerag", min_length=1, max_length=200,
                                   description="the strategy warmed up (the default of the MCP tools and the web UI)")
+    model_builds: Literal["child-process", "in-process"] = Field(
+        "child-process", description="where models built after startup (a strategy's policy adapter, the warm-up's) "
+        "load with the xllamacpp binding: in a child process, so a build never holds the service's GIL and /health "
+        "keeps answering; in-process: in the service (xllamacpp's load then stalls every thread for seconds)")
     retrieval: ServerSettings = Field(default_factory=ServerSettings, description="the mounted retrieval API")
     admission: AdmissionSettings = Field(default_factory=AdmissionSettings,
                                          description="bounds on queued asks and run answers (429 over them)")
