@@ -1,13 +1,14 @@
 """A model build never stalls the service: while the warm-up builds the shipped policy's model (the
-bundled 0.5B with its adapter, through xllamacpp), ``/health`` keeps answering.
+bundled 0.5B with its adapter, through xllamacpp), the service keeps answering, because the model
+is built in a child process (``model_builds: child-process``, the default).
 
-xllamacpp's ``Server`` constructor holds the GIL for the whole load, so ``/health`` is polled from
-another process (a poller in this process would stop with the server and see nothing). The
-poller is started before the service, and the polls that overlap the warm-up are the ones
-measured. Polls are due every 10 ms and each one's latency counts from when it was due, so a
-stall of T seconds makes T / 10 ms slow polls, not one (a sequential poller would hide it in its
-p95). The service builds in a child process (``model_builds: child-process``, the default); built
-in-process, the same test fails (a /health p95 of 256 ms in one run on 2 busy cores)."""
+xllamacpp's ``Server`` constructor holds the GIL until the model is loaded (seconds), so a model
+built in the service's process stops every thread, the event loop included. Here the in-process
+engine is made to fail in this process, the weights are found mapped in the child, and ``/ready``
+(answered on the event loop) is polled from another process (a poller in this process would stop
+with the server and see nothing): it must answer many times while it reports the model as still
+loading. How long a poll waits is a number for ``benchmarks/bench_service_model_builds.py``
+(child process against in-process, in one run), not for a timed test."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ import importlib.util
 import json
 import subprocess
 import sys
-import time
 
 import httpx
+import psutil
 import pytest
 
 from routerag.edge.serving import BackgroundServer
+from routerag.llm import xllamacpp_engine
 from routerag.llm.config import ModelConfig
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
@@ -33,36 +35,43 @@ pytestmark = [
                        reason="xllamacpp or the bundled model parts are not installed"),
 ]
 
-P95_S = 0.1
-POLL_S = 12.0
+POLL_S = 120.0
+MIN_ANSWERS_WHILE_BUILDING = 10
 
 POLLER = r"""
 import json, sys, time
 import httpx
 print("imported", flush=True)
-polls, every = [], 0.01
+seen = []
 with httpx.Client(base_url=sys.argv[1], timeout=60) as client:
-    first = time.monotonic()
-    deadline = first + float(sys.argv[2])
-    for i in range(10**6):
-        due = first + i * every  # polls are due on a fixed schedule: one that waits for a stalled one is late too
-        if due > deadline:
+    deadline = time.monotonic() + float(sys.argv[2])
+    while time.monotonic() < deadline:
+        warm = client.get("/ready").json()["warm_up"]
+        seen.append(warm["warming"])
+        if warm["state"] != "warming":
             break
-        time.sleep(max(0.0, due - time.monotonic()))
-        assert client.get("/health").status_code == 200
-        polls.append((due, time.monotonic()))
-        if i % 10 == 0 and client.get("/ready").status_code == 200:
-            break
-print(json.dumps(polls), flush=True)
+        time.sleep(0.01)
+print(json.dumps(seen), flush=True)
 """
 
 
-def p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, -(-len(ordered) * 95 // 100) - 1)]
+def _child_maps(parent: psutil.Process) -> list[str]:
+    """The files mapped by this process's xllamacpp child processes."""
+    paths: list[str] = []
+    for child in parent.children(recursive=True):
+        try:
+            if "routerag.llm.xllamacpp_process" in " ".join(child.cmdline()):
+                paths += [m.path for m in child.memory_maps()]
+        except psutil.Error:
+            continue
+    return paths
 
 
-def test_health_answers_while_the_warm_up_builds_a_model(tmp_path) -> None:
+def test_the_service_answers_while_the_warm_up_builds_a_model_in_a_child(tmp_path, monkeypatch) -> None:
+    def built_here(*_: object, **__: object) -> None:
+        raise AssertionError("the service built a model in its own process")
+
+    monkeypatch.setattr(xllamacpp_engine.InProcess, "__init__", built_here)
     settings = ServiceSettings(data_dir=tmp_path / "svc", ui=False, warm_up=True, warm_up_strategy="routerag")
     assert settings.model_builds == "child-process"
     app = create_app(ScriptedModel(lambda *_: "x"), SourceSet(), settings, model_config=ModelConfig())
@@ -71,14 +80,14 @@ def test_health_answers_while_the_warm_up_builds_a_model(tmp_path) -> None:
     try:
         assert poller.stdout is not None and poller.stdout.readline().strip() == "imported"
         with server:
-            began = time.monotonic()  # the warm-up starts with the service
             out, _ = poller.communicate(timeout=POLL_S + 60)
             warm = httpx.get(f"{server.url}/ready", timeout=60).json()["warm_up"]
+            mapped = _child_maps(psutil.Process())
     finally:
         poller.kill()
     assert warm["state"] == "done", warm
     assert any(part.startswith("model (adapter.gguf") for part in warm["warmed"]), warm
-    ended = began + warm["seconds"]
-    overlapping = [end - start for start, end in json.loads(out) if start < ended and end > began]
-    assert len(overlapping) >= 50, f"only {len(overlapping)} /health polls during a {warm['seconds']:.1f} s warm-up"
-    assert p95(overlapping) <= P95_S, f"/health p95 {p95(overlapping) * 1000:.0f} ms while a model was built"
+    assert any(path.endswith(".gguf") for path in mapped), f"no GGUF mapped in an xllamacpp child: {mapped[:20]}"
+    building = [parts for parts in json.loads(out) if any(part.startswith("model (") for part in parts)]
+    assert len(building) >= MIN_ANSWERS_WHILE_BUILDING, (
+        f"/ready answered {len(building)} times while the model was built (at least {MIN_ANSWERS_WHILE_BUILDING} expected)")
