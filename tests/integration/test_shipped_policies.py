@@ -15,8 +15,8 @@ from pydantic import ValidationError
 from routerag.filehash import read_sha256
 from routerag.llm.bundled import BundledModelError, unpack_xz
 from routerag.llm.config import (
-    BUNDLED_POLICIES,
     BUNDLED_POLICY,
+    SHIPPED_POLICIES,
     MissingPolicyError,
     ModelConfig,
     bundled_policy_path,
@@ -135,7 +135,7 @@ def test_the_cached_copy_of_a_shipped_policy_points_back_to_its_records(tmp_path
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("name", sorted(set(BUNDLED_POLICIES.values())))
+@pytest.mark.parametrize("name", sorted({name for by_base in SHIPPED_POLICIES.values() for name in by_base.values()}))
 def test_each_shipped_policy_has_the_sha256_its_card_states(name: str) -> None:
     """The decompressed adapter is byte for byte the file the policy was evaluated with: its card's
     sha256 (also what run identities ``lora=<sha16>`` and the results table check)."""

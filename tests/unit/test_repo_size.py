@@ -11,13 +11,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_FILE_BYTES = 5 * 1024 * 1024
-MAX_TREE_BYTES = 38 * 1024 * 1024  # a GPU machine takes at most 64 MiB of checkout per call: leave room for a model piece
+MAX_TREE_BYTES = 54 * 1024 * 1024  # a GPU machine takes at most 64 MiB of checkout per call: 10 MiB left for carried files
+# (the three shipped adapters are 37 MiB of it; a fourth adapter would need one moved out of the tree, e.g. to a package)
 # docs/results: reports, tables, summaries, and the per-question logs (compressed: `routerag runs compress`) of the
 # runs the README's results and training tables read; superseded runs' logs live in git history (docs/results/README.md)
-MAX_RESULTS_BYTES = 10 * 1024 * 1024  # the training table's per-question runs (each stage, three sets) are read from here
+MAX_RESULTS_BYTES = 12 * 1024 * 1024  # the training table's per-question runs (each stage, three sets) are read from here
 ALLOWED_LARGE = {  # the shipped policies
     "src/routerag/data/policies/routerag-sft-qwen2.5-coder-0.5b/adapter.gguf.xz",
     "src/routerag/data/policies/routerag-sft-outcome-qwen2.5-coder-1.5b/adapter.gguf.xz",
+    "src/routerag/data/policies/graphrag-r1-sft-qwen2.5-coder-0.5b/adapter.gguf.xz",
 }
 
 
