@@ -14,6 +14,7 @@ pytest.importorskip("peft")
 from routerag.train.export_gguf import (
     HF_TO_GGUF,
     LoraExportError,
+    LoraGGUFInfo,
     check_lora_gguf,
     export_lora_gguf,
     gguf_name,
@@ -237,6 +238,17 @@ def _tiny_adapter_gguf(tmp_path: Path, tiny_base: Path) -> str:
     return export_lora_gguf(folder, tiny_base, tmp_path / "tiny-adapter.gguf").path
 
 
+def _checked_against_the_bundled_base(adapter: Path) -> LoraGGUFInfo:
+    """``check_lora_gguf`` of ``adapter`` against the bundled 0.5B (skips when its parts are missing)."""
+    try:
+        from routerag.llm.bundled import bundled_model_path
+
+        base = bundled_model_path()
+    except Exception:  # noqa: BLE001
+        pytest.skip("bundled model parts not installed")
+    return check_lora_gguf(adapter, base)
+
+
 @pytest.mark.model
 def test_shipped_policy_is_a_valid_adapter_and_the_routerag_default_for_the_bundled_model():
     from routerag.llm.config import (
@@ -252,13 +264,7 @@ def test_shipped_policy_is_a_valid_adapter_and_the_routerag_default_for_the_bund
     assert with_default_policy(ModelConfig(model="other.gguf"), "routerag").lora_path is None
     own = ModelConfig(lora_path=path.parent / "x.gguf")
     assert with_default_policy(own, "routerag") is own
-    try:
-        from routerag.llm.bundled import bundled_model_path
-
-        base = bundled_model_path()
-    except Exception:  # noqa: BLE001
-        pytest.skip("bundled model parts not installed")
-    info = check_lora_gguf(path, base)
+    info = _checked_against_the_bundled_base(path)
     assert info.rank == 8 and info.tensors == 336
 
 
@@ -271,13 +277,7 @@ def test_graphrag_r1_on_the_bundled_model_gets_its_own_shipped_policy():
     assert with_default_policy(ModelConfig(), "graphrag-r1").lora_path == path
     assert with_default_policy(ModelConfig(model="bundled:qwen2.5-coder-1.5b"), "graphrag-r1").lora_path is None
     assert with_default_policy(ModelConfig(model="other.gguf"), "graphrag-r1").lora_path is None
-    try:
-        from routerag.llm.bundled import bundled_model_path
-
-        base = bundled_model_path()
-    except Exception:  # noqa: BLE001
-        pytest.skip("bundled model parts not installed")
-    info = check_lora_gguf(path, base)
+    info = _checked_against_the_bundled_base(path)
     assert info.rank == 16 and info.tensors == 336
 
 
