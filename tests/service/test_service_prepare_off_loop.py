@@ -2,8 +2,10 @@
 never runs on the event loop: while a slow preparation is under way, ``/health`` keeps answering.
 
 The preparation is a test double that sleeps (a blocking sleep, as reading many uploads is); the
-poller records each ``/health`` poll that overlaps the sleep. On the event loop no poll could end
-while the sleep lasts: the few that overlap it would each wait for all of it."""
+poller records each ``/health`` poll. Polls that begin and end inside the sleep must be many: on
+the event loop no poll could end while the sleep lasts, so none would. That is a matter of order,
+not of speed, and holds on a loaded machine; how long polls wait under load is measured by the
+benchmarks (``benchmarks/bench_service_admission.py``), not asserted here."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from routerag.sources.sourceset import SourceSet
 pytestmark = pytest.mark.service
 
 PREPARE_S = 1.0  # how long the double's preparation blocks its thread
-P95_S = 0.1
+MIN_POLLS_INSIDE = 5  # of the ~100 a free event loop answers in the second
 WAIT_S = 30.0
 
 
@@ -87,11 +89,6 @@ def polls_during(url: str, request: Callable[[httpx.Client], httpx.Response]) ->
     return out[0], polls
 
 
-def p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, -(-len(ordered) * 95 // 100) - 1)]
-
-
 def chat(stream: bool) -> Callable[[httpx.Client], httpx.Response]:
     body = {"model": "direct", "messages": [{"role": "user", "content": "Who was Teutberga married to?"}], "stream": stream}
     return lambda c: c.post("/v1/chat/completions", json=body)
@@ -109,9 +106,9 @@ def test_health_answers_while_a_request_is_prepared(slow_service, request_of):
     assert response.status_code in (200, 202), response.text
     assert len(slow.windows) == 1
     begun, ended = slow.windows[0]
-    overlapping = [end - start for start, end in polls if start < ended and end > begun]
-    assert p95(overlapping) <= P95_S, f"/health p95 {p95(overlapping) * 1000:.0f} ms while a request was prepared"
-    assert len(overlapping) >= 5, f"only {len(overlapping)} /health polls while the preparation slept {PREPARE_S} s"
+    inside = [(start, end) for start, end in polls if begun < start and end < ended]
+    assert len(inside) >= MIN_POLLS_INSIDE, (
+        f"only {len(inside)} /health polls began and ended while a request was prepared ({PREPARE_S} s)")
 
 
 def test_health_answers_while_a_resumed_run_is_prepared(slow_service):
@@ -129,6 +126,6 @@ def test_health_answers_while_a_resumed_run_is_prepared(slow_service):
     assert response.status_code == 202, response.text
     httpx.delete(f"{url}/v1/runs/{run_id}", timeout=WAIT_S)  # not answered to the end
     begun, ended = slow.windows[0]
-    overlapping = [end - start for start, end in polls if start < ended and end > begun]
-    assert p95(overlapping) <= P95_S, f"/health p95 {p95(overlapping) * 1000:.0f} ms while a resumed run was prepared"
-    assert len(overlapping) >= 5, f"only {len(overlapping)} /health polls while the preparation slept {PREPARE_S} s"
+    inside = [(start, end) for start, end in polls if begun < start and end < ended]
+    assert len(inside) >= MIN_POLLS_INSIDE, (
+        f"only {len(inside)} /health polls began and ended while a resumed run was prepared ({PREPARE_S} s)")
