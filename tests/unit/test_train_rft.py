@@ -140,3 +140,42 @@ def test_keep_correct_trains_on_every_distinct_correct_episode(tmp_path):
     none = score_round(samples[1:], two_stage_schedule(1), step=2)
     assert len(_kept_rows(tmp_path, 2, samples[1:], none, tok, accumulate=True, keep="correct")) == 2
     assert _kept_rows(tmp_path, 2, samples[1:], none, tok, accumulate=False, keep="correct") == []
+
+
+def test_a_stop_branch_answers_after_its_first_search_in_the_policys_own_tokens():
+    from routerag.episode.engine import run_episode
+    from routerag.episode.ports import TokenPolicy
+    from routerag.train.rft import AnswerAfterFirstSearch
+    from test_episode_engine import CharCodec, Q, rules
+    from test_strategies_support import make_context
+
+    prefix = "<think> I have the answer. </think>\n<answer>"
+    queue = ["<search> [passage] mother </search>", " Braunek </answer>"]
+    prompts = []
+
+    def generate(ids, stops, max_new):
+        prompts.append(CharCodec().decode(ids))
+        out = [ord(c) for c in queue.pop(0)][:max_new]
+        return out, [-0.5] * len(out)
+
+    ctx, _, _ = make_context([])
+    branch = AnswerAfterFirstSearch(generate, CharCodec().encode(prefix))
+    policy = TokenPolicy(CharCodec(), branch, "prompt", max_new_tokens=64, max_completion_tokens=10_000)
+    trace = Trace(question=Q, strategy="test")
+    episode = run_episode(ctx, trace, policy, rules(3))
+    assert episode.finish == "answer" and trace.answer == "Braunek" and trace.retrieval_turns == 1
+    assert prompts[1].endswith(prefix) and not prompts[0].endswith(prefix)  # the policy goes on from the prefix
+    text = CharCodec().decode(policy.completion)
+    start = text.index(prefix)
+    assert all(policy.mask[start:start + len(prefix)])  # the prefix is the policy's: a kept stop teaches it
+    assert policy.logprobs[start:start + len(prefix)] == [0.0] * len(prefix)
+
+
+def test_stop_branches_cannot_outnumber_the_group():
+    import pytest
+
+    from routerag.train.config import RFTSpec
+
+    assert RFTSpec(num_generations=4, stop_branches=2).stop_branches == 2
+    with pytest.raises(ValueError, match="more than num_generations"):
+        RFTSpec(num_generations=2, stop_branches=3)

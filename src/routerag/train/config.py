@@ -296,12 +296,29 @@ class RFTSpec(BaseModel):
     eval_dataset: str | None = Field(default="musique", description="held-out questions evaluated after every round (greedy episodes)")
     eval_limit: int = Field(default=10, ge=1, description="evenly spaced evaluation questions (routerag eval --limit N's sample)")
     eval_initial: bool = Field(default=True, description="also evaluate the initial policy (round 0 of the curve)")
+    stop_branches: int = Field(
+        default=0, ge=0, json_schema_extra=OMIT_AT_DEFAULT,
+        description="of the G episodes of a question, how many answer after their first search: the policy's second turn "
+        "begins with stop_prefix as its own tokens (labelled as the policy's when kept), so that the efficiency stage "
+        "sees the stop a policy that always searches twice never samples (0: every episode as the policy goes)",
+    )
+    stop_prefix: str = Field(
+        default="<think> I have the answer. </think>\n<answer>", json_schema_extra=OMIT_AT_DEFAULT,
+        description="what a stop branch's second turn begins with: the policy's own words for answering (the shipped "
+        "policy's, from its golden trajectories)",
+    )
     stop_after: Literal["round", "sample"] = Field(
         default="round", json_schema_extra=OMIT_AT_DEFAULT,
         description="sample: stop a round once its episodes are sampled, scored and kept (round-N/train_kept.jsonl), so that "
         "the fine-tune runs elsewhere (a GPU: routerag-sft with sft.rows_files); the run goes on from that round "
         "once its final/ adapter is in place",
     )
+
+    @model_validator(mode="after")
+    def _branches_fit(self) -> "RFTSpec":
+        if self.stop_branches > self.num_generations:
+            raise ValueError(f"stop_branches ({self.stop_branches}) is more than num_generations ({self.num_generations})")
+        return self
 
 
 FLAT_DEFAULTS: dict[str, Any] = {"sft": SFTSpec, "rft": RFTSpec, "switch_step": 20, "pra_until": 20}

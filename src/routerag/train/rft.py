@@ -4,7 +4,10 @@ One round (``routerag train routerag-rft``)::
 
     sample   G episodes per training question: RouteRAGEnv + LlamaCppSampler (base GGUF + the
              previous round's adapter, temperature > 0), questions spread over parallel lanes,
-             one JSONL line per finished question (a restart samples only the missing ones)
+             one JSONL line per finished question (a restart samples only the missing ones);
+             with ``rft.stop_branches`` the last of the G answer after their first search
+             (:class:`AnswerAfterFirstSearch`), the stop a policy that always searches twice
+             would never sample for the efficiency stage to prefer
     score    the reward schedule at step = round (RouteRAG: EM, then accuracy–efficiency with the
              cost normalised over the round's episodes)
     keep     per question the best correct episode (highest reward, then cheapest, then shortest;
@@ -126,6 +129,25 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------------------- sampling
 
 
+class AnswerAfterFirstSearch:
+    """A stop branch: the wrapped policy, except that its second turn (the one after its first
+    search) begins with ``prefix`` as if it had written it, and goes on from there. The prefix is
+    returned as the policy's tokens (log-probability 0: not sampled), so the episode ends as the
+    policy's own answer would, and a kept one teaches the policy to answer at that point."""
+
+    def __init__(self, generate: Any, prefix_ids: Sequence[int]) -> None:
+        self.generate = generate
+        self.prefix_ids = list(prefix_ids)
+        self.turns = 0
+
+    def __call__(self, prompt_ids: list[int], stop_strings: list[str], max_new_tokens: int) -> tuple[list[int], list[float]]:
+        self.turns += 1
+        if self.turns != 2 or max_new_tokens <= len(self.prefix_ids):
+            return self.generate(prompt_ids, stop_strings, max_new_tokens)
+        ids, logprobs = self.generate(list(prompt_ids) + self.prefix_ids, stop_strings, max_new_tokens - len(self.prefix_ids))
+        return self.prefix_ids + list(ids), [0.0] * len(self.prefix_ids) + list(logprobs)
+
+
 class Lanes:
     """Parallel samplers: one llama.cpp context (base GGUF + adapter) and one environment per lane."""
 
@@ -143,9 +165,11 @@ class Lanes:
         self._free = list(range(lanes))
         self._lock = threading.Lock()
 
-    def run(self, items: Sequence[tuple[int, Question]], episodes: int, seed: int, out: Path, *, temperature: float) -> None:
+    def run(self, items: Sequence[tuple[int, Question]], episodes: int, seed: int, out: Path, *, temperature: float,
+            stop_branches: int = 0, stop_prefix_ids: Sequence[int] = ()) -> None:
         """``episodes`` episodes per (index, question), appended to ``out`` one question per line, in
-        parallel lanes; the index seeds the question's episodes (the same on a resumed run)."""
+        parallel lanes; the index seeds the question's episodes (the same on a resumed run). The last
+        ``stop_branches`` of them are stop branches (:class:`AnswerAfterFirstSearch`)."""
         import numpy as np
 
         write_lock = threading.Lock()
@@ -159,7 +183,9 @@ class Lanes:
                 sampler.temperature = temperature
                 sampler.rng = np.random.default_rng([seed, index])  # the same episodes whichever lane runs them
                 t0 = time.perf_counter()
-                eps = [SampledEpisode.of(env.rollout(q, sampler)) for _ in range(episodes)]
+                eps = [SampledEpisode.of(env.rollout(q, AnswerAfterFirstSearch(sampler, stop_prefix_ids)
+                                                     if j >= episodes - stop_branches else sampler))
+                       for j in range(episodes)]
                 record = QuestionSamples(qid=q.qid, question=q.question, answers=list(q.answers), episodes=eps,
                                          seconds=round(time.perf_counter() - t0, 2))
                 with write_lock, out.open("a", encoding="utf-8") as handle:
@@ -177,12 +203,13 @@ class Lanes:
             list(pool.map(one, todo))
 
 
-def sample_round(lanes: Lanes, questions: Sequence[Question], g: int, seed: int, path: Path, temperature: float) -> list[QuestionSamples]:
+def sample_round(lanes: Lanes, questions: Sequence[Question], g: int, seed: int, path: Path, temperature: float,
+                 *, stop_branches: int = 0, stop_prefix_ids: Sequence[int] = ()) -> list[QuestionSamples]:
     """The round's samples, sampling only the questions not yet in ``path``; in question order."""
     done = {r["qid"] for r in _jsonl(path)}
     todo = [(i, q) for i, q in enumerate(questions) if q.qid not in done]
     if todo:
-        lanes.run(todo, g, seed, path, temperature=temperature)
+        lanes.run(todo, g, seed, path, temperature=temperature, stop_branches=stop_branches, stop_prefix_ids=stop_prefix_ids)
     by_qid = {r["qid"]: QuestionSamples.model_validate(r) for r in _jsonl(path)}
     return [by_qid[q.qid] for q in questions if q.qid in by_qid]
 
@@ -338,7 +365,8 @@ def run_rft(cfg: RouteRAGRFTConfig, out: Path) -> list[dict[str, Any]]:
         t_round, c_round = time.perf_counter(), time.process_time()
         t0 = time.perf_counter()
         samples = sample_round(lanes_for(adapter, sources), questions, r.num_generations, cfg.grpo.seed * 1000 + rnd,
-                               rdir / SAMPLES_FILE, r.temperature)
+                               rdir / SAMPLES_FILE, r.temperature, stop_branches=r.stop_branches,
+                               stop_prefix_ids=tokenizer.encode(r.stop_prefix, add_special_tokens=False))
         sample_s = time.perf_counter() - t0
         scored = score_round(samples, schedule, rnd, r.correct, r.f1_threshold)
         stage = schedule.stage_at(rnd).name
