@@ -179,3 +179,19 @@ def test_stop_branches_cannot_outnumber_the_group():
     assert RFTSpec(num_generations=4, stop_branches=2).stop_branches == 2
     with pytest.raises(ValueError, match="more than num_generations"):
         RFTSpec(num_generations=2, stop_branches=3)
+
+
+def test_a_stop_is_kept_only_when_its_search_found_the_answer():
+    from routerag.trace import Hit
+
+    def with_hits(episode: SampledEpisode, text: str) -> SampledEpisode:
+        episode.trace.steps[0].hits = [Hit(doc_id="d", title="t", text=text, score=1.0, source="passage", mode="passage", rank=0)]
+        return episode
+
+    lucky = [QuestionSamples(qid="a", question="Where was X born?", answers=["Paris"], episodes=[
+        _episode("Paris", ["passage", "graph"]), with_hits(_episode("Paris", ["passage"]), "X lived in Rome.")])]
+    read = [QuestionSamples(qid="a", question="Where was X born?", answers=["Paris"], episodes=[
+        _episode("Paris", ["passage", "graph"]), with_hits(_episode("Paris", ["passage"]), "X was born in Paris.")])]
+    assert score_round(lucky, two_stage_schedule(0), step=1)[0].kept == 1  # the paper's reward alone: the cheaper one
+    assert score_round(lucky, two_stage_schedule(0), step=1, stop_needs_evidence=True)[0].kept == 0
+    assert score_round(read, two_stage_schedule(0), step=1, stop_needs_evidence=True)[0].kept == 1

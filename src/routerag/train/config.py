@@ -307,6 +307,12 @@ class RFTSpec(BaseModel):
         description="what a stop branch's second turn begins with: the policy's own words for answering (the shipped "
         "policy's, from its golden trajectories)",
     )
+    stop_needs_evidence: bool = Field(
+        default=False, json_schema_extra=OMIT_AT_DEFAULT,
+        description="keep a one-search episode only when its search's hits hold a gold answer (a yes/no question's never); "
+        "else the question keeps its best longer correct episode: the stops a policy learns are the ones its evidence "
+        "allowed, not the lucky ones",
+    )
     stop_after: Literal["round", "sample"] = Field(
         default="round", json_schema_extra=OMIT_AT_DEFAULT,
         description="sample: stop a round once its episodes are sampled, scored and kept (round-N/train_kept.jsonl), so that "

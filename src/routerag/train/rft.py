@@ -217,11 +217,22 @@ def sample_round(lanes: Lanes, questions: Sequence[Question], g: int, seed: int,
 # ---------------------------------------------------------------------------------- scoring
 
 
+def evidenced_stop(episode: SampledEpisode, golds: Sequence[str]) -> bool:
+    """A one-search episode whose search's hits hold a gold answer (yes/no golds never count:
+    "yes" is in every text); :func:`routerag.eval.stopping.answer_in`."""
+    from routerag.eval.stopping import answer_in
+
+    searches = episode.trace.search_steps
+    golds = [g for g in golds if g.strip().lower() not in ("yes", "no")]
+    return len(searches) == 1 and bool(golds) and answer_in(searches[0].hits, golds)
+
+
 def score_round(samples: Sequence[QuestionSamples], schedule: RewardSchedule, step: int, correct: str = "em",
-                f1_threshold: float = 0.8) -> list[Scored]:
+                f1_threshold: float = 0.8, *, stop_needs_evidence: bool = False) -> list[Scored]:
     """Rewards of every episode (the whole round is the batch the efficiency cost is normalised
     over), which are correct, and per question the kept one: the highest reward among the correct,
-    then the lowest mode cost, then the fewest policy tokens."""
+    then the lowest mode cost, then the fewest policy tokens. With ``stop_needs_evidence`` a
+    correct episode of at most one search is kept only when :func:`evidenced_stop`."""
     flat = [(qs, e) for qs in samples for e in qs.episodes]
     reward_samples = [RewardSample(trace=e.trace, golds=list(qs.answers)) for qs, e in flat]
     totals = schedule.score(reward_samples, step).total if flat else []
@@ -234,7 +245,8 @@ def score_round(samples: Sequence[QuestionSamples], schedule: RewardSchedule, st
         n = len(qs.episodes)
         rewards, right = totals[i:i + n], ok[i:i + n]
         i += n
-        candidates = [j for j in range(n) if right[j]]
+        candidates = [j for j in range(n) if right[j] and not (
+            stop_needs_evidence and qs.episodes[j].retrieval_turns <= 1 and not evidenced_stop(qs.episodes[j], qs.answers))]
         kept = min(candidates, key=lambda j: (-rewards[j], qs.episodes[j].mode_cost, qs.episodes[j].model_tokens)) if candidates else None
         distinct: dict[tuple[int, ...], int] = {}
         for j in candidates:
@@ -368,7 +380,7 @@ def run_rft(cfg: RouteRAGRFTConfig, out: Path) -> list[dict[str, Any]]:
                                rdir / SAMPLES_FILE, r.temperature, stop_branches=r.stop_branches,
                                stop_prefix_ids=tokenizer.encode(r.stop_prefix, add_special_tokens=False))
         sample_s = time.perf_counter() - t0
-        scored = score_round(samples, schedule, rnd, r.correct, r.f1_threshold)
+        scored = score_round(samples, schedule, rnd, r.correct, r.f1_threshold, stop_needs_evidence=r.stop_needs_evidence)
         stage = schedule.stage_at(rnd).name
         atomic_write_text(rdir / "scored.jsonl", "".join(s.model_dump_json() + "\n" for s in scored))
         stats = round_stats(samples, scored, r.keep)
