@@ -376,9 +376,8 @@ def run_rft(cfg: RouteRAGRFTConfig, out: Path) -> list[dict[str, Any]]:
             continue
         t_round, c_round = time.perf_counter(), time.process_time()
         t0 = time.perf_counter()
-        samples = sample_round(lanes_for(adapter, sources), questions, r.num_generations, cfg.grpo.seed * 1000 + rnd,
-                               rdir / SAMPLES_FILE, r.temperature, stop_branches=r.stop_branches,
-                               stop_prefix_ids=tokenizer.encode(r.stop_prefix, add_special_tokens=False))
+        samples = sample_round(lanes_for(adapter, sources), questions, r.num_generations, cfg.grpo.seed * 1000 + rnd, rdir / SAMPLES_FILE,
+                               r.temperature, stop_branches=r.stop_branches, stop_prefix_ids=tokenizer.encode(r.stop_prefix, add_special_tokens=False))
         sample_s = time.perf_counter() - t0
         scored = score_round(samples, schedule, rnd, r.correct, r.f1_threshold, stop_needs_evidence=r.stop_needs_evidence)
         stage = schedule.stage_at(rnd).name
