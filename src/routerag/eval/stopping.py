@@ -33,6 +33,11 @@ class StopEvidence(BaseModel):
     p_value: float | None  # Fisher's exact test, two-sided; None when a row of the 2x2 table is empty
 
 
+def answer_strings(golds: Sequence[str]) -> list[str]:
+    """The golds that can be looked for in a text: yes/no golds left out ("yes" is in every text)."""
+    return [g for g in golds if g.strip().lower() not in ("yes", "no")]
+
+
 def answer_in(hits: Sequence[Hit], golds: Sequence[str]) -> bool:
     """A gold answer covers the titles + texts of ``hits`` (cover-EM: a normalised gold as a run of
     whole tokens, so gold "1" is not in "1990")."""
@@ -57,7 +62,7 @@ def stop_evidence(label: str, dataset: str, records: Sequence[QuestionRecord]) -
     for rec in records:
         searches = [s for s in rec.trace.steps if s.kind == "search"]
         longest = max(longest, len(searches))
-        golds = [g for g in rec.golds if g.strip().lower() not in ("yes", "no")]
+        golds = answer_strings(rec.golds)
         if not golds or not searches:
             continue
         row = (len(searches) == 1, float(rec.metrics.get("em") or 0.0))

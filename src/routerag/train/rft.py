@@ -131,7 +131,8 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 
 class AnswerAfterFirstSearch:
     """A stop branch: the wrapped policy, except that its second turn (the one after its first
-    search) begins with ``prefix`` as if it had written it, and goes on from there. The prefix is
+    search, or after an invalid first turn) begins with ``prefix`` as if it had written it, and
+    goes on from there. The prefix is
     returned as the policy's tokens (log-probability 0: not sampled), so the episode ends as the
     policy's own answer would, and a kept one teaches the policy to answer at that point."""
 
@@ -218,13 +219,12 @@ def sample_round(lanes: Lanes, questions: Sequence[Question], g: int, seed: int,
 
 
 def evidenced_stop(episode: SampledEpisode, golds: Sequence[str]) -> bool:
-    """A one-search episode whose search's hits hold a gold answer (yes/no golds never count:
-    "yes" is in every text); :func:`routerag.eval.stopping.answer_in`."""
-    from routerag.eval.stopping import answer_in
+    """A one-search episode whose search's hits hold a gold answer, as the evaluation's stop table
+    tells it (:mod:`routerag.eval.stopping`: yes/no golds never count)."""
+    from routerag.eval.stopping import answer_in, answer_strings
 
-    searches = episode.trace.search_steps
-    golds = [g for g in golds if g.strip().lower() not in ("yes", "no")]
-    return len(searches) == 1 and bool(golds) and answer_in(searches[0].hits, golds)
+    searches, strings = episode.trace.search_steps, answer_strings(golds)
+    return len(searches) == 1 and bool(strings) and answer_in(searches[0].hits, strings)
 
 
 def score_round(samples: Sequence[QuestionSamples], schedule: RewardSchedule, step: int, correct: str = "em",
