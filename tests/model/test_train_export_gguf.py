@@ -269,6 +269,26 @@ def test_shipped_policy_is_a_valid_adapter_and_the_routerag_default_for_the_bund
 
 
 @pytest.mark.model
+def test_graphrag_r1_gets_its_own_shipped_policy_on_the_bundled_0p5b():
+    """The GraphRAG-R1 stage-1 adapter is applied to `graphrag-r1` only, and only on the base it was
+    trained on; `routerag` keeps its own policy on the same base."""
+    from routerag.llm.config import (
+        BUNDLED_POLICY,
+        GRAPHRAG_R1_POLICY,
+        ModelConfig,
+        bundled_policy_path,
+        with_default_policy,
+    )
+
+    path = bundled_policy_path(GRAPHRAG_R1_POLICY)
+    assert with_default_policy(ModelConfig(), "graphrag-r1").lora_path == path
+    assert with_default_policy(ModelConfig(), "routerag").lora_path == bundled_policy_path(BUNDLED_POLICY) != path
+    assert with_default_policy(ModelConfig(model="bundled:qwen2.5-coder-1.5b"), "graphrag-r1").lora_path is None
+    info = _checked_against_the_bundled_base(path)
+    assert info.rank == 16 and info.tensors == 336
+
+
+@pytest.mark.model
 def test_each_bundled_base_gets_its_own_shipped_policy():
     from routerag.llm.config import BUNDLED_POLICIES, ModelConfig, bundled_policy_path, with_default_policy
 

@@ -11,15 +11,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_FILE_BYTES = 5 * 1024 * 1024
-MAX_TREE_BYTES = 40 * 1024 * 1024  # a GPU machine takes at most 64 MiB of checkout per call: leave room for carried files
+MAX_TREE_BYTES = 56 * 1024 * 1024  # the shipped policies (36 MiB xz) + 20 MiB; under a device call's 64 MiB
+# of checkout, which the slim tree (scripts/gpu/gpu_slim_tree.sh: src/ without the policies, configs/,
+# scripts/, ~2.3 MB) leaves to carried files
 MAX_TREE_BYTES_WITHOUT_ADAPTERS = 30 * 1024 * 1024  # run data and superseded artefacts live outside the tree
-# (the two shipped adapters are 22 MiB: a third one would need a package of its own, not the tree)
+# (the three shipped adapters are 36 MiB xz)
 # docs/results: reports, tables, summaries, and the per-question logs (compressed: `routerag runs compress`) of the
 # runs the README's results and training tables read; superseded runs' logs live in git history (docs/results/README.md)
 MAX_RESULTS_BYTES = 12 * 1024 * 1024  # the training table's per-question runs (each stage, three sets) are read from here
 ALLOWED_LARGE = {  # the shipped policies
     "src/routerag/data/policies/routerag-sft-qwen2.5-coder-0.5b/adapter.gguf.xz",
     "src/routerag/data/policies/routerag-sft-outcome-qwen2.5-coder-1.5b/adapter.gguf.xz",
+    "src/routerag/data/policies/graphrag-r1-sft-qwen2.5-coder-0.5b/adapter.gguf.xz",
 }
 
 
@@ -58,7 +61,8 @@ def test_tracked_tree_leaves_room_in_a_device_call() -> None:
     total = sum((ROOT / p).stat().st_size for p in _tracked())
     assert total < MAX_TREE_BYTES, (
         f"the tracked tree is {total / 2**20:.1f} MB (limit {MAX_TREE_BYTES // 2**20} MB): a GPU machine takes at most 64 MiB "
-        "of checkout per call, carried files included; keep models, adapters beyond the shipped policies and runs out of git"
+        "of checkout per call, carried files included (scripts/gpu/gpu_slim_tree.sh cuts it for a call); keep models, "
+        "adapters beyond the shipped policies and runs out of git"
     )
 
 

@@ -105,3 +105,15 @@ def test_a_rule_row_scores_routing_and_no_sub_question() -> None:
     scores = route_step_scores(runs)
     assert len(scores) == 87 and all(set(v) == {"routing acc.", "format errors"} for v in scores.values())
     assert round(100 * sum(v["routing acc."] for v in scores.values()) / 87, 1) == 78.2
+
+
+def test_the_shipped_graphrag_r1_row_must_be_runs_of_its_shipped_adapter() -> None:
+    """The row that names a shipped policy is checked against that adapter's sha256: naming the RouteRAG
+    policy instead (another adapter) is refused."""
+    spec = load_training_spec(SPEC)
+    shipped = [r for r in spec.rows if r.policy is not None]
+    assert [r.system for r in shipped] == ["graphrag-r1"]
+    wrong = shipped[0].model_copy(update={"policy": "routerag-sft-qwen2.5-coder-0.5b"})
+    bad = spec.model_copy(update={"rows": [wrong], "step_rows": [], "notes": []})
+    with pytest.raises(ResultsTableError, match="names the shipped policy"):
+        render_training_table(bad, SPEC.parent)

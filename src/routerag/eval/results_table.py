@@ -100,14 +100,20 @@ def _check_model(row: TableRowSpec, run: LoadedRun) -> None:
     if row.model is not None and (len(parts) < 2 or parts[1] != row.model):
         raise ResultsTableError(f"{run.path}: row {row.id!r} names model {row.model!r}, the run used {identity!r}")
     if row.policy is not None:
-        from routerag.filehash import file_sha256
-        from routerag.llm.config import bundled_policy_path
+        check_policy(row.id, row.policy, run)
 
-        adapter = bundled_policy_path(row.policy)
-        expected = f"lora={file_sha256(adapter, what='LoRA adapter')[:16]}@1"
-        if expected not in parts:
-            raise ResultsTableError(f"{run.path}: row {row.id!r} names the shipped policy {row.policy!r} ({expected}), "
-                                    f"the run used {identity!r}; evaluate the shipped adapter and list that run")
+
+def check_policy(row_id: str, policy: str, run: LoadedRun) -> None:
+    """The run applied the shipped policy ``policy``'s adapter as it is now (its identity's ``lora=<sha16>``)."""
+    from routerag.filehash import file_sha256
+    from routerag.llm.config import bundled_policy_path
+
+    identity = run.header.versions.model or ""
+    adapter = bundled_policy_path(policy)
+    expected = f"lora={file_sha256(adapter, what='LoRA adapter')[:16]}@1"
+    if expected not in identity.split("|"):
+        raise ResultsTableError(f"{run.path}: row {row_id!r} names the shipped policy {policy!r} ({expected}), "
+                                f"the run used {identity!r}; evaluate the shipped adapter and list that run")
 
 
 def percent(value: float | None) -> str:

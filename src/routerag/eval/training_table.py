@@ -35,6 +35,7 @@ from routerag.eval.results_table import (
     METRIC,
     DatasetColumn,
     ResultsTableError,
+    check_policy,
     delta_cell,
     load_table_spec,
     open_em_comparison,
@@ -56,6 +57,8 @@ class StageRow(BaseModel):
     runs: dict[str, str] = Field(description="dataset name -> run folder, relative to the spec file; "
                                              "a dataset left out was not evaluated for this stage")
     baseline: str | None = Field(None, description="the row this one is compared with on open-answer EM")
+    policy: str | None = Field(None, description="the shipped policy (data/policies/NAME) whose adapter every run "
+                                                "of the row applied, checked against the adapter's sha256")
 
 
 class StepStageRow(BaseModel):
@@ -197,6 +200,8 @@ def render_stage_table(spec: TrainingTableSpec, root: Path) -> list[str]:
                 raise ResultsTableError(f"{run.path} is a run on {run.header.dataset!r}, not {name!r} (row {row.id!r})")
             if not run.summary.complete:
                 raise ResultsTableError(f"{run.path} is incomplete ({run.summary.n_done}/{run.summary.n_questions})")
+            if row.policy is not None:
+                check_policy(row.id, row.policy, run)
             run.header.label = run.summary.label = row.id
             cells[(row.id, name)] = run
     table = {r.label: r for r in main_table(list(cells.values()), [METRIC]).rows}

@@ -43,8 +43,12 @@ BUNDLED_POLICIES: dict[str, str] = {
 """The shipped RouteRAG policy of each bundled base model (``bundled:`` name -> ``data/policies/<name>``):
 the ``routerag`` strategy on that base applies it unless told otherwise (docs/guides/models.md)."""
 
+GRAPHRAG_R1_POLICY = "graphrag-r1-sft-qwen2.5-coder-0.5b"
+"""The shipped GraphRAG-R1 policy adapter for the bundled 0.5B (its stage 1: the supervised cold start)."""
+
 SHIPPED_POLICIES: dict[str, dict[str, str]] = {
     "routerag": BUNDLED_POLICIES,
+    "graphrag-r1": {DEFAULT_MODEL: GRAPHRAG_R1_POLICY},
 }
 """The shipped policies by the strategy whose episode they were trained in, then by bundled base:
 that strategy on that base applies its policy unless told otherwise (``--untrained``)."""
