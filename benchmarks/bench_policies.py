@@ -74,7 +74,7 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from routerag.llm.policy_card import policy_card
+    from routerag.strategies.shipped import policy_card
 
     runs: dict[str, list[dict]] = {b: [] for b in BASES}
     for r in range(args.rounds):

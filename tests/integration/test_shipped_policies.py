@@ -16,7 +16,6 @@ from routerag.filehash import read_sha256
 from routerag.llm.bundled import BundledModelError, unpack_xz
 from routerag.llm.config import (
     BUNDLED_POLICY,
-    SHIPPED_POLICIES,
     MissingPolicyError,
     ModelConfig,
     bundled_policy_path,
@@ -26,6 +25,7 @@ from routerag.llm.config import (
     policy_folder_of,
     shipped_policy_name,
 )
+from routerag.strategies.shipped import SHIPPED_POLICIES
 
 PLAIN = b"GGUF" + bytes(range(256)) * 400 + b"lora tensors" * 1000
 

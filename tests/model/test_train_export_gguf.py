@@ -251,11 +251,8 @@ def _checked_against_the_bundled_base(adapter: Path) -> LoraGGUFInfo:
 
 @pytest.mark.model
 def test_shipped_policy_is_a_valid_adapter_and_the_routerag_default_for_the_bundled_model():
-    from routerag.llm.config import (
-        ModelConfig,
-        bundled_policy_path,
-        with_default_policy,
-    )
+    from routerag.llm.config import ModelConfig, bundled_policy_path
+    from routerag.strategies.shipped import with_default_policy
 
     path = bundled_policy_path()
     assert path.stat().st_size < 16 * 2**20
@@ -272,13 +269,8 @@ def test_shipped_policy_is_a_valid_adapter_and_the_routerag_default_for_the_bund
 def test_graphrag_r1_gets_its_own_shipped_policy_on_the_bundled_0p5b():
     """The GraphRAG-R1 stage-1 adapter is applied to `graphrag-r1` only, and only on the base it was
     trained on; `routerag` keeps its own policy on the same base."""
-    from routerag.llm.config import (
-        BUNDLED_POLICY,
-        GRAPHRAG_R1_POLICY,
-        ModelConfig,
-        bundled_policy_path,
-        with_default_policy,
-    )
+    from routerag.llm.config import BUNDLED_POLICY, ModelConfig, bundled_policy_path
+    from routerag.strategies.shipped import GRAPHRAG_R1_POLICY, with_default_policy
 
     path = bundled_policy_path(GRAPHRAG_R1_POLICY)
     assert with_default_policy(ModelConfig(), "graphrag-r1").lora_path == path
@@ -290,7 +282,9 @@ def test_graphrag_r1_gets_its_own_shipped_policy_on_the_bundled_0p5b():
 
 @pytest.mark.model
 def test_each_bundled_base_gets_its_own_shipped_policy():
-    from routerag.llm.config import BUNDLED_POLICIES, ModelConfig, bundled_policy_path, with_default_policy
+    from routerag.llm.config import ModelConfig, bundled_policy_path
+    from routerag.strategies.shipped import ROUTERAG_POLICIES as BUNDLED_POLICIES
+    from routerag.strategies.shipped import with_default_policy
 
     assert len(BUNDLED_POLICIES) == 2
     paths = set()

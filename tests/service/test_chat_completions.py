@@ -461,8 +461,9 @@ def test_the_documented_snippets_print_an_answer(live, snippet):
 def test_routerag_1_5b_answers_with_its_own_policy(client):
     """Where the 1.5B's packages are installed, the service's model pool builds it on this first
     request (about 1.1 GB more) and the routerag strategy runs on it with its shipped policy."""
-    from routerag.llm.config import BUNDLED_POLICIES, bundled_policy_path
+    from routerag.llm.config import bundled_policy_path
     from routerag.llm.factory import adapter_label
+    from routerag.strategies.shipped import ROUTERAG_POLICIES
 
     if "routerag-1.5b" not in {m.id for m in client.models.list()}:
         pytest.skip("the bundled 1.5B is not installed (the model-1p5b extra)")
@@ -470,6 +471,6 @@ def test_routerag_1_5b_answers_with_its_own_policy(client):
         model="routerag-1.5b", messages=USER, max_tokens=64, extra_body={"routerag": {"params": {"max_turns": 1}}})
     trace = Trace.model_validate(completion.model_extra["routerag"])
     assert completion.model == "routerag-1.5b" and trace.strategy == "routerag" and trace.error is None, trace.error
-    own = adapter_label(ModelConfig(lora_path=bundled_policy_path(BUNDLED_POLICIES["bundled:qwen2.5-coder-1.5b"])))
+    own = adapter_label(ModelConfig(lora_path=bundled_policy_path(ROUTERAG_POLICIES["bundled:qwen2.5-coder-1.5b"])))
     assert trace.params["adapter"] == own != adapter_label(ModelConfig(lora_path=bundled_policy_path()))
     assert completion.choices[0].message.content == trace.answer and trace.answer.strip()

@@ -178,7 +178,7 @@ def test_the_demo_states_the_shipped_policys_card() -> None:
     from routerag.corpus.schema import Question
     from routerag.eval.config import EvalConfig
     from routerag.llm.config import bundled_policy_path
-    from routerag.llm.policy_card import policy_card
+    from routerag.strategies.shipped import policy_card
 
     card = policy_card("bundled:qwen2.5-coder-0.5b")
     assert card is not None and [line.dataset for line in card.lines] == ["2wiki", "musique", "hotpotqa-distractor"]

@@ -18,9 +18,9 @@ itself; the service, one layer below, uses the same strategy resolution (``strat
 The defaults, and who gets them:
 
 * **The shipped policy** (``shipped_policy=True``): a strategy with a shipped policy (``routerag``
-  on the 0.5B, the default, or the 1.5B) through llama.cpp, with no
+  on the 0.5B, the default, or the 1.5B; ``graphrag-r1`` on the 0.5B) through llama.cpp, with no
   adapter named, runs with the policy adapter shipped for it in ``data/policies``
-  (``llm.config.SHIPPED_POLICIES``). ``ask``, ``demo`` and the service ask for it
+  (``strategies.shipped.SHIPPED_POLICIES``). ``ask``, ``demo`` and the service ask for it
   (``--untrained`` opts out); ``evaluate`` does not: an evaluation runs exactly what its
   configuration names, so that the untrained baseline stays measurable and every stored run's
   fingerprint still matches (``docs/results/runs/*-routerag`` are that baseline; the ``sft-*``

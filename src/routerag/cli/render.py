@@ -225,7 +225,7 @@ def render_demo_summary(rows: list[DemoRow], config: RunConfig, index_dir: Path 
 
 def _policy_card(config: RunConfig) -> PolicyCard | None:
     """The evaluation card of the shipped policy this run applies (None for any other adapter)."""
-    from routerag.llm.policy_card import policy_card
+    from routerag.strategies.shipped import policy_card
 
     lora = config.model.lora_path
     if lora is None:

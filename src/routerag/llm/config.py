@@ -34,29 +34,8 @@ ENV_BACKEND = "ROUTERAG_BACKEND"
 DEFAULT_MODEL = BUNDLED_PREFIX + DEFAULT_BUNDLED
 
 BUNDLED_POLICY = "routerag-sft-qwen2.5-coder-0.5b"
-"""The shipped RouteRAG policy adapter for the bundled 0.5B, the default base (``data/policies/<name>/``)."""
-
-BUNDLED_POLICIES: dict[str, str] = {
-    DEFAULT_MODEL: BUNDLED_POLICY,
-    BUNDLED_PREFIX + "qwen2.5-coder-1.5b": "routerag-sft-outcome-qwen2.5-coder-1.5b",
-}
-"""The shipped RouteRAG policy of each bundled base model (``bundled:`` name -> ``data/policies/<name>``):
-the ``routerag`` strategy on that base applies it unless told otherwise (docs/guides/models.md)."""
-
-GRAPHRAG_R1_POLICY = "graphrag-r1-sft-qwen2.5-coder-0.5b"
-"""The shipped GraphRAG-R1 policy adapter for the bundled 0.5B (its stage 1: the supervised cold start)."""
-
-SHIPPED_POLICIES: dict[str, dict[str, str]] = {
-    "routerag": BUNDLED_POLICIES,
-    "graphrag-r1": {DEFAULT_MODEL: GRAPHRAG_R1_POLICY},
-}
-"""The shipped policies by the strategy whose episode they were trained in, then by bundled base:
-that strategy on that base applies its policy unless told otherwise (``--untrained``)."""
-
-
-def shipped_policy_for(strategy: str, model: str | None) -> str | None:
-    """The name of the policy shipped for ``strategy`` on the bundled base ``model``, or None."""
-    return SHIPPED_POLICIES.get(strategy, {}).get(model or "")
+"""The default shipped policy adapter (``data/policies/<name>/``): ``bundled_policy_path``'s when none is named.
+Which strategy applies which policy on which base: ``strategies.shipped``."""
 
 POLICY_PREFIX = "policy:"
 """``policy:NAME`` names a shipped policy's adapter wherever an adapter path is taken (``model.lora_path``)."""
@@ -158,17 +137,6 @@ def policy_folder_of(adapter: str | Path) -> Path:
     package folder (also for its decompressed copy in the cache), else the adapter's own folder."""
     name = shipped_policy_name(adapter)
     return policy_dir(name) if name is not None else Path(adapter).parent
-
-
-def with_default_policy(config: ModelConfig, strategy: str) -> ModelConfig:
-    """``config`` with the policy adapter shipped for ``strategy`` on its base (``SHIPPED_POLICIES``)
-    when it runs a bundled model that has one through llama.cpp and names no adapter of its own;
-    else unchanged."""
-    resolved = config.resolved()
-    policy = shipped_policy_for(strategy, resolved.model)
-    if config.lora_path is not None or resolved.backend != "llamacpp" or policy is None:
-        return config
-    return config.model_copy(update={"lora_path": bundled_policy_path(policy)})
 
 
 _DEFAULT_CONCURRENCY: dict[str, int] = {"llamacpp": 1, "openai": 8, "transformers": 1, "scripted": 8}

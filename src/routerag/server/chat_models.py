@@ -13,16 +13,16 @@ import time
 from dataclasses import replace
 
 from routerag.edge.asks import Preparation, Prepared, StrategyConfig
-from routerag.llm.config import BUNDLED_POLICIES, DEFAULT_MODEL, MissingPolicyError, ModelConfig, bundled_policy_path
+from routerag.llm.config import DEFAULT_MODEL, MissingPolicyError, ModelConfig, bundled_policy_path
 from routerag.server.upload_parse import UploadRejected
 from routerag.strategies import STRATEGIES
 from routerag.strategies.prepare import StrategyRequestError, token_limits
 from routerag.strategies.resolve import StrategyParamsError
+from routerag.strategies.shipped import LARGER_BASE, ROUTERAG_POLICIES, with_default_policy
 
 __all__ = ["LARGER_BASE", "LARGER_MODEL", "ChatModels", "larger_policy_model", "strategy_available"]
 
 LARGER_MODEL = "routerag-1.5b"
-LARGER_BASE = "bundled:qwen2.5-coder-1.5b"
 
 
 def larger_policy_model(model_config: ModelConfig | None) -> ModelConfig | None:
@@ -41,7 +41,7 @@ def larger_policy_model(model_config: ModelConfig | None) -> ModelConfig | None:
 
     try:
         find_parts(bundled_spec(LARGER_BASE))
-        bundled_policy_path(BUNDLED_POLICIES[LARGER_BASE])
+        bundled_policy_path(ROUTERAG_POLICIES[LARGER_BASE])
     except (BundledModelError, MissingPolicyError):
         return None
     return model_config.model_copy(update={"model": LARGER_BASE})
@@ -78,8 +78,6 @@ class ChatModels:
             prepared = self._prepare(config.model_copy(update={"params": {**config.params, **lowered}}))
         if strategy != name:  # the larger base with its own shipped policy, from the service's model pool
             assert self.larger is not None
-            from routerag.llm.config import with_default_policy
-
             prepared = replace(prepared, strategy=replace(prepared.strategy, model=with_default_policy(self.larger, strategy)))
         return prepared
 

@@ -22,11 +22,12 @@ from pydantic import BaseModel, ValidationError
 from routerag.corpus.schema import Question
 from routerag.errors import RouteragError
 from routerag.llm.base import ChatModel
-from routerag.llm.config import ModelConfig, with_default_policy
+from routerag.llm.config import ModelConfig
 from routerag.provenance import FromRequest
 from routerag.runtime.base import AnswerSink, Strategy, StrategyContext, strategy_retrieves, strategy_revision
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES
+from routerag.strategies.shipped import with_default_policy
 from routerag.trace import StepObserver, Trace
 
 
