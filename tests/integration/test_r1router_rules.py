@@ -21,7 +21,7 @@ from routerag.strategies.r1_router_step import R1RouterStep, R1RouterStepParams
 from routerag.train.router.step_rules import check_no_heldout, fit_step_rules
 
 RULES = Path(__file__).resolve().parents[2] / "src" / "routerag" / "data" / "rules"
-MARKERS, STOP3, FITTED = (RULES / f"r1router-{n}.yaml" for n in ("markers", "markers-stop3", "fitted"))
+MARKERS, STOP3, FITTED, TEXT_TABLE = (RULES / f"r1router-{n}.yaml" for n in ("markers", "markers-stop3", "fitted", "text-table"))
 
 # the held-out step prompts' forms (r1router-steps-heldout): the first and a later step of an
 # image question, a table question, and a text question's first and third step
@@ -48,6 +48,17 @@ IMAGE_THIRD = IMAGE_LATER.replace("\n\n<image>", "\nSub-question2: where is st. 
 def test_the_shipped_rules_route_the_step_prompts_forms(prompt, markers, stop3):
     assert KeywordRouter(load_rules(MARKERS)).decide(prompt) == markers
     assert KeywordRouter(load_rules(STOP3)).decide(prompt) == stop3
+
+
+@pytest.mark.parametrize("prompt, choice", [
+    (TABLE, "Table Retriever"), (TABLE_THIRD, "Table Retriever"), (TEXT_FIRST, "Text Retriever"), (TEXT_THIRD, "None"),
+])
+def test_the_text_table_rules_route_like_the_marker_rules_without_an_image_choice(prompt, choice):
+    rules = load_rules(TEXT_TABLE)
+    rules.check_choices(["Text Retriever", "Table Retriever", "None"])  # a text + table pipeline takes it
+    with pytest.raises(RoutingError, match="Text Image Retriever"):
+        load_rules(STOP3).check_choices(["Text Retriever", "Table Retriever", "None"])
+    assert KeywordRouter(rules).decide(prompt) == KeywordRouter(load_rules(STOP3)).decide(prompt) == choice
 
 
 def test_table_words_count_in_the_origin_question_only():
@@ -124,3 +135,17 @@ def test_the_shipped_fitted_rules_are_the_training_steps_fit(shared):
     steps = load_dataset("r1router-steps-train").questions
     assert not {q.metadata["trajectory"] for q in steps} & {int(i.rsplit("-", 1)[1]) for i in split_ids("heldout")}
     assert fit_step_rules(steps) == load_rules(FITTED)
+
+
+def test_r1_router_over_text_and_tables_takes_the_text_table_rules():
+    """Over a text and a table source only (no image knowledge base), the text + table rules route each
+    step without a model's <ret>: a table question's sub-question goes to the tables."""
+    ret = "<think>x</think>\n<sub-question>how many medals?</sub-question>\n<ret>Text Retriever</ret>"
+    ctx, _, sources = make_context([ret, "<answer>4</answer>", ret, "<answer>4</answer>", ret, "<answer>4</answer>",
+                                    "<answer>4</answer>"], names=("text", "tables"))
+    params = R1RouterParams(router="keyword", router_rules=str(TEXT_TABLE),
+                            retrievers={"Text Retriever": "text", "Table Retriever": "tables"})
+    trace = R1Router(ctx, params).run("How many medals did Norway win in 1994?")
+    assert trace.error is None, trace.error
+    assert trace.search_steps and all(s.sources == ["tables"] for s in trace.search_steps)
+    assert sources["tables"].queries and sources["text"].queries == []

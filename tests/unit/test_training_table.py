@@ -77,6 +77,8 @@ def test_a_spec_names_known_datasets_and_baselines() -> None:
 
 
 def test_every_step_row_is_read_beside_the_no_model_rule() -> None:
+    """Routing accuracy is read against the no-model rule for the same decision first; the untrained
+    policy is the comparison only in its own column."""
     spec = load_training_spec(SPEC)
     assert spec.step_rule_baseline is not None
     rule = next(r for r in spec.step_rows if r.id == spec.step_rule_baseline)
@@ -84,15 +86,17 @@ def test_every_step_row_is_read_beside_the_no_model_rule() -> None:
     block = render_training_table(spec.model_copy(update={"rows": [], "notes": []}), SPEC.parent)
     header, _, *rows = block.splitlines()
     cols = [c.strip() for c in header.strip("|").split("|")]
-    at = cols.index("routing acc. Δ vs rule [95% CI], sign-test p")
+    at = cols.index("routing acc. (Δ vs rule [95% CI], sign-test p)")
+    assert at == 4 and cols[at + 1] == "routing acc. Δ vs untrained [95% CI], sign-test p"
     assert len(rows) == len(spec.step_rows)
     for spec_row, line in zip(spec.step_rows, rows):
         row = [c.strip() for c in line.strip("|").split("|")]
         assert row[0] == spec_row.system
         if spec_row.id == rule.id:
-            assert row[at] == "–" and row[cols.index("sub-question Sim (Δ [95% CI], sign-test p)")] == "–"
+            assert "(" not in row[at] and row[cols.index("sub-question Sim (Δ vs untrained [95% CI], sign-test p)")] == "–"
         else:
             assert ", p " in row[at] and "n=" in row[at]
+        assert (row[at + 1] == "–") == (spec_row.baseline is None)
     # without it the column is not there
     plain = render_training_table(spec.model_copy(update={"rows": [], "notes": [], "step_rule_baseline": None}), SPEC.parent)
     assert "vs rule" not in plain.splitlines()[0]

@@ -173,16 +173,23 @@ def render_step_table(spec: TrainingTableSpec, root: Path) -> list[str]:
                 raise ResultsTableError(f"{run.path} is a run on {run.header.dataset!r}, not on R1-Router steps")
         scores[row.id] = route_step_scores(runs)
     rule = spec.step_rule_baseline
-    cols = ["System", "Base", "Stage", "Steps"] + [f"{m} (Δ [95% CI], sign-test p)" for m in STEP_METRICS]
-    if rule is not None:
-        cols.insert(5, f"{STEP_METRICS[0]} Δ vs rule [95% CI], sign-test p")
+    if rule is None:  # each row against its own baseline only
+        cols = ["System", "Base", "Stage", "Steps"] + [f"{m} (Δ [95% CI], sign-test p)" for m in STEP_METRICS]
+    else:  # routing against the no-model rule first; the rest against each row's own baseline (the untrained policy)
+        cols = ["System", "Base", "Stage", "Steps", f"{STEP_METRICS[0]} (Δ vs rule [95% CI], sign-test p)",
+                f"{STEP_METRICS[0]} Δ vs untrained [95% CI], sign-test p"]
+        cols += [f"{m} (Δ vs untrained [95% CI], sign-test p)" for m in STEP_METRICS[1:]]
     lines = ["| " + " | ".join(cols) + " |", "|---|---|---|" + "---:|" * (len(cols) - 3)]
     for row in spec.step_rows:
+        mine = scores[row.id]
         other = scores[row.baseline] if row.baseline else None
-        cells = [row.system, row.base, row.stage, str(len(scores[row.id]))]
-        cells += [_step_cell(scores[row.id], other, m, spec) for m in STEP_METRICS]
-        if rule is not None:
-            cells.insert(5, "–" if row.id == rule else _step_delta(scores[row.id], scores[rule], STEP_METRICS[0], spec))
+        cells = [row.system, row.base, row.stage, str(len(mine))]
+        if rule is None:
+            cells += [_step_cell(mine, other, m, spec) for m in STEP_METRICS]
+        else:
+            cells.append(_step_cell(mine, None if row.id == rule else scores[rule], STEP_METRICS[0], spec))
+            cells.append("–" if other is None else _step_delta(mine, other, STEP_METRICS[0], spec))
+            cells += [_step_cell(mine, other, m, spec) for m in STEP_METRICS[1:]]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
