@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from conftest import FirstChoice
-from routerag.llm.config import ENV_BACKEND, ENV_BASE_URL, ENV_MODEL, ModelConfig, bundled_policy_path
+from routerag.llm.config import BUNDLED_POLICY, ENV_BACKEND, ENV_BASE_URL, ENV_MODEL, ModelConfig, bundled_policy_path
 from routerag.llm.scripted import ScriptedModel
 
 CORPUS = Path("2wikimultihopqa") / "2wikimultihopqa_corpus.json"  # in the benchmark data folder
@@ -42,7 +42,7 @@ class Recorder:
         return ScriptedModel(reply)
 
     def adapters(self) -> set[Path | None]:
-        return {c.lora_path for c in self.answered}
+        return {c.adapter_file() for c in self.answered}
 
 
 @pytest.fixture
@@ -91,7 +91,8 @@ def test_the_service_answers_routerag_with_the_policy_the_cli_applies(recorder: 
         assert recorder.adapters() == {None}  # the policy was trained for routerag's protocol only
     # the base model is built once at start, the policy model once on first use, each with the
     # backend's concurrency (llama.cpp: 1), as `routerag ask` builds it
-    assert [c.lora_path for c in recorder.built] == [None, bundled_policy_path()]
+    assert [c.adapter_file() for c in recorder.built] == [None, bundled_policy_path()]
+    assert recorder.built[1].lora_path == f"policy:{BUNDLED_POLICY}"  # named until the model is built
     assert {c.concurrency for c in recorder.built} == {1}
 
 

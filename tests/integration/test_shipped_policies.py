@@ -113,11 +113,14 @@ def test_a_damaged_compressed_file_leaves_nothing_in_the_cache(tmp_path: Path) -
     assert not target.exists() and not list(target.parent.glob("*.tmp"))
 
 
-def test_policy_names_resolve_in_model_config_and_adapter_paths() -> None:
+def test_policy_names_resolve_in_model_config_and_adapter_paths(_home: Path) -> None:
     config = ModelConfig(lora_path=f"policy:{BUNDLED_POLICY}")
-    assert config.lora_path == bundled_policy_path() and config.lora_path is not None
-    assert config.lora_path.is_file()
-    assert lora_path_of(f"policy:{BUNDLED_POLICY}") == config.lora_path
+    assert config.lora_path == f"policy:{BUNDLED_POLICY}"  # a value while configs are parsed ...
+    assert not (_home / "policies").exists()  # ... nothing read, hashed or unpacked
+    assert ModelConfig.model_validate(config.model_dump(mode="json")) == config  # and it round-trips
+    assert config.adapter_file() == bundled_policy_path()  # the file, once the model is built
+    assert bundled_policy_path().is_file()
+    assert lora_path_of(f"policy:{BUNDLED_POLICY}") == config.adapter_file()
     assert lora_path_of("runs/x/adapter.gguf") == Path("runs/x/adapter.gguf")
     with pytest.raises(ValidationError, match="no shipped policy 'nope'"):
         ModelConfig(lora_path="policy:nope")

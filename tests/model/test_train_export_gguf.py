@@ -256,7 +256,7 @@ def test_shipped_policy_is_a_valid_adapter_and_the_routerag_default_for_the_bund
 
     path = bundled_policy_path()
     assert path.stat().st_size < 16 * 2**20
-    assert with_default_policy(ModelConfig(), "routerag").lora_path == path
+    assert with_default_policy(ModelConfig(), "routerag").adapter_file() == path
     assert with_default_policy(ModelConfig(), "vanilla").lora_path is None
     assert with_default_policy(ModelConfig(model="other.gguf"), "routerag").lora_path is None
     own = ModelConfig(lora_path=path.parent / "x.gguf")
@@ -273,8 +273,8 @@ def test_graphrag_r1_gets_its_own_shipped_policy_on_the_bundled_0p5b():
     from routerag.strategies.shipped import GRAPHRAG_R1_POLICY, with_default_policy
 
     path = bundled_policy_path(GRAPHRAG_R1_POLICY)
-    assert with_default_policy(ModelConfig(), "graphrag-r1").lora_path == path
-    assert with_default_policy(ModelConfig(), "routerag").lora_path == bundled_policy_path(BUNDLED_POLICY) != path
+    assert with_default_policy(ModelConfig(), "graphrag-r1").adapter_file() == path
+    assert with_default_policy(ModelConfig(), "routerag").adapter_file() == bundled_policy_path(BUNDLED_POLICY) != path
     assert with_default_policy(ModelConfig(model="bundled:qwen2.5-coder-1.5b"), "graphrag-r1").lora_path is None
     info = _checked_against_the_bundled_base(path)
     assert info.rank == 16 and info.tensors == 336
@@ -292,7 +292,7 @@ def test_each_bundled_base_gets_its_own_shipped_policy():
         path = bundled_policy_path(name)
         paths.add(path)
         assert path.stat().st_size < 20 * 2**20
-        assert with_default_policy(ModelConfig(model=model), "routerag").lora_path == path
+        assert with_default_policy(ModelConfig(model=model), "routerag").adapter_file() == path
         assert with_default_policy(ModelConfig(model=model), "vanilla").lora_path is None
         assert with_default_policy(ModelConfig(model=model, backend="openai", base_url="http://x"), "routerag").lora_path is None
     assert len(paths) == 2  # the 0.5B's adapter never lands on the 1.5B, nor the other way round

@@ -226,10 +226,11 @@ def test_a_shipped_policy_run_is_checked_against_the_records_in_the_package(tmp_
     from routerag.train.router.strategy_labels import policy_training_sources
 
     monkeypatch.setenv("ROUTERAG_HOME", str(tmp_path / "home"))
-    cached = ModelConfig(lora_path="policy:routerag-sft-qwen2.5-coder-0.5b").lora_path
+    named = ModelConfig(lora_path="policy:routerag-sft-qwen2.5-coder-0.5b")
+    cached = named.adapter_file()
     assert cached == bundled_policy_path() and not (cached.parent / "golden_stats.json").exists()
     recorded = policy_dir("routerag-sft-qwen2.5-coder-0.5b") / "adapter.gguf"
-    for name, lora in (("cached", cached), ("older", recorded)):
+    for name, lora in (("named", named.lora_path), ("cached", cached), ("older", recorded)):
         run = _run(tmp_path / name, "routerag", [("q1", "Who is A?", 1.0, 2000, None)])
         (run / "config.resolved.yaml").write_text(f"model:\n  lora_path: {lora}\n")
         assert policy_training_sources(run) == ["hotpotqa", "hotpotqa-distractor-train", "musique"]

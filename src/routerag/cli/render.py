@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from routerag.corpus.schema import Question
-from routerag.llm.config import ModelConfig
+from routerag.llm.config import ModelConfig, shipped_policy_name
 from routerag.llm.policy_card import PolicyCard
 from routerag.run.config import RunConfig
 from routerag.trace import Step, Trace
@@ -117,7 +117,7 @@ def _model_words(model: ModelConfig) -> str:
     resolved = model.resolved()
     words = f"{resolved.model} on {resolved.backend}"
     if resolved.lora_path is not None:
-        words += f" with the adapter {Path(resolved.lora_path).parent.name}"
+        words += f" with the adapter {shipped_policy_name(resolved.lora_path) or Path(resolved.lora_path).parent.name}"
     return words
 
 
@@ -197,8 +197,6 @@ def render_demo_summary(rows: list[DemoRow], config: RunConfig, index_dir: Path 
     lora = config.model.lora_path
     eval_cmd = f'routerag eval --dataset {config.dataset} --strategy {config.strategy} --limit 20 --set "components=[{",".join(config.components)}]"'
     if lora is not None:
-        from routerag.llm.config import shipped_policy_name
-
         name = shipped_policy_name(lora)
         eval_cmd += f" --set model.lora_path={f'policy:{name}' if name else lora}"
     eval_cmd += f" --out runs/demo-{config.strategy}"
@@ -231,7 +229,7 @@ def _policy_card(config: RunConfig) -> PolicyCard | None:
     if lora is None:
         return None
     card = policy_card(config.model, config.strategy)
-    return card if card is not None and Path(lora).parent.name == card.name else None
+    return card if card is not None and shipped_policy_name(lora) == card.name else None
 
 
 def render_demo_compare(rows: list[DemoRow], other: list[DemoRow], config: RunConfig, other_config: RunConfig) -> RenderableType:

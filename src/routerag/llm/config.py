@@ -13,7 +13,8 @@ import os
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, GetCoreSchemaHandler
+from pydantic_core import core_schema
 
 from routerag.config import NOT_IN_FINGERPRINT, OMIT_AT_DEFAULT
 from routerag.errors import RouteragError
@@ -114,13 +115,47 @@ def _adapter_of(value: object) -> object:
 
 
 AdapterPath = Annotated[Path, BeforeValidator(_adapter_of), NameOrPath("adapter", shipped_policy_names)]
-"""A llama.cpp LoRA adapter GGUF, or ``policy:NAME`` for a shipped one (from a request: a shipped one
-or a file inside the service's data folder)."""
+"""A llama.cpp LoRA adapter GGUF, or ``policy:NAME`` for a shipped one, resolved to its GGUF when
+validated (from a request: a shipped one or a file inside the service's data folder)."""
+
+
+def _known_policy(value: object) -> object:
+    """``policy:NAME`` stays that value when a shipped policy of that name exists (its folder holds an
+    adapter: nothing is read, hashed or decompressed); anything else is left to the next type."""
+    if not (isinstance(value, str) and value.startswith(POLICY_PREFIX)):
+        return value
+    name = value[len(POLICY_PREFIX):]
+    try:
+        folder = policy_dir(name)
+    except MissingPolicyError as exc:
+        raise ValueError(str(exc)) from None
+    if not ((folder / ADAPTER_FILE).is_file() or (folder / PACKED_ADAPTER_FILE).is_file()):
+        raise ValueError(f"no shipped policy {name!r} (expected {folder / ADAPTER_FILE} or {folder / PACKED_ADAPTER_FILE})")
+    return PolicyName(value)
+
+
+class PolicyName(str):
+    """``policy:NAME``: a shipped policy, named; its adapter GGUF is found (and decompressed, once) only
+    when a model is built or fingerprinted (:func:`lora_path_of`)."""
+
+    @property
+    def name(self) -> str:
+        return self[len(POLICY_PREFIX):]
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: object, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(cls, core_schema.str_schema(pattern=f"^{POLICY_PREFIX}"))
+
+
+AdapterRef = Annotated[PolicyName | Path, BeforeValidator(_known_policy)]
+"""A llama.cpp LoRA adapter GGUF, or ``policy:NAME`` (kept as a :class:`PolicyName` until used)."""
 
 
 def shipped_policy_name(adapter: str | Path) -> str | None:
-    """The name of the shipped policy whose adapter ``adapter`` is (in the package's folder, or its
-    decompressed copy in the cache); None for any other adapter."""
+    """The name of the shipped policy whose adapter ``adapter`` is (``policy:NAME``, its package
+    folder's file, or its decompressed copy in the cache); None for any other adapter."""
+    if isinstance(adapter, str) and adapter.startswith(POLICY_PREFIX):
+        return adapter[len(POLICY_PREFIX):]
     path = Path(adapter)
     try:
         folder = policy_dir(path.parent.name)
@@ -187,11 +222,12 @@ class ModelConfig(BaseModel):
         "None: $ROUTERAG_LLAMA_BINDING, else the first installed of xllamacpp and llama-cpp-python",
         json_schema_extra=NOT_IN_FINGERPRINT,  # the bindings give the same answers (tests/model/test_llm_bindings.py)
     )
-    lora_path: Path | None = Field(
+    lora_path: AdapterRef | None = Field(
         default=None,
         description="llamacpp: a llama.cpp LoRA adapter GGUF applied on top of the model (routerag export-lora-gguf "
         "writes one from a PEFT adapter), or policy:NAME for one shipped in the package "
-        "(policy:routerag-sft-qwen2.5-coder-0.5b); it must have been trained on this base model",
+        "(policy:routerag-sft-qwen2.5-coder-0.5b, kept as that name until a model is built); it must have been "
+        "trained on this base model",
     )
     lora_scale: float = Field(
         default=1.0, ge=0.0, le=16.0, description="llamacpp: adapter scale (1 = the trained alpha / r; 0 = off)"
@@ -221,10 +257,9 @@ class ModelConfig(BaseModel):
         default_factory=list, description="scripted backend: the canned outputs, in order (cycled)"
     )
 
-    @field_validator("lora_path", mode="before")
-    @classmethod
-    def _shipped_policy(cls, value: object) -> object:
-        return _adapter_of(value)
+    def adapter_file(self) -> Path | None:
+        """The adapter GGUF to apply: ``lora_path`` itself, or a shipped policy's (decompressed once)."""
+        return None if self.lora_path is None else lora_path_of(self.lora_path)
 
     def resolved(self) -> ModelConfig:
         """A copy with backend, model and base_url filled in from the environment and defaults."""

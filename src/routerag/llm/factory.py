@@ -31,8 +31,8 @@ def model_identity(config: ModelConfig) -> str:
     of a vLLM server) adds that name (nothing is added without them, so identities of older
     configurations are unchanged)."""
     identity = "|".join(str(part or "") for part in (config.backend, config.model, config.base_url, config.chat_format))
-    if config.lora_path is not None:
-        identity += f"|lora={_file_sha256(config.lora_path)[:16]}@{config.lora_scale:g}"
+    if (adapter := config.adapter_file()) is not None:
+        identity += f"|lora={_file_sha256(adapter)[:16]}@{config.lora_scale:g}"
     if config.served_model is not None:  # a served adapter (vLLM LoRA module) answers, not the base model
         identity += f"|served={config.served_model}"
     return identity
@@ -46,10 +46,12 @@ def adapter_label(config: ModelConfig | None) -> str | None:
         return None
     if config.lora_path is not None:
         try:
-            digest = f"sha256:{_file_sha256(config.lora_path)[:12]}"
-        except ValueError:
-            digest = "missing"
-        return f"{Path(config.lora_path).name}@{digest}"
+            adapter = config.adapter_file()
+            assert adapter is not None
+            digest = f"sha256:{_file_sha256(adapter)[:12]}"
+        except (ValueError, OSError):  # gone, or a shipped policy that cannot be unpacked
+            adapter, digest = Path(str(config.lora_path)), "missing"
+        return f"{adapter.name}@{digest}"
     if config.served_model is not None:
         return f"{config.served_model} (served)"
     return None

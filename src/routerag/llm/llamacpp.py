@@ -356,5 +356,5 @@ def from_config(config: ModelConfig) -> RenderedChatModel:
     template = config.chat_format.read_text(encoding="utf-8") if config.chat_format else None
     return model_class(config.binding)(
         path, n_ctx=config.n_ctx, n_threads=config.n_threads, chat_template=template, name=config.model,
-        lora_path=config.lora_path, lora_scale=config.lora_scale,
+        lora_path=config.adapter_file(), lora_scale=config.lora_scale,
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import csv
 
-from routerag.llm.config import BUNDLED_POLICY, DEFAULT_MODEL, ModelConfig, bundled_policy_path, policy_dir
+from routerag.llm.config import BUNDLED_POLICY, DEFAULT_MODEL, POLICY_PREFIX, ModelConfig, PolicyName, policy_dir
 from routerag.llm.policy_card import DATASET_NAMES, CardLine, PolicyCard
 
 LARGER_BASE = "bundled:qwen2.5-coder-1.5b"
@@ -39,12 +39,13 @@ def shipped_policy_for(strategy: str, model: str | None) -> str | None:
 
 def with_default_policy(config: ModelConfig, strategy: str) -> ModelConfig:
     """``config`` with the policy adapter shipped for ``strategy`` on its base when it runs a bundled
-    model that has one through llama.cpp and names no adapter of its own; else unchanged."""
+    model that has one through llama.cpp and names no adapter of its own; else unchanged. The policy
+    is named (``policy:NAME``): its adapter is unpacked when the model is built, not here."""
     resolved = config.resolved()
     policy = shipped_policy_for(strategy, resolved.model)
     if config.lora_path is not None or resolved.backend != "llamacpp" or policy is None:
         return config
-    return config.model_copy(update={"lora_path": bundled_policy_path(policy)})
+    return config.model_copy(update={"lora_path": PolicyName(POLICY_PREFIX + policy)})
 
 
 def policy_card(model: str | ModelConfig, strategy: str = "routerag") -> PolicyCard | None:

@@ -57,12 +57,14 @@ def policy_training_sources(run_dir: Path) -> list[str]:
     lora = model.get("lora_path") if isinstance(model, dict) else None
     if not lora:
         return []
-    from routerag.llm.config import PACKED_ADAPTER_FILE, policy_folder_of
+    from routerag.llm.config import PACKED_ADAPTER_FILE, POLICY_PREFIX, policy_folder_of
 
-    adapter = Path(lora)
-    # a relative path is relative to where the run was made; a shipped policy's plain adapter.gguf recorded
-    # by an older run now ships compressed beside its records
-    if not adapter.is_file() and not adapter.with_name(PACKED_ADAPTER_FILE).is_file():
+    adapter: str | Path = Path(lora)
+    # a shipped policy named (policy:NAME) has its records in the package; a relative path is relative to where
+    # the run was made; a shipped policy's plain adapter.gguf recorded by an older run now ships compressed
+    if str(lora).startswith(POLICY_PREFIX):
+        adapter = str(lora)
+    elif not Path(lora).is_file() and not Path(lora).with_name(PACKED_ADAPTER_FILE).is_file():
         raise RoutingError(f"run {run_dir}: its policy adapter {lora} is not found from {Path.cwd()}, so what it was "
                            "trained on cannot be checked; run this where the evaluation ran, or pass --allow-trained-on")
     stats = policy_folder_of(adapter) / "golden_stats.json"
