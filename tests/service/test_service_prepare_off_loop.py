@@ -9,6 +9,7 @@ benchmarks (``benchmarks/bench_service_admission.py``), not asserted here."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -129,3 +130,39 @@ def test_health_answers_while_a_resumed_run_is_prepared(slow_service):
     inside = [(start, end) for start, end in polls if begun < start and end < ended]
     assert len(inside) >= MIN_POLLS_INSIDE, (
         f"only {len(inside)} /health polls began and ended while a resumed run was prepared ({PREPARE_S} s)")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["chat", "chat-stream"])
+def test_a_chat_completion_is_prepared_through_the_service_off_the_loop(tmp_path, monkeypatch, stream):
+    """The chat endpoint resolves its model name through ``Service.prepare``, as ``/v1/ask`` does, and
+    the preparation itself runs in a worker thread, where no event loop runs."""
+    from routerag.server.chat_models import ChatModels
+    from routerag.server.service import Service
+
+    asked: list[dict[str, Any]] = []
+    threads: list[tuple[str, bool]] = []  # the preparing thread, and whether an event loop runs in it
+    service_prepare, chat_prepare = Service.prepare, ChatModels.prepare
+
+    async def prepare(self: Service, config: Any, **how: Any) -> Any:
+        asked.append(how)
+        return await service_prepare(self, config, **how)
+
+    def prepare_model(self: ChatModels, *args: Any) -> Any:
+        try:
+            asyncio.get_running_loop()
+            on_loop = True
+        except RuntimeError:
+            on_loop = False
+        threads.append((threading.current_thread().name, on_loop))
+        return chat_prepare(self, *args)
+
+    monkeypatch.setattr(Service, "prepare", prepare)
+    monkeypatch.setattr(ChatModels, "prepare", prepare_model)
+    app = create_app(ScriptedModel(answer_slowly), SourceSet(), ServiceSettings(data_dir=tmp_path / "svc", ui=False, warm_up=False))
+    with BackgroundServer(app) as server, httpx.Client(base_url=server.url, timeout=WAIT_S) as c:
+        response = chat(stream)(c)
+        refused = c.post("/v1/chat/completions", json={"model": "nope", "messages": [{"role": "user", "content": "Q?"}]})
+    assert response.status_code == 200 and "Lothair II" in response.text, response.text
+    assert refused.status_code == 404 and refused.json()["error"]["code"] == "model_not_found", refused.text
+    assert asked == [{"model": "direct", "token_cap": None}, {"model": "nope", "token_cap": None}]
+    assert len(threads) == 2 and not any(on_loop for _, on_loop in threads), threads

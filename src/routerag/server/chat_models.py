@@ -4,8 +4,9 @@ run, under its own name, and ``routerag-1.5b`` — the routerag strategy on the 
 shipped policy — where the service runs the bundled 0.5B through llama.cpp without an adapter of
 its own and the 1.5B's packages are installed. A model name is prepared as ``/v1/ask`` prepares a
 strategy, every token limit of its params lowered to the request's cap. Preparing reads files (and
-may import a strategy's module): call :meth:`ChatModels.prepare` and :meth:`ChatModels.names` in a
-worker thread."""
+may import a strategy's module): :meth:`~routerag.server.service.Service.prepare` calls
+:meth:`ChatModels.prepare` in a worker thread, as it prepares an ask; call :meth:`ChatModels.names`
+in one too. A name that is no model is refused with :class:`UnknownModelError`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import time
 from dataclasses import replace
 
 from routerag.edge.asks import Preparation, Prepared, StrategyConfig
+from routerag.errors import RouteragError
 from routerag.llm.config import DEFAULT_MODEL, MissingPolicyError, ModelConfig, bundled_policy_path
 from routerag.server.upload_parse import UploadRejected
 from routerag.strategies import STRATEGIES
@@ -20,9 +22,16 @@ from routerag.strategies.prepare import StrategyRequestError, token_limits
 from routerag.strategies.resolve import StrategyParamsError
 from routerag.strategies.shipped import LARGER_BASE, ROUTERAG_POLICIES, with_default_policy
 
-__all__ = ["LARGER_BASE", "LARGER_MODEL", "ChatModels", "larger_policy_model", "strategy_available"]
+__all__ = ["LARGER_BASE", "LARGER_MODEL", "ChatModels", "UnknownModelError", "larger_policy_model", "strategy_available"]
 
 LARGER_MODEL = "routerag-1.5b"
+
+
+class UnknownModelError(RouteragError):
+    """A model name this service does not answer with."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"the model {name!r} does not exist on this service (GET /v1/models lists them)")
 
 
 def larger_policy_model(model_config: ModelConfig | None) -> ModelConfig | None:
@@ -63,13 +72,14 @@ class ChatModels:
         self.larger = larger_policy_model(model_config)
         self._prepare = preparation
 
-    def prepare(self, name: str, config: StrategyConfig, token_cap: int | None) -> Prepared | None:
+    def prepare(self, name: str, config: StrategyConfig, token_cap: int | None) -> Prepared:
         """Model ``name`` with the request's ``config`` (its params and sources; the strategy is the
-        name's), every token limit above ``token_cap`` lowered to it; None: no such model. A
-        refusal of the params or sources: :class:`StrategyRequestError` or :class:`UploadRejected`."""
+        name's), every token limit above ``token_cap`` lowered to it. A refusal:
+        :class:`UnknownModelError`, or of the params or sources :class:`StrategyRequestError` or
+        :class:`UploadRejected`."""
         strategy = "routerag" if name == LARGER_MODEL and self.larger is not None else name
         if strategy not in STRATEGIES.names() or not strategy_available(strategy):
-            return None
+            raise UnknownModelError(name)
         config = config.model_copy(update={"strategy": strategy})
         prepared = self._prepare(config)
         lowered = {key: token_cap for key, value in token_limits(prepared.strategy.params).items()

@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse
 from routerag.edge.refusals import RequestRefused
 from routerag.errors import RouteragError
 from routerag.server.chat_messages import ConversationRefused
+from routerag.server.chat_models import UnknownModelError
 from routerag.server.report_store import ReportUnreadableError, UnknownReportError
 from routerag.server.run_records import RunNotResumableError, UnknownRunError
 from routerag.server.run_space import RunStoreFullError, RunStoreUnreadableError
@@ -51,6 +52,7 @@ class KindReply:
     status: int
     families: tuple[Family, ...] = BOTH  # the API families whose routes raise it
     param: str | None = None  # the OpenAI routes: the request field the refusal is about
+    code: str | None = None  # the OpenAI routes: OpenAI's error code (None: the status's)
 
 
 _UPLOAD = "routerag.sources"  # the OpenAI routes: uploads are named by the routerag extension's sources
@@ -65,6 +67,7 @@ DOMAIN_ERRORS: dict[type[RouteragError], KindReply] = {
     UploadTooLargeError: KindReply(413, param=_UPLOAD),
     UnsupportedUploadError: KindReply(415, param=_UPLOAD),
     ConversationRefused: KindReply(400, ("openai",), param="messages"),  # messages the endpoint does not answer
+    UnknownModelError: KindReply(404, ("openai",), param="model", code="model_not_found"),
     UnknownRunError: KindReply(404, ("native",)),
     RunNotResumableError: KindReply(409, ("native",)),
     RunStoreFullError: KindReply(507, ("native",)),  # a new run refused: too little free space, or its files cannot be written

@@ -63,9 +63,10 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from routerag.edge.asks import Ask, Prepared, StrategyConfig
+from routerag.edge.asks import Ask, StrategyConfig
 from routerag.edge.refusals import RequestRefused
 from routerag.server.chat_messages import ChatMessage, read_messages
+from routerag.server.chat_models import UnknownModelError
 from routerag.server.chat_schema import AssistantMessage, ChatCompletion, ChatCompletionChunk, Choice, CompletionUsage
 from routerag.server.chat_stream import ChunkWriter, stream_completion
 from routerag.server.deps import admit_ask, get_service
@@ -143,28 +144,12 @@ class ModelList(BaseModel):
     data: list[ModelCard]
 
 
-def unknown_model(name: str) -> ChatRequestError:
-    return ChatRequestError(404, f"the model {name!r} does not exist on this service (GET /v1/models lists them)",
-                            param="model", code="model_not_found")
-
-
 # ------------------------------------------------------------------ the routes
 
 router = APIRouter(tags=["openai"], route_class=OpenAIRoute)
 COMPLETION_REPLY: dict[int | str, dict[str, Any]] = {200: {
     "content": {"text/event-stream": {}},
     "description": "a chat completion; with `stream: true`, chat.completion.chunk events then [DONE]"}}
-
-
-async def _prepared(service: Service, body: ChatCompletionRequest) -> Prepared:
-    """The strategy the model name picks, with the routerag extension's params and sources and the
-    request's token cap, prepared in a worker thread (uploads mounted, an adapter unpacked)."""
-    options = body.routerag or RouteragOptions()
-    config = StrategyConfig(params=options.params, sources=options.sources)
-    prepared = await anyio.to_thread.run_sync(service.chat_models.prepare, body.model, config, body.token_cap)
-    if prepared is None:
-        raise unknown_model(body.model)
-    return prepared
 
 
 def _check(service: Service, body: ChatCompletionRequest) -> None:
@@ -185,7 +170,7 @@ async def list_models(service: Service = Depends(get_service)) -> ModelList:
             summary="one model (strategy) in OpenAI's shape")
 async def get_model(model: str, service: Service = Depends(get_service)) -> ModelCard:
     if model not in await anyio.to_thread.run_sync(service.chat_models.names):
-        raise unknown_model(model)
+        raise UnknownModelError(model)
     return ModelCard(id=model, created=service.chat_models.started)
 
 
@@ -200,7 +185,10 @@ async def chat_completions(request: Request, body: ChatCompletionRequest,
     except RequestRefused as exc:
         raise ChatRequestError(422, str(exc), param="messages") from None
     _check(service, body)
-    ask = Ask(await _prepared(service, body), asked.question, asked.conversation)
+    options = body.routerag or RouteragOptions()  # the strategy is the model name's, prepared as /v1/ask prepares one
+    config = StrategyConfig(params=options.params, sources=options.sources)
+    prepared = await service.prepare(config, model=body.model, token_cap=body.token_cap)
+    ask = Ask(prepared, asked.question, asked.conversation)
     meta = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body.model}
     if body.stream:
         writer = ChunkWriter(meta, include_usage=bool(body.stream_options and body.stream_options.include_usage))

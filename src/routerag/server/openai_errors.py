@@ -117,7 +117,7 @@ def openai_error(exc: Exception) -> tuple[int, OpenAIError, dict[str, str] | Non
     elif isinstance(exc, OverBound):  # the service's admission of asks (the message names the bound)
         status, message, headers = OVER_BOUND_STATUS, str(exc), exc.headers()
     elif (row := reply_for(exc, "openai")) is not None:
-        status, param, message = row.status, row.param, str(exc)
+        status, param, code, message = row.status, row.param, row.code, str(exc)
     else:
         return None
     return status, refusal(status, message, param=param, code=code), headers

@@ -8,7 +8,8 @@ Every route reaches it through a FastAPI dependency (:mod:`routerag.server.deps`
 question the same way, the way the MCP server's ``ask`` tool does (:mod:`routerag.edge.asks`):
 
 * :meth:`Service.prepare` makes a request's configuration runnable (its uploads mounted, its
-  strategy resolved, which may unpack an adapter) in a worker thread, never on the event loop;
+  strategy resolved, which may unpack an adapter; for the chat endpoint, the strategy its model
+  name picks) in a worker thread, never on the event loop;
 * :meth:`Service.run` answers an :class:`~routerag.edge.asks.Ask` in a worker thread of the ask
   limit and gives its trace, or None when the client left first;
 * :meth:`Service.stream` yields what the run reports as it happens (:mod:`routerag.server.live`).
@@ -104,10 +105,17 @@ class Service:
         self._threads: anyio.CapacityLimiter | None = None
 
     # ------------------------------------------------------------------ one question
-    async def prepare(self, config: StrategyConfig) -> Prepared:
+    async def prepare(self, config: StrategyConfig, *, model: str | None = None, token_cap: int | None = None) -> Prepared:
         """``config`` made runnable, in a worker thread of the default pool (never behind the asks'
-        limit). A refusal: :class:`StrategyRequestError` or :class:`UploadRejected`."""
-        return await anyio.to_thread.run_sync(self.answerer.preparation, config)
+        limit). With ``model`` (a name of ``/v1/models``) the strategy is the one that name picks,
+        every token limit of its params above ``token_cap`` lowered to it (:meth:`ChatModels.prepare`).
+        A refusal: :class:`StrategyRequestError`, :class:`UploadRejected` or :class:`UnknownModelError`."""
+        return await anyio.to_thread.run_sync(self._prepare_now, config, model, token_cap)
+
+    def _prepare_now(self, config: StrategyConfig, model: str | None, token_cap: int | None) -> Prepared:
+        if model is None:
+            return self.answerer.preparation(config)
+        return self.chat_models.prepare(model, config, token_cap)
 
     def threads(self) -> anyio.CapacityLimiter:
         """The worker threads of asks, streamed or not (``ask_threads`` at once)."""
