@@ -139,12 +139,20 @@ def test_asks_are_given_back_after_errors(served):
     streamed = post(server.url, "/v1/ask/stream")
     assert streamed.status_code == 200 and "event: done" in streamed.text
     until(lambda: app.state.service.asks.in_use() == 0, "the streamed ask given back")
+    chat = post(server.url, "/v1/chat/completions", {**CHAT, "stream": True})
+    assert chat.status_code == 200 and '"error"' in chat.text and chat.text.endswith("data: [DONE]\n\n"), chat.text
+    until(lambda: app.state.service.asks.in_use() == 0, "the streamed completion given back")
 
 
-@pytest.mark.parametrize("path", ["/v1/ask", "/v1/ask/stream"])
-def test_asks_are_given_back_when_the_client_disconnects(served, path):
+CHAT = {"model": "direct", "messages": [{"role": "user", "content": "Who was Teutberga married to?"}]}
+ASKS = {"/v1/ask": ("/v1/ask", ASK), "/v1/ask/stream": ("/v1/ask/stream", ASK),
+        "chat": ("/v1/chat/completions", CHAT), "chat-stream": ("/v1/chat/completions", {**CHAT, "stream": True})}
+
+
+@pytest.mark.parametrize("path,ask", list(ASKS.values()), ids=list(ASKS))
+def test_asks_are_given_back_when_the_client_disconnects(served, path, ask):
     server, gate, app = served(admission=AdmissionSettings(max_asks=1))
-    body = json.dumps(ASK).encode()
+    body = json.dumps(ask).encode()
     with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S) as sock:
         sock.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                      f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
@@ -162,7 +170,7 @@ def test_asks_are_given_back_when_the_client_disconnects(served, path):
 
 def test_chat_completions_are_asks_too(served):
     server, gate, app = served(admission=AdmissionSettings(max_asks=1, retry_after_s=3))
-    chat = {"model": "direct", "messages": [{"role": "user", "content": "Who was Teutberga married to?"}]}
+    chat = CHAT
     thread, out = in_background(lambda: post(server.url, "/v1/chat/completions", chat))
     gate.wait_entered(1)
     refused = post(server.url, "/v1/chat/completions", chat)
@@ -302,6 +310,60 @@ def test_admission_counts_per_service_and_per_identity():
     big.release(10)  # more than held gives back what is held
     assert admission.in_use() == 1 and not admission.state().saturated
     assert admission.fits(4) and admission.fits(3) and admission.fits(2) is None
+
+
+def test_a_streamed_reply_gives_its_ticket_back_once_when_it_ends():
+    """The streamed reply holds the ask's ticket past the route (whose dependency may exit before the
+    body is sent) and gives it back when the response ends: sent, failed, or cancelled."""
+    import anyio
+
+    from routerag.server.admitted import AdmittedAsk, AdmittedStream
+
+    admission = Admission("asks", limit=2)
+
+    async def events(end: str):
+        yield "data: 1\n\n"
+        if end == "fails":
+            raise RuntimeError("the body failed")
+        if end == "cancelled":
+            await anyio.sleep_forever()
+
+    async def receive() -> dict:
+        await anyio.sleep_forever()
+        return {}
+
+    async def reply(end: str) -> None:
+        admitted = AdmittedAsk(admission.admit())
+        response = AdmittedStream(events(end), admitted)
+        admitted.route_ended()  # the dependency's exit, before the response on FastAPI 0.106 to 0.117
+        assert admission.in_use() == 1
+        sent: list[dict] = []
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+
+        async with anyio.create_task_group() as tg:
+            async def respond() -> None:
+                try:
+                    await response({"type": "http"}, receive, send)
+                except* RuntimeError:  # raised as it is, or in a group (older Starlette)
+                    assert end == "fails"
+
+            tg.start_soon(respond)
+            while not any(m.get("body") for m in sent):
+                await anyio.sleep(0.001)
+            if end == "cancelled":
+                assert admission.in_use() == 1  # the body is still being sent
+                tg.cancel_scope.cancel()
+        assert admission.in_use() == 0, end
+        other = admission.admit()
+        admitted.replied()
+        admitted.route_ended()  # given back once: the next ask's unit stays counted
+        assert admission.in_use() == 1
+        other.release()
+
+    for end in ("sent", "fails", "cancelled"):
+        anyio.run(reply, end)
 
 
 # ------------------------------------------------------------------ connection limits

@@ -11,12 +11,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from routerag.corpus.schema import Question
 from routerag.edge.admission import OVER_BOUND
 from routerag.edge.asks import Ask, StrategyConfig
+from routerag.server.admitted import AdmittedAsk, AdmittedStream
 from routerag.server.deps import admit_ask, get_service, require_key
 from routerag.server.errors import ERRORS
 from routerag.server.live import Finished, KeepAlive, StreamItem, Watch
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 __all__ = ["AskRequest", "router"]
 
 router = APIRouter()
-ADMITTED = [Depends(require_key), Depends(admit_ask)]  # the key first: 401 before 429
+ADMITTED = [Depends(require_key)]  # the key before the admission (each route's `admitted`): 401 before 429
 STREAM_REPLY: dict[int | str, dict[str, Any]] = {200: {"content": {"text/event-stream": {}}, "description": "start, retrieval/model/step..., trace, done"}}
 
 
@@ -76,14 +77,16 @@ async def _events(ask: Ask, items: AsyncIterator[StreamItem]) -> AsyncIterator[s
 
 @router.post("/v1/ask", response_model=Trace, responses={**ERRORS, **OVER_BOUND}, dependencies=ADMITTED,
              summary="answer one question with a strategy; returns its trace")
-async def ask(request: Request, asked: Ask = Depends(ask_of), service: Service = Depends(get_service)) -> Trace | Response:
+async def ask(request: Request, admitted: AdmittedAsk = Depends(admit_ask), asked: Ask = Depends(ask_of),
+              service: Service = Depends(get_service)) -> Trace | Response:
     trace = await service.run(asked, request.receive)
+    admitted.replied()
     return trace if trace is not None else Response(status_code=499)  # the client left: nobody reads it
 
 
 @router.post("/v1/ask/stream", response_model=None, dependencies=ADMITTED, responses={**STREAM_REPLY, **ERRORS, **OVER_BOUND},
              summary="the same as /v1/ask, streamed as server-sent events")
-async def ask_stream(request: Request, asked: Ask = Depends(ask_of),
-                     service: Service = Depends(get_service)) -> StreamingResponse:
+async def ask_stream(request: Request, admitted: AdmittedAsk = Depends(admit_ask), asked: Ask = Depends(ask_of),
+                     service: Service = Depends(get_service)) -> AdmittedStream:
     items = service.stream(asked, request.receive, Watch(calls=True))
-    return StreamingResponse(_events(asked, items), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    return AdmittedStream(_events(asked, items), admitted)

@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator
 
 from fastapi import Depends, FastAPI, Request
 
-from routerag.edge.admission import Ticket, client_identity
+from routerag.edge.admission import client_identity
 from routerag.edge.guard import key_problem
+from routerag.server.admitted import AdmittedAsk
 from routerag.server.errors import ApiError
 from routerag.server.service import Service
 
@@ -32,11 +33,12 @@ async def require_key(request: Request, service: Service = Depends(get_service))
         raise ApiError(401, problem, {"WWW-Authenticate": "Bearer"})
 
 
-async def admit_ask(request: Request, service: Service = Depends(get_service)) -> AsyncIterator[Ticket]:
-    """One unit of the asks' admission (429 over a bound), given back when the response has been
-    sent: completed, failed or abandoned by its client."""
-    ticket = service.asks.admit(client_identity(request.headers, service.settings.api_key))
+async def admit_ask(request: Request, service: Service = Depends(get_service)) -> AsyncIterator[AdmittedAsk]:
+    """One unit of the asks' admission (429 over a bound). The ask's reply gives it back where the
+    ask ends (:mod:`routerag.server.admitted`); this gives it back when the route ended without a
+    streamed reply, a refusal raised after the admission included."""
+    admitted = AdmittedAsk(service.asks.admit(client_identity(request.headers, service.settings.api_key)))
     try:
-        yield ticket
+        yield admitted
     finally:
-        ticket.release()
+        admitted.route_ended()

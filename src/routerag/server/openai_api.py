@@ -60,11 +60,12 @@ from typing import Any, Literal
 
 import anyio
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from routerag.edge.asks import Ask, StrategyConfig
 from routerag.edge.refusals import RequestRefused
+from routerag.server.admitted import AdmittedAsk, AdmittedStream
 from routerag.server.chat_messages import ChatMessage, read_messages
 from routerag.server.chat_models import UnknownModelError
 from routerag.server.chat_schema import AssistantMessage, ChatCompletion, ChatCompletionChunk, Choice, CompletionUsage
@@ -175,9 +176,8 @@ async def get_model(model: str, service: Service = Depends(get_service)) -> Mode
 
 
 @router.post("/v1/chat/completions", response_model=ChatCompletion, responses={**COMPLETION_REPLY, **OPENAI_ERRORS},
-             dependencies=[Depends(admit_ask)],
              summary="answer the last user message with the strategy the model name picks (OpenAI-compatible)")
-async def chat_completions(request: Request, body: ChatCompletionRequest,
+async def chat_completions(request: Request, body: ChatCompletionRequest, admitted: AdmittedAsk = Depends(admit_ask),
                            service: Service = Depends(get_service)) -> ChatCompletion | Response:
     asked = read_messages(body.messages)  # the one rule for system messages and earlier turns
     try:
@@ -193,9 +193,9 @@ async def chat_completions(request: Request, body: ChatCompletionRequest,
     if body.stream:
         writer = ChunkWriter(meta, include_usage=bool(body.stream_options and body.stream_options.include_usage))
         items = service.stream(ask, request.receive, Watch(answer=True, keep_alive_s=KEEP_ALIVE_S))
-        return StreamingResponse(stream_completion(items, writer), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache"})
+        return AdmittedStream(stream_completion(items, writer), admitted)
     trace = await service.run(ask, request.receive)
+    admitted.replied()
     if trace is None:
         return Response(status_code=499)  # the client left: nobody reads it
     if trace.error is not None:
