@@ -20,7 +20,7 @@ import pytest
 from routerag.edge.serving import BackgroundServer
 from routerag.llm.base import Message, ModelError
 from routerag.llm.bundled import BundledModelError
-from routerag.llm.config import ModelConfig
+from routerag.llm.config import MissingPolicyError, ModelConfig, bundled_policy_path
 from routerag.llm.conversation import INSTRUCTIONS_HEADING, Conversation
 from routerag.llm.scripted import ScriptedModel
 from routerag.runtime.loop import run_safely
@@ -33,6 +33,7 @@ from routerag.server.settings import ServiceSettings
 from routerag.sources.base import RetrievalError
 from routerag.sources.remote import RemoteSourceError
 from routerag.sources.sourceset import SourceSet
+from routerag.strategies.shipped import ROUTERAG_POLICIES
 from routerag.trace import Trace
 
 KEY = "chat-key"
@@ -169,7 +170,12 @@ def test_the_larger_policy_model_is_offered_only_on_the_bundled_base(tmp_path, m
         assert larger_policy_model(ModelConfig()) is None
     else:
         larger = larger_policy_model(ModelConfig(n_ctx=2048))
-        assert larger is not None and larger.model == "bundled:qwen2.5-coder-1.5b" and larger.n_ctx == 2048
+        try:
+            bundled_policy_path(ROUTERAG_POLICIES["bundled:qwen2.5-coder-1.5b"])
+        except MissingPolicyError:  # its adapter is kept outside the package and is not installed here
+            assert larger is None
+        else:
+            assert larger is not None and larger.model == "bundled:qwen2.5-coder-1.5b" and larger.n_ctx == 2048
 
 
 # ------------------------------------------------------------------ the service with a scripted model
@@ -466,7 +472,7 @@ def test_routerag_1_5b_answers_with_its_own_policy(client):
     from routerag.strategies.shipped import ROUTERAG_POLICIES
 
     if "routerag-1.5b" not in {m.id for m in client.models.list()}:
-        pytest.skip("the bundled 1.5B is not installed (the model-1p5b extra)")
+        pytest.skip("the bundled 1.5B (the model-1p5b extra) or its policy adapter (routerag policies install) is not installed")
     completion = client.chat.completions.create(
         model="routerag-1.5b", messages=USER, max_tokens=64, extra_body={"routerag": {"params": {"max_turns": 1}}})
     trace = Trace.model_validate(completion.model_extra["routerag"])

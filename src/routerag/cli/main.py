@@ -16,6 +16,7 @@ COMMAND_MODULES = [
     "routerag.cli.ask_cmds",  # ask, demo
     "routerag.cli.train_cmds",  # train, export-verl
     "routerag.cli.router_cmds",  # router labels, router train, router show
+    "routerag.cli.policy_cmds",  # policies list, policies install
     "routerag.cli.routing_report_cmds",  # routing-report
     "routerag.cli.docs_cmds",  # docs reference, docs results-table
 ]

@@ -7,11 +7,12 @@ body naming the bound (:func:`install_admission_handler`). A ticket gives its un
 :meth:`Ticket.release` (idempotent, thread-safe: a background run gives back one answer at a
 time from its worker thread).
 
-An ask route takes a ticket with the dependency :func:`routerag.server.deps.admit_ask`; the
-ticket is given back when the response has been sent, whether the ask completed, failed or its
-client disconnected (FastAPI exits a ``yield`` dependency after the response, a streamed one
-included: from FastAPI 0.118, the floor the ``server`` extra sets). The ask routes and the chat
-endpoint share one admission (the service's ``asks``).
+An ask route takes a ticket with the dependency :func:`routerag.server.deps.admit_ask`; the reply
+gives it back where the ask ends (``routerag.server.admitted``): a streamed reply when its body has
+been sent, has failed or its client disconnected, a non-streamed one once its run is over, the
+dependency only when the route ended without a streamed reply. This does not depend on when a
+FastAPI version exits a ``yield`` dependency. The ask routes and the chat endpoint share one
+admission (the service's ``asks``).
 
 A client's identity is a hash of the API key it presented (the key itself is never kept); with
 no key configured every client is the same anonymous one and only the service bound applies.

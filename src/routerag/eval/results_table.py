@@ -106,11 +106,11 @@ def _check_model(row: TableRowSpec, run: LoadedRun) -> None:
 def check_policy(row_id: str, policy: str, run: LoadedRun) -> None:
     """The run applied the shipped policy ``policy``'s adapter as it is now (its identity's ``lora=<sha16>``)."""
     from routerag.filehash import file_sha256
-    from routerag.llm.config import bundled_policy_path
+    from routerag.llm.config import bundled_policy_path, policy_dir, recorded_adapter_sha256
 
     identity = run.header.versions.model or ""
-    adapter = bundled_policy_path(policy)
-    expected = f"lora={file_sha256(adapter, what='LoRA adapter')[:16]}@1"
+    sha = recorded_adapter_sha256(policy_dir(policy)) or file_sha256(bundled_policy_path(policy), what="LoRA adapter")
+    expected = f"lora={sha[:16]}@1"
     if expected not in identity.split("|"):
         raise ResultsTableError(f"{run.path}: row {row_id!r} names the shipped policy {policy!r} ({expected}), "
                                 f"the run used {identity!r}; evaluate the shipped adapter and list that run")

@@ -227,6 +227,24 @@ def _xz_chunks(source: Path) -> Iterator[bytes]:
             yield chunk
 
 
+def install_verified(source: Path, target: Path, *, sha256: str, hint: str) -> Path:
+    """``target``: the bytes of ``source`` (decompressed when it ends in ``.xz``), written only when
+    their sha256 is ``sha256`` (temp file + rename, under a file lock); an earlier copy with that
+    sha256 is kept. Raises :class:`BundledModelError` with ``hint`` when the content differs."""
+    if is_assembled(target, sha256, None):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive(target.with_name(target.name + ".lock")):
+        packed = source.suffix == ".xz"
+        try:
+            _write_verified(_xz_chunks(source) if packed else _file_chunks([source]), target, sha256=sha256, size=None,
+                            total=None if packed else source.stat().st_size,
+                            description=f"installing {target.parent.name}", hint=hint)
+        except (lzma.LZMAError, EOFError) as exc:
+            raise BundledModelError(f"{source} is not a complete xz file ({exc})") from None
+    return target
+
+
 def unpack_xz(source: Path, target: Path) -> Path:
     """``target``: the decompressed bytes of the xz file ``source``, written once (temp file +
     rename, under a file lock, so two processes never see a partial file) and reused while its
