@@ -40,6 +40,11 @@ Which strategy applies which policy on which base: ``strategies.shipped``."""
 
 POLICY_PREFIX = "policy:"
 """``policy:NAME`` names a shipped policy's adapter wherever an adapter path is taken (``model.lora_path``)."""
+
+
+def policy_name_of(value: object) -> str | None:
+    """NAME of a ``policy:NAME`` string; None for anything else (a path, another adapter)."""
+    return value[len(POLICY_PREFIX):] if isinstance(value, str) and value.startswith(POLICY_PREFIX) else None
 ADAPTER_FILE = "adapter.gguf"
 PACKED_ADAPTER_FILE = ADAPTER_FILE + ".xz"
 """How a policy ships: its adapter GGUF xz-compressed, decompressed once into the cache on first use."""
@@ -90,10 +95,8 @@ def bundled_policy_path(name: str = BUNDLED_POLICY) -> Path:
 
 def lora_path_of(value: str | Path) -> Path:
     """An adapter path as configured: ``policy:NAME`` is that shipped policy's GGUF, anything else a path."""
-    text = str(value)
-    if text.startswith(POLICY_PREFIX):
-        return bundled_policy_path(text[len(POLICY_PREFIX):])
-    return Path(value)
+    name = policy_name_of(str(value))
+    return bundled_policy_path(name) if name is not None else Path(value)
 
 
 def shipped_policy_names() -> list[str]:
@@ -122,9 +125,9 @@ validated (from a request: a shipped one or a file inside the service's data fol
 def _known_policy(value: object) -> object:
     """``policy:NAME`` stays that value when a shipped policy of that name exists (its folder holds an
     adapter: nothing is read, hashed or decompressed); anything else is left to the next type."""
-    if not (isinstance(value, str) and value.startswith(POLICY_PREFIX)):
+    name = policy_name_of(value)
+    if name is None:
         return value
-    name = value[len(POLICY_PREFIX):]
     try:
         folder = policy_dir(name)
     except MissingPolicyError as exc:
@@ -140,7 +143,7 @@ class PolicyName(str):
 
     @property
     def name(self) -> str:
-        return self[len(POLICY_PREFIX):]
+        return policy_name_of(self) or ""
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: object, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
@@ -154,8 +157,9 @@ AdapterRef = Annotated[PolicyName | Path, BeforeValidator(_known_policy)]
 def shipped_policy_name(adapter: str | Path) -> str | None:
     """The name of the shipped policy whose adapter ``adapter`` is (``policy:NAME``, its package
     folder's file, or its decompressed copy in the cache); None for any other adapter."""
-    if isinstance(adapter, str) and adapter.startswith(POLICY_PREFIX):
-        return adapter[len(POLICY_PREFIX):]
+    named = policy_name_of(adapter)
+    if named is not None:
+        return named
     path = Path(adapter)
     try:
         folder = policy_dir(path.parent.name)
