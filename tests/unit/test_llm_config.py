@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from routerag.api.environment import model_environment
 from routerag.llm import BACKENDS, ChatModel, Message, ModelConfig, ModelError, build_model
 from routerag.llm.cache import CachedModel
+from routerag.llm.environment import ModelEnvironment
 from routerag.llm.factory import model_identity
 from routerag.registry import UnknownNameError
 
@@ -28,21 +30,51 @@ def test_defaults_to_bundled_llamacpp() -> None:
 def test_environment_fills_what_is_not_explicit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROUTERAG_MODEL", "Qwen/Qwen2.5-7B-Instruct")
     monkeypatch.setenv("ROUTERAG_BASE_URL", "http://127.0.0.1:8000/v1")
-    cfg = ModelConfig().resolved()
+    environment = model_environment()
+    cfg = ModelConfig().with_environment(environment).resolved()
     assert (cfg.backend, cfg.model, cfg.base_url, cfg.concurrency) == (
         "openai",
         "Qwen/Qwen2.5-7B-Instruct",
         "http://127.0.0.1:8000/v1",
         8,
     )
-    explicit = ModelConfig(model="my.gguf", backend="llamacpp").resolved()
+    explicit = ModelConfig(model="my.gguf", backend="llamacpp").with_environment(environment).resolved()
     assert (explicit.model, explicit.backend) == ("my.gguf", "llamacpp")
 
 
 def test_bad_backend_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROUTERAG_BACKEND", "telepathy")
-    with pytest.raises(ValueError, match="telepathy"):
-        ModelConfig().resolved()
+    with pytest.raises(ValueError, match=r"telepathy.*\$ROUTERAG_BACKEND"):
+        ModelConfig().with_environment(model_environment())
+    assert ModelConfig(backend="scripted").with_environment(model_environment()).backend == "scripted"  # not used
+
+
+def test_resolved_reads_no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment is applied at the front door; a configuration not given it resolves to the defaults."""
+    monkeypatch.setenv("ROUTERAG_MODEL", "Qwen/Qwen2.5-7B-Instruct")
+    monkeypatch.setenv("ROUTERAG_BASE_URL", "http://127.0.0.1:8000/v1")
+    monkeypatch.setenv("ROUTERAG_BACKEND", "telepathy")
+    cfg = ModelConfig().resolved()
+    assert (cfg.backend, cfg.model, cfg.base_url) == ("llamacpp", "bundled:qwen2.5-coder-0.5b", None)
+
+
+def test_the_environment_is_a_value_read_from_a_mapping() -> None:
+    assert ModelEnvironment.read({}) == ModelEnvironment()
+    assert ModelEnvironment.read({"ROUTERAG_MODEL": "", "ROUTERAG_BASE_URL": "http://h/v1"}) == ModelEnvironment(
+        base_url="http://h/v1")
+    given = ModelEnvironment(model="m.gguf", base_url="http://h/v1", backend="llamacpp")
+    assert ModelConfig().with_environment(given).resolved().backend == "llamacpp"  # the environment's backend wins
+    assert ModelConfig(model="own.gguf").with_environment(given).model == "own.gguf"
+
+
+def test_the_front_door_applies_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from routerag.api import resolve_strategy
+
+    monkeypatch.setenv("ROUTERAG_MODEL", "elsewhere.gguf")
+    resolved = resolve_strategy("routerag", {}, ModelConfig(), shipped_policy=True)
+    assert resolved.model is not None and resolved.model.model == "elsewhere.gguf"
+    assert resolved.model.lora_path is None  # no shipped policy for a model that is not a bundled base
+    assert resolve_strategy("vanilla", {}, None, shipped_policy=True).model is None
 
 
 def test_unknown_fields_are_rejected() -> None:

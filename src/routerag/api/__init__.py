@@ -12,11 +12,17 @@ itself; the service, one layer below, uses the same strategy resolution (``strat
   (and the verl / LoRA exports);
 * ``api.routing``: the learned router's labels, training and manifest; ``api.runs``: reports over
   stored runs and their compression (imported from their modules);
-* :func:`resolve_strategy` (``strategies.resolve``, below the front door so that the run
-  assembler and the service use it too): strategy + params + model -> a ready strategy.
+* :func:`resolve_strategy` (``api.strategies``, over ``strategies.resolve``'s, below the front
+  door so that the run assembler and the service use it too): strategy + params + model -> a
+  ready strategy.
 
 The defaults, and who gets them:
 
+* **The model environment** (``ROUTERAG_MODEL``, ``ROUTERAG_BASE_URL``, ``ROUTERAG_BACKEND``):
+  read here (:func:`model_environment`, ``api.environment``) and nowhere below, and applied to
+  every model configuration the front door takes (``ask``/``open_asker``, ``evaluate``, ``serve``,
+  ``resolve_strategy``; the MCP server at its start), filling only what the configuration leaves
+  unset (``ModelConfig.with_environment``); ``ModelConfig.resolved`` reads no environment.
 * **The shipped policy** (``shipped_policy=True``): a strategy with a shipped policy (``routerag``
   on the 0.5B, the default, or the 1.5B; ``graphrag-r1`` on the 0.5B) through llama.cpp, with no
   adapter named, runs with the policy adapter shipped for it in ``data/policies``
@@ -52,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "INTERACTIVE_COMPONENTS": "asking", "ResolvedStrategy": "strategies.resolve",
-    "StrategyParamsError": "strategies.resolve", "resolve_strategy": "strategies.resolve",
+    "StrategyParamsError": "strategies.resolve", "resolve_strategy": "strategies", "model_environment": "environment",
     "AskParams": "asking", "Asker": "asking", "ask": "asking", "open_asker": "asking",
     "answer": "strategies.resolve", "strategy_factory": "strategies.resolve",
     "EvaluateParams": "evaluating", "EvaluateResult": "evaluating", "evaluate": "evaluating",
@@ -67,17 +73,19 @@ __all__ = [
     "AskParams", "Asker", "EvaluateParams", "EvaluateResult", "INTERACTIVE_COMPONENTS", "IndexParams",
     "IndexRequestError", "IndexResult", "ResolvedStrategy", "ServeParams", "ServeRequestError",
     "StrategyParamsError", "TrainRequestError", "answer", "ask", "build_golden", "build_index", "default_run_dir",
-    "evaluate", "index_documents", "open_asker", "resolve_strategy", "serve", "serve_retrieval",
+    "evaluate", "index_documents", "model_environment", "open_asker", "resolve_strategy", "serve", "serve_retrieval",
     "strategy_factory", "train", "VerifyResult", "verify_index",
 ]
 
 if TYPE_CHECKING:
     from routerag.api.asking import INTERACTIVE_COMPONENTS, Asker, AskParams, ask, open_asker
+    from routerag.api.environment import model_environment
     from routerag.api.evaluating import EvaluateParams, EvaluateResult, default_run_dir, evaluate
     from routerag.api.indexing import IndexParams, IndexRequestError, IndexResult, VerifyResult, build_index, index_documents, verify_index
     from routerag.api.serving import ServeParams, ServeRequestError, serve, serve_retrieval
+    from routerag.api.strategies import resolve_strategy
     from routerag.api.training import TrainRequestError, build_golden, train
-    from routerag.strategies.resolve import ResolvedStrategy, StrategyParamsError, answer, resolve_strategy, strategy_factory
+    from routerag.strategies.resolve import ResolvedStrategy, StrategyParamsError, answer, strategy_factory
 
 
 def __getattr__(name: str) -> Any:

@@ -81,12 +81,13 @@ def answer_scores(answer: str, gold: list[str]) -> tuple[float, float]:
 
 
 def open_asker(params: AskParams, *, on_step: StepObserver | None = None) -> Asker:
-    """Resolve the strategy (the shipped policy unless ``shipped_policy=False``), load or build the
-    index, build the model. Raises a ``RouteragError`` for an unknown name or bad params before
-    anything is loaded."""
+    """Apply the model environment, resolve the strategy (the shipped policy unless
+    ``shipped_policy=False``), load or build the index, build the model. Raises a ``RouteragError``
+    for an unknown name or bad params before anything is loaded."""
+    from routerag.api.environment import model_environment
     from routerag.run.assemble import open_run
 
-    cfg = params.config
+    cfg = params.config.with_environment(model_environment())
     if params.index_dir is None:
         cfg = cfg.model_copy(update={"components": list(INTERACTIVE_COMPONENTS)})
     run = open_run(cfg, shipped_policy=params.shipped_policy, index_dir=params.index_dir, on_step=on_step)

@@ -66,11 +66,12 @@ def default_run_dir(config: EvalConfig) -> Path:
 
 
 def evaluate(params: EvaluateParams, *, listener: Listener | None = None) -> EvaluateResult:
-    """Check the names, refuse a folder that cannot be resumed, build the setup (index, model;
-    reported to ``listener``), write the resolved configuration of a new run, run or resume it.
-    An evaluation runs exactly what its configuration names (no shipped policy)."""
+    """Check the names, refuse a folder that cannot be resumed, apply the model environment, build
+    the setup (index, model; reported to ``listener``), write the resolved configuration of a new
+    run, run or resume it. An evaluation runs exactly what its configuration names (no shipped policy)."""
     from contextlib import nullcontext
 
+    from routerag.api.environment import model_environment
     from routerag.config import write_resolved
     from routerag.eval.metrics import LLMJudge
     from routerag.eval.runner import run_evaluation
@@ -86,6 +87,7 @@ def evaluate(params: EvaluateParams, *, listener: Listener | None = None) -> Eva
         require_ray()
     run_path = params.out or default_run_dir(cfg)
     RunDir(run_path).check_adoptable()  # before building anything or writing there
+    cfg = cfg.with_environment(model_environment())
     with reporting(listener) if listener is not None else nullcontext():  # index build, model load
         setup = build_setup(cfg, name=run_path.name, engine=params.engine)
     judge = LLMJudge(setup.judge_model) if setup.judge_model is not None else None  # type: ignore[arg-type]

@@ -72,18 +72,21 @@ def mounted_sources(index_dir: Path, modes: list[str] | None, announce: Announce
 
 
 def ask_app(params: ServeParams, settings: ServiceSettings, announce: Announce = lambda _: None) -> tuple[ASGIApp, str]:
-    """The ask service's app and a line saying what it serves."""
+    """The ask service's app over ``params.model`` with the model environment applied (read once,
+    at the start), and a line saying what it serves."""
+    from routerag.api.environment import model_environment
     from routerag.llm.factory import build_model
     from routerag.server.app import create_app
 
     sources = mounted_sources(params.index_dir, params.modes, announce)
     try:
-        model = build_model(params.model)
+        model_config = params.model.with_environment(model_environment())
+        model = build_model(model_config)
     except (ModelError, ValueError, ImportError) as exc:
         raise ModelError(f"cannot build the model: {exc}") from None
     line = (f"serving model {model.name} over {', '.join(sources.names())} on http://{settings.host}:{settings.port} "
             f"(docs at /docs{', API key required' if settings.api_key else ''})")
-    return create_app(model, sources, settings, model_config=params.model), line
+    return create_app(model, sources, settings, model_config=model_config), line
 
 
 def serve(params: ServeParams, settings: ServiceSettings, *, announce: Announce = lambda _: None) -> None:

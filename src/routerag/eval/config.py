@@ -8,12 +8,13 @@ when the configuration is validated (``load_config``), before any index or model
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Self
 
 from pydantic import Field
 
 from routerag.eval.metrics import DEFAULT_METRICS, METRICS
 from routerag.llm.config import ModelConfig
+from routerag.llm.environment import ModelEnvironment
 from routerag.registry import RegisteredName
 from routerag.run.config import RunConfig
 
@@ -23,3 +24,8 @@ class EvalConfig(RunConfig):
     label: str | None = Field(None, description="the row name in report tables (default: the strategy)")
     metrics: list[Annotated[str, RegisteredName(METRICS, unknown_name=True)]] = Field(default_factory=lambda: list(DEFAULT_METRICS), description="registered answer metrics")
     judge_model: ModelConfig | None = Field(None, description="adds the 'judge' metric (LLM-as-judge) with this model")
+
+    def with_environment(self, environment: ModelEnvironment) -> Self:
+        """A copy whose model and judge model configurations have the environment applied."""
+        judge = self.judge_model.with_environment(environment) if self.judge_model is not None else None
+        return super().with_environment(environment).model_copy(update={"judge_model": judge})

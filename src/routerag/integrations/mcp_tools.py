@@ -33,7 +33,7 @@ from routerag.sources.sourceset import SourceSet
 from routerag.trace import Hit, Route, Trace
 
 if TYPE_CHECKING:
-    from routerag.strategies.prepare import PreparedStrategy
+    from routerag.edge.asks import PreparedStrategy
 
 DEFAULT_K = 5
 DEFAULT_STRATEGY = "routerag"
@@ -151,6 +151,7 @@ class McpTools:
     """The tools over one mounted index; thread-safe (each call runs in a worker thread)."""
 
     def __init__(self, sources: SourceSet, settings: McpSettings, *, index_dir: Path, documents: int) -> None:
+        from routerag.api.environment import model_environment
         from routerag.edge.asks import Answerer, Preparation
         from routerag.llm.factory import DeferredModel
 
@@ -172,9 +173,10 @@ class McpTools:
         # the service's checks: strict params, registered names (no path), named sources mounted, token limits
         # every model loads on a first ask, beside the server's event loop: xllamacpp's in a child process,
         # whose loader cannot hold this process's GIL (routerag.llm.xllamacpp_process)
-        model = settings.model.model_copy(update={"binding": for_service(settings.model.binding)})
-        preparation = Preparation(sources, settings.max_new_tokens, model, settings.security.from_request(None))
-        try:  # nothing loads before an ask
+        try:  # the model environment, read once at the start; nothing loads before an ask
+            model = settings.model.with_environment(model_environment())
+            model = model.model_copy(update={"binding": for_service(model.binding)})
+            preparation = Preparation(sources, settings.max_new_tokens, model, settings.security.from_request(None))
             self.answerer = Answerer(preparation, DeferredModel(model), settings.max_question_chars)
         except ValueError as exc:
             raise McpRequestError(f"model: {exc}") from None

@@ -1,10 +1,15 @@
 """``ModelConfig``: which chat model to use, and how the model, endpoint and backend are resolved.
 
-Resolution order (:meth:`ModelConfig.resolved`): what the configuration names explicitly
-(a model path / id / ``bundled:`` name, a ``base_url``), then the environment
-(``ROUTERAG_MODEL``, ``ROUTERAG_BASE_URL``, ``ROUTERAG_BACKEND``), then the bundled
-Qwen2.5-Coder-0.5B-Instruct. Without an explicit backend, a base URL means ``openai`` and
-anything else ``llamacpp``.
+Resolution order: what the configuration names explicitly (a model path / id / ``bundled:``
+name, a ``base_url``), then the environment (``ROUTERAG_MODEL``, ``ROUTERAG_BASE_URL``,
+``ROUTERAG_BACKEND``), then the bundled Qwen2.5-Coder-0.5B-Instruct. Without an explicit backend,
+a base URL means ``openai`` and anything else ``llamacpp``.
+
+The environment is read at the front door (``routerag.api``, hence the CLI, the service and the
+MCP server), once, and applied to each configuration it takes (:meth:`ModelConfig.with_environment`,
+filling only what the configuration leaves unset); :meth:`ModelConfig.resolved` fills in the
+defaults from the configuration alone and reads no environment. Code that builds a model below the
+front door applies it itself: ``config.with_environment(model_environment())``.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from routerag.config import NOT_IN_FINGERPRINT, OMIT_AT_DEFAULT
 from routerag.errors import RouteragError
 from routerag.llm.backends import BACKENDS
 from routerag.llm.bundled import BUNDLED_PREFIX, DEFAULT_BUNDLED
+from routerag.llm.environment import ENV_BACKEND, ENV_BASE_URL, ENV_MODEL, ModelEnvironment
 from routerag.llm.llama_bindings import BINDINGS
 from routerag.provenance import NameOrPath
 from routerag.registry import RegisteredName, UnknownNameError
@@ -29,9 +35,6 @@ Binding = Annotated[str, RegisteredName(BINDINGS)]
 """A registered llama.cpp binding (``routerag.llm.llama_bindings.BINDINGS``)."""
 """A registered model backend (``routerag.llm.backends.BACKENDS``) or a plugin's ``"pkg.mod:factory"``."""
 
-ENV_MODEL = "ROUTERAG_MODEL"
-ENV_BASE_URL = "ROUTERAG_BASE_URL"
-ENV_BACKEND = "ROUTERAG_BACKEND"
 DEFAULT_MODEL = BUNDLED_PREFIX + DEFAULT_BUNDLED
 
 BUNDLED_POLICY = "routerag-sft-qwen2.5-coder-0.5b"
@@ -265,15 +268,28 @@ class ModelConfig(BaseModel):
         """The adapter GGUF to apply: ``lora_path`` itself, or a shipped policy's (decompressed once)."""
         return None if self.lora_path is None else lora_path_of(self.lora_path)
 
+    def with_environment(self, environment: ModelEnvironment) -> ModelConfig:
+        """A copy with the model, base URL and backend the environment sets where this configuration
+        leaves them unset (the front door's, :func:`routerag.api.environment.model_environment`);
+        a ValueError for a backend from the environment that is not registered."""
+        update: dict[str, str] = {}
+        if not self.model and environment.model:
+            update["model"] = environment.model
+        if not self.base_url and environment.base_url:
+            update["base_url"] = environment.base_url
+        if self.backend is None and environment.backend:
+            try:
+                update["backend"] = BACKENDS.validate_name(environment.backend)
+            except UnknownNameError as exc:
+                raise ValueError(f"{exc} (from ${ENV_BACKEND})") from None
+        return self.model_copy(update=update)
+
     def resolved(self) -> ModelConfig:
-        """A copy with backend, model and base_url filled in from the environment and defaults."""
-        model = self.model or os.environ.get(ENV_MODEL) or None
-        base_url = self.base_url or os.environ.get(ENV_BASE_URL) or None
-        backend = self.backend or os.environ.get(ENV_BACKEND) or ("openai" if base_url else "llamacpp")
-        try:
-            BACKENDS.validate_name(backend)
-        except UnknownNameError as exc:
-            raise ValueError(f"{exc} (from ${ENV_BACKEND})") from None
+        """A copy with backend, model and base_url filled in from this configuration and the defaults
+        alone (the environment is applied before, at the front door: :meth:`with_environment`)."""
+        model = self.model or None
+        base_url = self.base_url or None
+        backend = self.backend or ("openai" if base_url else "llamacpp")
         if self.lora_path is not None and backend != "llamacpp":
             raise ValueError(f"lora_path applies to the llamacpp backend only, not {backend!r}")
         if self.served_model is not None and backend != "openai":

@@ -5,7 +5,7 @@ against the strategy's ``Params`` at load, before any index or model is built.""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -13,6 +13,7 @@ from routerag.config import validation_reasons
 from routerag.index.component import COMPONENTS
 from routerag.index.settings import IndexSettings
 from routerag.llm.config import ModelConfig
+from routerag.llm.environment import ModelEnvironment
 from routerag.registry import RegisteredName
 from routerag.strategies import STRATEGIES
 
@@ -28,6 +29,10 @@ class RunConfig(BaseModel):
     components: list[Annotated[str, RegisteredName(COMPONENTS, unknown_name=True)]] = Field(default_factory=lambda: ["dense", "bm25"], description="index components built over the corpus")
     modes: list[str] | None = Field(None, description="source modes to mount (default: every mode the index serves)")
     source_mode: str = Field("passage", description="multi-source datasets: the mode each named source is served with")
+
+    def with_environment(self, environment: ModelEnvironment) -> Self:
+        """A copy whose model configuration has the environment applied (``ModelConfig.with_environment``)."""
+        return self.model_copy(update={"model": self.model.with_environment(environment)})
 
     @model_validator(mode="after")
     def _check_params(self) -> RunConfig:
