@@ -51,6 +51,10 @@ def policy_name_of(value: object) -> str | None:
 ADAPTER_FILE = "adapter.gguf"
 PACKED_ADAPTER_FILE = ADAPTER_FILE + ".xz"
 """How a policy ships: its adapter GGUF xz-compressed, decompressed once into the cache on first use."""
+ADAPTER_SHA_FILE = ADAPTER_FILE + ".sha256"
+"""A policy whose adapter is kept outside the package (the tree's size limit) holds this instead: the
+sha256 of its ``adapter.gguf`` (``sha256sum`` format); ``routerag policies install`` puts a copy with
+that sha256 into the cache (:func:`installed_adapter`)."""
 
 
 class MissingPolicyError(RouteragError, FileNotFoundError):
@@ -70,18 +74,45 @@ def policy_adapter(folder: Path) -> Path:
     """The plain adapter GGUF of the policy in ``folder``: its ``adapter.gguf`` when there is one (a
     developer's own export), else its ``adapter.gguf.xz`` decompressed into
     ``$ROUTERAG_HOME/policies/<sha256 of the .xz, 16 hex>/<folder name>/adapter.gguf`` (once; reused while
-    its recorded size matches, so the adapter's sha256 is the plain file's wherever it comes from)."""
+    its recorded size matches, so the adapter's sha256 is the plain file's wherever it comes from); for a
+    policy that keeps its adapter outside the package, the copy ``routerag policies install`` put in the
+    cache (:func:`installed_adapter`)."""
     plain = folder / ADAPTER_FILE
     if plain.is_file():
         return plain
     packed = folder / PACKED_ADAPTER_FILE
     if not packed.is_file():
+        installed = installed_adapter(folder)
+        if installed.is_file():
+            return installed
+        if (folder / ADAPTER_SHA_FILE).is_file():
+            raise MissingPolicyError(
+                f"the policy {folder.name!r} keeps its adapter outside the package and it is not installed: "
+                f"`routerag policies install {folder.name} FILE` (docs/guides/models.md says where FILE comes from), "
+                "or run untrained (--untrained)")
         raise MissingPolicyError(f"no shipped policy {folder.name!r} (expected {plain} or {packed})")
     from routerag.filehash import file_sha256
     from routerag.llm.bundled import unpack_xz
 
     key = file_sha256(packed, what="policy adapter")[:16]
     return unpack_xz(packed, _policy_cache() / key / folder.name / ADAPTER_FILE)
+
+
+def installed_adapter(folder: Path) -> Path:
+    """Where ``routerag policies install`` puts the adapter of a policy kept outside the package:
+    ``$ROUTERAG_HOME/policies/installed/<name>/adapter.gguf`` (written only with the recorded sha256)."""
+    return _policy_cache() / "installed" / folder.name / ADAPTER_FILE
+
+
+def recorded_adapter_sha256(folder: Path) -> str | None:
+    """The sha256 recorded for a policy whose adapter is kept outside the package; None for one that ships it."""
+    record = folder / ADAPTER_SHA_FILE
+    return record.read_text(encoding="utf-8").split()[0] if record.is_file() else None
+
+
+def is_policy_folder(folder: Path) -> bool:
+    """``folder`` is a policy's: it holds its adapter, packed or plain, or the record of one kept apart."""
+    return any((folder / name).is_file() for name in (ADAPTER_FILE, PACKED_ADAPTER_FILE, ADAPTER_SHA_FILE))
 
 
 def _policy_cache() -> Path:
@@ -135,7 +166,7 @@ def _known_policy(value: object) -> object:
         folder = policy_dir(name)
     except MissingPolicyError as exc:
         raise ValueError(str(exc)) from None
-    if not ((folder / ADAPTER_FILE).is_file() or (folder / PACKED_ADAPTER_FILE).is_file()):
+    if not is_policy_folder(folder):
         raise ValueError(f"no shipped policy {name!r} (expected {folder / ADAPTER_FILE} or {folder / PACKED_ADAPTER_FILE})")
     return PolicyName(value)
 
