@@ -172,11 +172,11 @@ def test_ask_and_demo_index_the_corpus_with_the_interactive_components(recorder:
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "routerag"
 # what only the front door (and the layers below it) may call: building a strategy's context, a
-# model, an index, an evaluation setup or run, a training run
+# model, an index, a run, an evaluation setup or run, a training run
 BUILDERS = {
     "routerag.strategies.StrategyContext", "routerag.runtime.base.StrategyContext",
     "routerag.llm.factory.build_model", "routerag.index.bundle.build_index",
-    "routerag.eval.setup.build_setup", "routerag.eval.runner.run_evaluation",
+    "routerag.run.assemble.assemble", "routerag.eval.setup.build_setup", "routerag.eval.runner.run_evaluation",
     "routerag.train.recipes.train", "routerag.train.golden_set.build_golden_set",
     "routerag.server.app.create_app", "routerag.server.retrieval_app.create_retrieval_app",
 }

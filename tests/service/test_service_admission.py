@@ -240,12 +240,12 @@ def test_a_cancelled_queued_run_drops_its_questions(tmp_path):
     """The queue holds runs, not answers: cancelling a queued run skips its answers at once, stores
     it, and keeps only its status in memory; its answers are read back from disk."""
     from routerag.corpus.schema import Question
+    from routerag.run.assemble import StrategyChoice, prepare_strategy
     from routerag.runtime.base import Strategy
     from routerag.strategies import StrategyContext
-    from routerag.strategies.prepare import prepare_strategy
 
     gate = Gate()
-    prepared = prepare_strategy("direct", {})
+    prepared = prepare_strategy(StrategyChoice("direct", {}))
 
     def make() -> Strategy:
         return prepared.build(StrategyContext(model=ScriptedModel(gate), sources=SourceSet()))

@@ -164,13 +164,13 @@ def test_stored_runs_stay_bounded_on_disk(index_dir, tmp_path) -> None:
     from routerag.corpus.schema import Question
     from routerag.index.bundle import load_index
     from routerag.llm.scripted import ScriptedModel
+    from routerag.run.assemble import StrategyChoice, prepare_strategy
     from routerag.server.jobs import ConfigInfo, PreparedConfig, RunManager
     from routerag.sources.registry import bundle_sources
     from routerag.strategies import StrategyContext
-    from routerag.strategies.prepare import prepare_strategy
 
     sources = bundle_sources(load_index(index_dir))
-    prepared = prepare_strategy("vanilla", {"source": "bm25", "k": 1})
+    prepared = prepare_strategy(StrategyChoice("vanilla", {"source": "bm25", "k": 1}))
     config = PreparedConfig(info=ConfigInfo(label="vanilla", strategy="vanilla", params={}),
                        make=lambda: prepared.build(StrategyContext(model=ScriptedModel(["Lothair II"], cycle=True),
                                                                    sources=sources)))

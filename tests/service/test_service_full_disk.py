@@ -17,6 +17,7 @@ from routerag.corpus.schema import Question
 from routerag.edge.serving import BackgroundServer
 from routerag.eval import runs as eval_runs
 from routerag.llm.scripted import ScriptedModel
+from routerag.run.assemble import StrategyChoice, prepare_strategy
 from routerag.runtime.base import Strategy
 from routerag.server import run_files
 from routerag.server.app import create_app
@@ -25,7 +26,6 @@ from routerag.server.run_space import RunStoreFullError
 from routerag.server.settings import ServiceSettings
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import StrategyContext
-from routerag.strategies.prepare import prepare_strategy
 
 SAVED = 7  # answers the disk takes before it is full
 N_QUESTIONS = 40
@@ -36,7 +36,7 @@ def reply(messages, params, continue_final) -> str:
 
 
 def direct() -> PreparedConfig:
-    prepared = prepare_strategy("direct", {})
+    prepared = prepare_strategy(StrategyChoice("direct", {}))
 
     def make() -> Strategy:
         return prepared.build(StrategyContext(model=ScriptedModel(reply), sources=SourceSet()))

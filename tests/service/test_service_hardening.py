@@ -110,11 +110,11 @@ def test_a_run_that_cannot_be_saved_ends_failed_and_is_stored(sources, tmp_path)
     """Text that cannot be written as UTF-8 JSON (it can no longer arrive over HTTP, see 1.) used
     to leave the run ``running`` for ever, unsaved, with 500 on /traces and /report."""
     from routerag.corpus.schema import Question
+    from routerag.run.assemble import StrategyChoice, prepare_strategy
     from routerag.server.jobs import ConfigInfo, PreparedConfig, RunManager
     from routerag.strategies import StrategyContext
-    from routerag.strategies.prepare import prepare_strategy
 
-    prepared = prepare_strategy("vanilla", {"source": "bm25", "k": 2})
+    prepared = prepare_strategy(StrategyChoice("vanilla", {"source": "bm25", "k": 2}))
     config = PreparedConfig(info=ConfigInfo(label="vanilla", strategy="vanilla", params={}),
                        make=lambda: prepared.build(StrategyContext(model=ScriptedModel(answer), sources=sources)))
     manager = RunManager(store_dir=tmp_path)

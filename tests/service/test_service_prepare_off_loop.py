@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-import routerag.strategies.prepare as strategy_prepare
+import routerag.run.assemble as run_assemble
 from routerag.edge.serving import BackgroundServer
 from routerag.llm.scripted import ScriptedModel
 from routerag.server.app import create_app
@@ -33,7 +33,7 @@ WAIT_S = 30.0
 
 
 class SlowPrepare:
-    """``prepare_strategy`` that blocks its thread for ``PREPARE_S`` first, recording when."""
+    """``assemble`` that blocks its thread for ``PREPARE_S`` first, recording when."""
 
     def __init__(self, real: Callable[..., Any]) -> None:
         self.real = real
@@ -56,8 +56,8 @@ def answer_slowly(messages: object, params: object, continue_final: bool) -> str
 
 @pytest.fixture
 def slow_service(tmp_path, monkeypatch) -> Iterator[tuple[str, SlowPrepare]]:
-    slow = SlowPrepare(strategy_prepare.prepare_strategy)
-    monkeypatch.setattr(strategy_prepare, "prepare_strategy", slow)
+    slow = SlowPrepare(run_assemble.assemble)
+    monkeypatch.setattr(run_assemble, "assemble", slow)
     app = create_app(ScriptedModel(answer_slowly), SourceSet(), ServiceSettings(data_dir=tmp_path / "svc", ui=False, warm_up=False))
     with BackgroundServer(app) as server:
         yield server.url, slow

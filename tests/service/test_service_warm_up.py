@@ -17,6 +17,7 @@ import pytest
 from routerag.edge.asks import Preparation
 from routerag.edge.serving import BackgroundServer
 from routerag.llm.scripted import ScriptedModel
+from routerag.run.assemble import StrategyChoice, prepare_strategy
 from routerag.server.app import create_app
 from routerag.server.settings import ServiceSettings
 from routerag.server.upload_parse import UploadSettings
@@ -25,7 +26,6 @@ from routerag.server.warm_plan import strategy_plan
 from routerag.server.warmup import WarmUp, WarmUpSkipped
 from routerag.sources.base import QueryResult
 from routerag.sources.sourceset import SourceSet
-from routerag.strategies.prepare import prepare_strategy
 from routerag.trace import Hit
 
 WAIT_S = 20.0
@@ -164,4 +164,4 @@ def test_a_strategy_that_cannot_run_here_is_skipped_and_does_not_hold_readiness(
     warm_up.join(WAIT_S)
     state = warm_up.state()
     assert state.state == "skipped" and state.blocks_readiness() is None and "r1-router" in (state.error or "")
-    assert prepare_strategy("routerag", {}).name == "routerag"  # the default strategy prepares without a model config
+    assert prepare_strategy(StrategyChoice("routerag", {})).name == "routerag"  # the default strategy prepares without a model config

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from routerag.errors import RouteragError
+from routerag.run.assemble import Mounted, RequestLimits, StrategyChoice, StrategyRequestError, assemble
 from routerag.server.chat_messages import ConversationRefused
 from routerag.server.domain_errors import DOMAIN_ERRORS, by_kind, reply_for
 from routerag.server.jobs import RunNotResumableError, UnknownRunError
 from routerag.server.openai_errors import openai_error
 from routerag.server.upload_parse import UnknownUploadError, UploadConflictError, UploadRejected
 from routerag.sources.sourceset import SourceSet
-from routerag.strategies.prepare import StrategyRequestError, prepare_strategy
 from routerag.strategies.resolve import StrategyParamsError
 
 pytestmark = pytest.mark.unit
@@ -24,16 +24,16 @@ pytestmark = pytest.mark.unit
 SRC = Path(__file__).resolve().parents[2] / "src" / "routerag"
 
 
-@pytest.mark.parametrize(("name", "params", "kwargs", "reason"), [
-    ("no-such-strategy", {}, {}, "unknown strategy 'no-such-strategy'"),
-    ("vanilla", {"k": 0}, {}, "invalid params for strategy 'vanilla'"),
-    ("vanilla", {"k": True}, {}, "invalid params for strategy 'vanilla'"),
-    ("vanilla", {"source": "nope"}, {"sources": SourceSet()}, "params.source: unknown source 'nope'"),
-    ("direct", {"max_tokens": 100}, {"max_new_tokens": 10}, "params.max_tokens: 100 is above this service's limit of 10 tokens"),
+@pytest.mark.parametrize(("name", "params", "limits", "reason"), [
+    ("no-such-strategy", {}, RequestLimits(), "unknown strategy 'no-such-strategy'"),
+    ("vanilla", {"k": 0}, RequestLimits(), "invalid params for strategy 'vanilla'"),
+    ("vanilla", {"k": True}, RequestLimits(), "invalid params for strategy 'vanilla'"),
+    ("vanilla", {"source": "nope"}, RequestLimits(), "params.source: unknown source 'nope'"),
+    ("direct", {"max_tokens": 100}, RequestLimits(max_new_tokens=10), "params.max_tokens: 100 is above this service's limit of 10 tokens"),
 ])
-def test_a_refused_strategy_request_is_a_routerag_error(name, params, kwargs, reason):
+def test_a_refused_strategy_request_is_a_routerag_error(name, params, limits, reason):
     with pytest.raises(StrategyRequestError) as refused:
-        prepare_strategy(name, params, **kwargs)
+        assemble(StrategyChoice(name, params, limits=limits), Mounted(SourceSet()), "caller")
     assert isinstance(refused.value, RouteragError) and isinstance(refused.value, ValueError)
     assert reason in str(refused.value)
 

@@ -45,7 +45,7 @@ class Asker:
     config: RunConfig
     """The configuration it runs: the model configuration with the front door's defaults applied."""
     index_dir: Path | None
-    """The index it searches (None: the dataset has no corpus)."""
+    """The index it searches (None: the dataset has no corpus, or the strategy does not retrieve)."""
 
     def ask(self, question: str | Question) -> Trace:
         return self.strategy.run(question)
@@ -85,13 +85,14 @@ def open_asker(params: AskParams, *, on_step: StepObserver | None = None) -> Ask
     ``shipped_policy=False``), load or build the index, build the model. Raises a ``RouteragError``
     for an unknown name or bad params before anything is loaded."""
     from routerag.api.environment import model_environment
-    from routerag.run.assemble import open_run
+    from routerag.run.assemble import DatasetIndex, PrebuiltIndex, StrategyChoice, assemble
 
     cfg = params.config.with_environment(model_environment())
     if params.index_dir is None:
         cfg = cfg.model_copy(update={"components": list(INTERACTIVE_COMPONENTS)})
-    run = open_run(cfg, shipped_policy=params.shipped_policy, index_dir=params.index_dir, on_step=on_step)
-    return Asker(run.resolved.build(run.context), cfg.model_copy(update={"model": run.resolved.model}), run.index_dir)
+    sources = DatasetIndex(cfg) if params.index_dir is None else PrebuiltIndex(params.index_dir, cfg.modes)
+    run = assemble(StrategyChoice.of(cfg, shipped_policy=params.shipped_policy), sources)
+    return Asker(run.build(on_step=on_step), cfg.model_copy(update={"model": run.strategy.model}), run.index_dir)
 
 
 def ask(question: str | Question, params: AskParams, *, on_step: StepObserver | None = None) -> Trace:

@@ -3,9 +3,10 @@
 server's ``ask`` tool (:mod:`routerag.integrations.mcp_tools`) prepare and run a question here.
 
 * :class:`Preparation`: a request's :class:`StrategyConfig` made runnable, a :class:`Prepared` —
-  the uploads it names mounted (the service's store; the MCP server mounts none), its strategy
-  prepared with the caller's limits by :func:`~routerag.strategies.prepare.prepare_strategy`. It
-  reads files (the uploads' indexes, an adapter unpacked): call it in a worker thread.
+  assembled as every run is (:func:`routerag.run.assemble.assemble`): its strategy resolved with
+  the caller's limits, then the uploads it names mounted (the service's store; the MCP server
+  mounts none) and the sources its params name checked; the model is the caller's. It reads files
+  (the uploads' indexes, an adapter unpacked): call it in a worker thread.
 * :class:`Answerer`: the question checked (:meth:`~Answerer.check_question`), the model a prepared
   strategy runs on (:meth:`~Answerer.model_for`, built on first use) and the run of an :class:`Ask`
   (:meth:`~Answerer.answer`), in the caller's worker thread: it stops at its next model call or
@@ -13,14 +14,14 @@ server's ``ask`` tool (:mod:`routerag.integrations.mcp_tools`) prepare and run a
   answer's pieces to :class:`Observers` as they happen (:mod:`routerag.edge.events`).
 
 Refusals are domain errors (:class:`~routerag.edge.refusals.RequestRefused`,
-:class:`~routerag.strategies.prepare.StrategyRequestError`, the uploads' own); how a caller waits
+:class:`~routerag.run.assemble.StrategyRequestError`, the uploads' own); how a caller waits
 for its client (an HTTP disconnect, an MCP cancellation) and answers a refusal is its own."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,11 +34,11 @@ from routerag.llm.config import ModelConfig
 from routerag.llm.conversation import Conversation, ConversationModel
 from routerag.llm.pool import ModelPool
 from routerag.provenance import FromRequest
+from routerag.run import assemble as run_assemble
+from routerag.run.assemble import AssembledRun, Mounted, RequestLimits, StrategyChoice, Uploads
 from routerag.runtime.base import AnswerSink
 from routerag.sources.sourceset import SourceSet
-from routerag.strategies import prepare as strategy_prepare
-from routerag.strategies.prepare import PreparedStrategy, StrategyRequestError
-from routerag.strategies.resolve import answer
+from routerag.strategies.resolve import ResolvedStrategy, answer
 from routerag.trace import StepObserver, Trace
 
 __all__ = ["Answerer", "Ask", "Observers", "Prepared", "PreparedStrategy", "Preparation", "StrategyConfig", "Uploads"]
@@ -55,18 +56,11 @@ class StrategyConfig(BaseModel):
     label: str | None = Field(None, max_length=80, description="its name in comparison tables")
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """A configuration made runnable: the strategy prepared and the sources its run sees."""
+Prepared = AssembledRun
+"""A configuration made runnable: the strategy prepared and the sources its run sees (assembled
+without a model: the caller's answers it)."""
 
-    strategy: PreparedStrategy
-    sources: SourceSet
-
-
-class Uploads(Protocol):
-    """Where uploaded sources are mounted from (the service's ``SourceStore``); a refusal is its own error."""
-
-    def mount(self, base: SourceSet, names: list[str]) -> SourceSet: ...
+PreparedStrategy = ResolvedStrategy
 
 
 @dataclass(frozen=True)
@@ -82,19 +76,9 @@ class Preparation:
     uploads: Uploads | None = None
 
     def __call__(self, config: StrategyConfig) -> Prepared:
-        sourceset = self._mounted(config.sources)
-        prepared = strategy_prepare.prepare_strategy(config.strategy, config.params, sources=sourceset,
-                                                     max_new_tokens=self.max_new_tokens, model=self.model,
-                                                     request=self.request)
-        return Prepared(prepared, sourceset)
-
-    def _mounted(self, names: list[str]) -> SourceSet:
-        if self.uploads is not None:
-            return self.uploads.mount(self.base, names)
-        if names:
-            raise StrategyRequestError(f"sources: this server mounts no uploaded sources; mounted: "
-                                       f"{', '.join(self.base.names())}")
-        return self.base
+        choice = StrategyChoice(config.strategy, config.params, self.model, shipped_policy=True,
+                                limits=RequestLimits(self.request, self.max_new_tokens))
+        return run_assemble.assemble(choice, Mounted(self.base, config.sources, self.uploads), "caller")
 
 
 @dataclass(frozen=True)

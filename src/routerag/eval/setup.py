@@ -1,6 +1,8 @@
-"""Build what an evaluation needs from an :class:`EvalConfig`: the sampled questions, the model,
-the sources (assembled by ``routerag.run.assemble``, as for every other job), a strategy factory
-and the answer fingerprint. Names are checked before anything expensive is loaded."""
+"""What an evaluation needs from an :class:`EvalConfig`: its run assembled by
+:func:`routerag.run.assemble.assemble` (the sampled questions, the sources, the model), as every
+other job's is, plus what only an evaluation has — a strategy factory per engine, the judge's
+model, and the spec that identifies the run (its answer fingerprint, the versions). Names are
+checked before anything expensive is loaded."""
 
 from __future__ import annotations
 
@@ -9,17 +11,15 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from routerag.config import fingerprint, fingerprint_dump
-from routerag.corpus.datasets import load_dataset
 from routerag.corpus.schema import Question
 from routerag.eval.config import EvalConfig
 from routerag.eval.metrics import METRICS
 from routerag.eval.provenance import collect_versions, files_sha256
 from routerag.eval.runner import Engine, RunSpec, StrategyFactory
 from routerag.process_local import ProcessLocal
-from routerag.run.assemble import resolve_run, sources_for
+from routerag.run.assemble import AssembledRun, DatasetIndex, QuestionSample, StrategyChoice, assemble
 from routerag.runtime.base import Strategy
-from routerag.strategies import STRATEGIES, StrategyContext
-from routerag.strategies.resolve import ResolvedStrategy
+from routerag.strategies import STRATEGIES
 
 
 @dataclass
@@ -38,12 +38,10 @@ def check_names(config: EvalConfig) -> type[Strategy]:
     return STRATEGIES.get(config.strategy)
 
 
-def resolve(config: EvalConfig) -> ResolvedStrategy:
-    """The configuration's strategy, params and model through the front door. An evaluation runs
-    exactly what its configuration names: no shipped policy is added (see ``routerag.api``)."""
-    check_names(config)
-    return resolve_run(config, shipped_policy=False)
-
+def choice(config: EvalConfig) -> StrategyChoice:
+    """The configuration's strategy, params and model. An evaluation runs exactly what its
+    configuration names: no shipped policy is added (see ``routerag.api``)."""
+    return StrategyChoice.of(config, shipped_policy=False)
 
 
 def fingerprint_params(params: BaseModel) -> dict:
@@ -74,63 +72,50 @@ def answer_fingerprint(config: EvalConfig, params: BaseModel, model_identity: st
 
 
 
-class ConfigStrategyFactory(ProcessLocal[EvalConfig, tuple[ResolvedStrategy, StrategyContext]]):
+class ConfigStrategyFactory(ProcessLocal[EvalConfig, AssembledRun]):
     """A :data:`StrategyFactory` that carries only the configuration, for ``--engine ray``: the
-    first call in a process (a Ray actor) builds the strategy's context there — the model and the
-    sources, with the same code as :func:`build_setup` (the index from the index cache, which
-    the driver filled) — and every call returns a strategy over that context. It pickles as the
-    configuration alone (:class:`~routerag.process_local.ProcessLocal`), so each actor builds its
-    own model and sources, once."""
+    first call in a process (a Ray actor) assembles the run there, as :func:`build_setup` does
+    (the index from the index cache, which the driver filled; the model built), and every call
+    returns a strategy over it. It pickles as the configuration alone
+    (:class:`~routerag.process_local.ProcessLocal`), so each actor builds its own model and
+    sources, once."""
 
-    def _build(self) -> tuple[ResolvedStrategy, StrategyContext]:
-        from routerag.llm.factory import build_model
-
-        resolved = resolve(self.config)
-        sources, _ = sources_for(resolved, load_dataset(self.config.dataset), self.config)
-        assert resolved.model is not None
-        return resolved, StrategyContext(model=build_model(resolved.model), sources=sources, adapter=resolved.adapter)
+    def _build(self) -> AssembledRun:
+        return assemble(choice(self.config), DatasetIndex(self.config))
 
     def __call__(self) -> Strategy:
-        resolved, context = self.value()
-        return resolved.build(context)
+        return self.value().build()
 
 
 def build_setup(config: EvalConfig, name: str, *, engine: Engine = "thread") -> EvalSetup:
-    """Everything the runner needs; the expensive parts (index, model) are built last. With
-    ``engine="ray"`` the driver builds (or finds) the index but no model: the strategy factory is
-    a :class:`ConfigStrategyFactory` and the judge's model a
+    """Everything the runner needs: the run assembled (the questions sampled before the index and
+    the model are built), then the judge's model and the spec. With ``engine="ray"`` the driver
+    builds (or finds) the index but no model: the strategy factory is a
+    :class:`ConfigStrategyFactory` and the judge's model a
     :class:`~routerag.llm.factory.DeferredModel`, both built in each Ray actor."""
     from routerag.llm.factory import DeferredModel, build_model, model_identity
 
-    resolved_strategy = resolve(config)
-    params = resolved_strategy.params
-    dataset = load_dataset(config.dataset)
-    questions = dataset.sample(config.limit).questions
-    if not questions:
-        raise ValueError(f"dataset {config.dataset!r} has no questions to evaluate")
-    sources, manifests = sources_for(resolved_strategy, dataset, config)
-    assert resolved_strategy.model is not None
-    identity = model_identity(resolved_strategy.model.resolved())
+    check_names(config)
+    run = assemble(choice(config), DatasetIndex(config, QuestionSample(config.limit)),
+                   "caller" if engine == "ray" else "build")
+    assert run.dataset is not None and run.strategy.model is not None  # a DatasetIndex, an EvalConfig's model
+    identity = model_identity(run.strategy.model.resolved())
     factory: StrategyFactory
     judge_model: object | None
     if engine == "ray":
         factory = ConfigStrategyFactory(config)
         judge_model = DeferredModel(config.judge_model) if config.judge_model is not None else None
     else:
-        model = build_model(resolved_strategy.model)
+        factory = run.build
         judge_model = build_model(config.judge_model) if config.judge_model is not None else None
-
-        def factory() -> Strategy:
-            return resolved_strategy.build(StrategyContext(model=model, sources=sources, adapter=resolved_strategy.adapter))
-
-    versions = collect_versions(model=identity, index_manifest=files_sha256(manifests))
+    versions = collect_versions(model=identity, index_manifest=files_sha256(list(run.manifests)))
     spec = RunSpec(
         name=name,
-        dataset=dataset.name,
+        dataset=run.dataset.name,
         strategy=config.strategy,
         label=config.label,
         metrics=list(config.metrics),
-        fingerprint=answer_fingerprint(config, params, identity, resolved_strategy.revision),
+        fingerprint=answer_fingerprint(config, run.strategy.params, identity, run.strategy.revision),
         versions=versions,
     )
-    return EvalSetup(spec=spec, questions=questions, factory=factory, judge_model=judge_model)
+    return EvalSetup(spec=spec, questions=run.questions, factory=factory, judge_model=judge_model)

@@ -16,9 +16,9 @@ from dataclasses import replace
 from routerag.edge.asks import Preparation, Prepared, StrategyConfig
 from routerag.errors import RouteragError
 from routerag.llm.config import DEFAULT_MODEL, MissingPolicyError, ModelConfig, bundled_policy_path
+from routerag.run.assemble import StrategyRequestError
 from routerag.server.upload_parse import UploadRejected
 from routerag.strategies import STRATEGIES
-from routerag.strategies.prepare import StrategyRequestError, token_limits
 from routerag.strategies.resolve import StrategyParamsError
 from routerag.strategies.shipped import LARGER_BASE, ROUTERAG_POLICIES, with_default_policy
 
@@ -82,7 +82,7 @@ class ChatModels:
             raise UnknownModelError(name)
         config = config.model_copy(update={"strategy": strategy})
         prepared = self._prepare(config)
-        lowered = {key: token_cap for key, value in token_limits(prepared.strategy.params).items()
+        lowered = {key: token_cap for key, value in prepared.strategy.token_limits().items()
                    if token_cap is not None and value > token_cap}
         if lowered:  # validated again with the lower limits
             prepared = self._prepare(config.model_copy(update={"params": {**config.params, **lowered}}))

@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse
 
 from routerag.edge.refusals import RequestRefused
 from routerag.errors import RouteragError
+from routerag.run.assemble import StrategyRequestError
 from routerag.server.chat_messages import ConversationRefused
 from routerag.server.chat_models import UnknownModelError
 from routerag.server.report_store import ReportUnreadableError, UnknownReportError
@@ -34,7 +35,6 @@ from routerag.server.upload_parse import (
     UploadRejected,
     UploadTooLargeError,
 )
-from routerag.strategies.prepare import StrategyRequestError
 from routerag.strategies.resolve import StrategyParamsError
 
 __all__ = ["DOMAIN_ERRORS", "Family", "KindReply", "by_kind", "install_domain_errors", "native_reply", "reply_for"]

@@ -7,9 +7,10 @@ the warm-up and the settings.
 Every route reaches it through a FastAPI dependency (:mod:`routerag.server.deps`) and runs a
 question the same way, the way the MCP server's ``ask`` tool does (:mod:`routerag.edge.asks`):
 
-* :meth:`Service.prepare` makes a request's configuration runnable (its uploads mounted, its
-  strategy resolved, which may unpack an adapter; for the chat endpoint, the strategy its model
-  name picks) in a worker thread, never on the event loop;
+* :meth:`Service.prepare` makes a request's configuration runnable, assembled as every run is
+  (:mod:`routerag.run.assemble`: its strategy resolved, which may unpack an adapter, its uploads
+  mounted; for the chat endpoint, the strategy its model name picks) in a worker thread, never on
+  the event loop;
 * :meth:`Service.run` answers an :class:`~routerag.edge.asks.Ask` in a worker thread of the ask
   limit and gives its trace, or None when the client left first;
 * :meth:`Service.stream` yields what the run reports as it happens (:mod:`routerag.server.live`).
@@ -36,6 +37,7 @@ from routerag.llm.config import ModelConfig
 from routerag.llm.factory import adapter_label
 from routerag.llm.llama_bindings import for_service
 from routerag.paths import cache_dir
+from routerag.run.assemble import StrategyChoice, prepare_strategy
 from routerag.server.chat_models import ChatModels
 from routerag.server.jobs import RunManager
 from routerag.server.live import StreamItem, Watch, watched_run, watched_stream
@@ -46,7 +48,6 @@ from routerag.server.warm_plan import strategy_plan
 from routerag.server.warmup import WarmUp, WarmUpState
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES
-from routerag.strategies.prepare import prepare_strategy
 from routerag.trace import Trace
 
 __all__ = ["Readiness", "Service"]
@@ -64,7 +65,7 @@ class Readiness(BaseModel):
 def _strategy_adapter(name: str, model_config: ModelConfig) -> str | None:
     """The adapter a strategy's answers come from by default (the shipped policy, where it applies)."""
     try:
-        return prepare_strategy(name, {}, model=model_config).adapter
+        return prepare_strategy(StrategyChoice(name, model=model_config)).adapter
     except (ValueError, OSError):  # a strategy that needs params to be resolved (StrategyRequestError)
         return None
 

@@ -10,11 +10,11 @@ from collections.abc import Callable
 
 from routerag.edge.asks import Preparation, Prepared, PreparedStrategy, StrategyConfig
 from routerag.llm.base import ChatModel
+from routerag.run.assemble import StrategyRequestError
 from routerag.server.upload_parse import UploadRejected
 from routerag.server.warmup import Plan, WarmUpPart, WarmUpSkipped
 from routerag.sources.sourceset import SourceSet
 from routerag.strategies import STRATEGIES
-from routerag.strategies.prepare import StrategyRequestError, named_sources
 
 __all__ = ["WARM_UP_QUERY", "strategy_plan"]
 
@@ -48,7 +48,7 @@ def strategy_plan(name: str, prepare: Preparation, model_for: Callable[[Prepared
         label = strategy.adapter or "the base model"
         parts = [WarmUpPart(f"model ({label})", lambda: model_for(strategy))]
         parts += [WarmUpPart(f"source {source}", _search(sourceset, source))
-                  for source in named_sources(strategy.params) if source in mounted]
+                  for source in strategy.named_sources() if source in mounted]
         return parts
 
     return plan

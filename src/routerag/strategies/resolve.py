@@ -58,6 +58,17 @@ class ResolvedStrategy:
     def revision(self) -> int:
         return strategy_revision(self.cls)
 
+    def named_sources(self) -> list[str]:
+        """Every source name its params give (``source``, ``*_sources`` ...), in order, once each."""
+        names = [name for key, value in self.params.model_dump().items() for name in param_sources(key, value)]
+        return list(dict.fromkeys(names))
+
+    def token_limits(self) -> dict[str, int]:
+        """Its token limits: the ``max_*tokens*`` integer params (``max_tokens``,
+        ``max_tokens_per_turn``, ...) and their values."""
+        return {key: value for key, value in self.params.model_dump().items()
+                if key.startswith("max_") and "tokens" in key and isinstance(value, int) and not isinstance(value, bool)}
+
     @property
     def adapter(self) -> str | None:
         """The policy adapter its model configuration applies (``name@sha256:prefix``), if any."""
@@ -90,6 +101,17 @@ class ResolvedStrategy:
             context = replace(context, model=DeferredModel(model))
         return resolve_strategy(name, params, model, shipped_policy=self.shipped_policy,
                                 json_params=self.json_params, request=self.request).build(context)
+
+
+def param_sources(key: str, value: Any) -> list[str]:
+    """The source names a param value gives: ``source``/``*_source`` (a name), ``sources``/
+    ``*_sources`` (a list of names, or a mapping to names)."""
+    if key == "source" or key.endswith("_source"):
+        return [value] if isinstance(value, str) else []
+    if key == "sources" or key.endswith("_sources"):
+        items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+        return [v for v in items if isinstance(v, str)]
+    return []
 
 
 def resolve_strategy(strategy: str, params: Mapping[str, Any] | None = None, model: ModelConfig | None = None, *,
